@@ -1,0 +1,63 @@
+"""Input checks shared by the public entry points.
+
+Every check raises ``ValueError`` naming the parameter, the value and what is allowed.
+Inside jit-traced code the values are abstract, so only static properties (shapes) are checked there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def is_traced(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}={value!r}: expected an integer")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        raise ValueError(f"{name}={value}: expected an integer {allowed}")
+    if maximum is not None and value > maximum:
+        allowed = f"<= {maximum}" if minimum is None else f"in {minimum}..{maximum}"
+        raise ValueError(f"{name}={value}: expected an integer {allowed}")
+    return value
+
+
+def check_positive(name: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r}: expected a positive finite number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name}={value!r}: expected a positive finite number")
+    return v
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+def check_array(name: str, value: Any, shape: tuple[int | None, ...], *, finite: bool = True):
+    """Check an array's exact shape (None = any size on that axis) and, when concrete, finiteness."""
+    shp = tuple(getattr(value, "shape", np.shape(value)))
+    ok = len(shp) == len(shape) and all(e is None or e == s for e, s in zip(shape, shp))
+    if not ok:
+        want = "(" + ", ".join("*" if e is None else str(e) for e in shape) + ")"
+        raise ValueError(f"{name} has shape {shp}: expected shape {want} (no broadcasting)")
+    if finite and not is_traced(value):
+        arr = np.asarray(value)
+        if not np.all(np.isfinite(arr)):
+            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+            raise ValueError(f"{name} contains {bad} NaN or inf value(s): expected finite numbers")
+    return value

@@ -1,0 +1,179 @@
+"""Task generators: pure functions of a PRNG key that return a :class:`Dataset`.
+
+A task fixes the sequence length ``T``, the token dimension ``d``, which query rows carry a target
+(``query_mask``), which keys each query may attend to (``key_mask``) and the *target pattern*: the
+(T, T) attention pattern that solves the task (for the copy task, the shift by ``offset``). The
+posterior, the theory and the order parameters only see these arrays, so a new task (multi-position
+copy, Markov chains, linear maps, ...) plugs in by subclassing :class:`Task`.
+
+Conventions for ``boundary="causal"``: query t may attend to keys s <= t; the first ``offset`` rows
+have no source token, so they are *marked* (``query_mask[t] = False``, their ``Y`` rows are zero) and
+excluded from the likelihood and from the order parameters. ``n = P * query_mask.sum()`` rows enter
+the likelihood.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._validate import check_array, check_choice, check_int
+
+jax.config.update("jax_enable_x64", True)  # posterior energies are O(n d / sigma^2): float32 loses the O(1) differences
+
+TokenKind = Literal["gaussian", "onehot"]
+Boundary = Literal["cyclic", "causal"]
+TOKENS = ("gaussian", "onehot")
+BOUNDARIES = ("cyclic", "causal")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """P training sequences.
+
+    X: (P, T, d) tokens; Y: (P, T, d_out) targets (zero on rows with ``query_mask`` False);
+    task: the :class:`Task` that produced (or describes) the data.
+    """
+
+    X: jax.Array
+    Y: jax.Array
+    task: "Task"
+
+    @classmethod
+    def from_arrays(cls, X, Y, task: "Task") -> "Dataset":
+        """Wrap user-supplied arrays, checking shapes against ``task`` and rejecting NaN / inf."""
+        if not isinstance(task, Task):
+            raise ValueError(f"task={task!r}: expected a bayesattn Task instance")
+        X = check_array("X", np.asarray(X, dtype=np.float64), (None, task.T, task.d))
+        Y = check_array("Y", np.asarray(Y, dtype=np.float64), (X.shape[0], task.T, task.d_out))
+        Y = Y * task.query_mask[None, :, None]
+        return cls(jnp.asarray(X), jnp.asarray(Y), task)
+
+    @property
+    def P(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def T(self) -> int:
+        return self.task.T
+
+    @property
+    def d(self) -> int:
+        return self.task.d
+
+    @property
+    def d_out(self) -> int:
+        return self.task.d_out
+
+    @property
+    def n(self) -> int:
+        """Number of (sequence, query) rows in the likelihood."""
+        return self.P * int(self.task.query_mask.sum())
+
+
+@dataclass(frozen=True)
+class Task:
+    """Base class of tasks. Subclasses define ``d_out``, the masks, the target pattern and ``_sample``."""
+
+    T: int
+    d: int
+
+    def __post_init__(self):
+        check_int("T", self.T, minimum=2)
+        check_int("d", self.d, minimum=1)
+
+    @property
+    def d_out(self) -> int:
+        return self.d
+
+    @property
+    def key_mask(self) -> np.ndarray:
+        """(T, T) bool: key_mask[t, s] is True when query t may attend to key s."""
+        return np.ones((self.T, self.T), dtype=bool)
+
+    @property
+    def query_mask(self) -> np.ndarray:
+        """(T,) bool: rows that carry a target."""
+        return np.ones(self.T, dtype=bool)
+
+    @property
+    def target_pattern(self) -> np.ndarray:
+        """(T, T) float: the attention pattern that solves the task (rows of query_mask sum to 1)."""
+        raise NotImplementedError
+
+    def sample(self, key: jax.Array, P: int) -> Dataset:
+        """Draw P sequences. Pure function of ``key``: the same key gives the same data."""
+        P = check_int("P", P, minimum=0)
+        X, Y = self._sample(key, P)
+        return Dataset(X, Y * jnp.asarray(self.query_mask, X.dtype)[None, :, None], self)
+
+    def _sample(self, key, P):
+        raise NotImplementedError
+
+    def replace(self, **changes) -> "Task":
+        return dataclasses.replace(self, **changes)
+
+    def config(self) -> dict:
+        return {"name": type(self).__name__, **dataclasses.asdict(self)}
+
+
+def draw_tokens(key: jax.Array, shape: tuple[int, ...], d: int, tokens: str) -> jax.Array:
+    """Tokens of shape (*shape, d): i.i.d. N(0, I_d) or uniform one-hot over d symbols."""
+    if tokens == "gaussian":
+        return jax.random.normal(key, (*shape, d), dtype=jnp.float64)
+    idx = jax.random.randint(key, shape, 0, d)
+    return jax.nn.one_hot(idx, d, dtype=jnp.float64)
+
+
+@dataclass(frozen=True)
+class CopyTask(Task):
+    """Copy task: the target at query t is the token ``offset`` positions back.
+
+    >>> import jax, bayesattn as ba
+    >>> ds = ba.CopyTask(T=4, d=3).sample(jax.random.key(0), P=2)
+    >>> ds.X.shape, ds.Y.shape, bool((ds.Y[:, 1] == ds.X[:, 0]).all())
+    ((2, 4, 3), (2, 4, 3), True)
+    """
+
+    offset: int = 1
+    tokens: TokenKind = "gaussian"
+    boundary: Boundary = "cyclic"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("offset", self.offset, minimum=1, maximum=self.T - 1)
+        check_choice("tokens", self.tokens, TOKENS)
+        check_choice("boundary", self.boundary, BOUNDARIES)
+
+    @property
+    def key_mask(self) -> np.ndarray:
+        if self.boundary == "cyclic":
+            return np.ones((self.T, self.T), dtype=bool)
+        return np.tril(np.ones((self.T, self.T), dtype=bool))
+
+    @property
+    def query_mask(self) -> np.ndarray:
+        qm = np.ones(self.T, dtype=bool)
+        if self.boundary == "causal":
+            qm[: self.offset] = False
+        return qm
+
+    @property
+    def source(self) -> np.ndarray:
+        """(T,) int: the source key of each query (t - offset mod T; meaningless where query_mask is False)."""
+        return (np.arange(self.T) - self.offset) % self.T
+
+    @property
+    def target_pattern(self) -> np.ndarray:
+        pat = np.zeros((self.T, self.T))
+        pat[np.arange(self.T), self.source] = 1.0
+        return pat * self.query_mask[:, None]
+
+    def _sample(self, key, P):
+        X = draw_tokens(key, (P, self.T), self.d, self.tokens)
+        return X, X[:, self.source, :]
