@@ -62,9 +62,11 @@ def sufficient_statistics(X: jax.Array, Y: jax.Array) -> tuple[jax.Array, jax.Ar
     """Sxx[s, s'] = sum_mu x_s x_s'^T: (T, T, d, d); Sxy[s, t] = sum_mu x_s y_t^T: (T, T, d, d_out);
     yy = |Y|^2. X: (P, T, d), Y: (P, T, d_out)."""
     P, T, d = X.shape
+    d_out = Y.shape[-1]
     Xf = X.reshape(P, T * d)
+    # explicit sizes, not -1: reshape cannot infer an axis when P = 0 (the no-data posterior)
     Sxx = (Xf.T @ Xf).reshape(T, d, T, d).transpose(0, 2, 1, 3)
-    Sxy = (Xf.T @ Y.reshape(P, -1)).reshape(T, d, T, -1).transpose(0, 2, 1, 3)
+    Sxy = (Xf.T @ Y.reshape(P, T * d_out)).reshape(T, d, T, d_out).transpose(0, 2, 1, 3)
     return Sxx, Sxy, jnp.sum(Y**2)
 
 
@@ -88,7 +90,9 @@ class Posterior:
             raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
         check_array("dataset.X", dataset.X, (None, dataset.T, dataset.d))
         check_array("dataset.Y", dataset.Y, (dataset.P, dataset.T, dataset.d_out))
-        Sxx, Sxy, yy = sufficient_statistics(jnp.asarray(dataset.X, jnp.float64), jnp.asarray(dataset.Y, jnp.float64))
+        # rows without a target never enter the likelihood, even in a Dataset built directly with junk there
+        Y = jnp.asarray(dataset.Y, jnp.float64) * jnp.asarray(dataset.task.query_mask, jnp.float64)[None, :, None]
+        Sxx, Sxy, yy = sufficient_statistics(jnp.asarray(dataset.X, jnp.float64), Y)
         self._init(dataset.task, attention, prior, Sxx, Sxy, yy, jnp.asarray(dataset.n, jnp.float64))
 
     def _init(self, task, attention, prior, Sxx, Sxy, yy, n):
@@ -137,6 +141,7 @@ class Posterior:
         shape = tuple(np.shape(L))
         if len(shape) < 2 or shape[-2:] != (self.T, self.T):
             raise ValueError(f"L has shape {shape}: expected (..., {self.T}, {self.T})")
+        check_array("L", L, (None,) * (len(shape) - 2) + (self.T, self.T))  # NaN / inf
         alpha = attention_weights(jnp.asarray(L, jnp.float64), self.attention, self.task.key_mask)
         return order_parameters(alpha, self.task.target_pattern, self.task.query_mask)
 
