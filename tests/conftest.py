@@ -1,0 +1,55 @@
+"""Shared, independent numpy/scipy references for the core tests.
+
+Nothing here calls bayesattn's numerics: attention maps, the explicit n x d design matrix Z and the
+n x n Gaussian-process evidence are written from THEORY.md sections 1-2 in plain numpy, so a test that
+compares the package against them checks two separate code paths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+
+def np_attention(L, attention, key_mask):
+    """alpha = a(L) in numpy. L: (T, T); key_mask: (T, T) bool."""
+    L = np.asarray(L, dtype=np.float64)
+    T = L.shape[-1]
+    if attention == "linear":
+        return np.where(key_mask, L, 0.0) / np.sqrt(T)
+    alpha = np.zeros_like(L)
+    for t in range(T):
+        keys = np.flatnonzero(key_mask[t])
+        e = np.exp(L[t, keys] - L[t, keys].max())
+        alpha[t, keys] = e / e.sum()
+    return alpha
+
+
+def np_design(L, dataset, attention):
+    """Explicit rows: Z (n, d) with z_{mu,t} = sum_s alpha_ts x_{mu,s} and Y (n, d_out), query rows only."""
+    task = dataset.task
+    alpha = np_attention(L, attention, task.key_mask)
+    X, Y = np.asarray(dataset.X), np.asarray(dataset.Y)
+    rows = np.flatnonzero(task.query_mask)
+    Z = np.stack([np.stack([alpha[t] @ X[mu] for t in rows]) for mu in range(X.shape[0])])
+    return Z.reshape(-1, task.d), Y[:, rows].reshape(-1, task.d_out)
+
+
+def np_gp_log_evidence(Z, Y, prior):
+    """Brute force: sum over output coordinates k of log N(Y[:, k]; 0, (sigma_V2/d) Z Z^T + sigma2 I)."""
+    n, d = Z.shape
+    if n == 0:
+        return 0.0
+    K = (prior.sigma_V2 / d) * Z @ Z.T + prior.sigma2 * np.eye(n)
+    mvn = stats.multivariate_normal(mean=np.zeros(n), cov=K)
+    return float(sum(mvn.logpdf(Y[:, k]) for k in range(Y.shape[1])))
+
+
+def np_log_prior_L(L, sigma_A2):
+    return float(stats.norm.logpdf(np.asarray(L), scale=np.sqrt(sigma_A2)).sum())
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240601)
