@@ -164,9 +164,10 @@ class Posterior:
 
     def log_prior(self, L: jax.Array) -> jax.Array:
         """log N(L; 0, sigma_A2 I), normalised over all T^2 entries."""
+        # jnp.log (not np.log) here and below: sampling.py may pass the prior's variances as traced jit arguments
         L = self._check_L(L)
         sA2 = self.prior.sigma_A2
-        return -0.5 * jnp.sum(L**2) / sA2 - 0.5 * L.size * (LOG_2PI + np.log(sA2))
+        return -0.5 * jnp.sum(L**2) / sA2 - 0.5 * L.size * (LOG_2PI + jnp.log(sA2))
 
     def log_likelihood(self, L: jax.Array) -> jax.Array:
         """log p(D | L) with V integrated out: the log Gaussian-process evidence (normalised)."""
@@ -175,8 +176,8 @@ class Posterior:
         chol, C = self._readout(L)
         w = jsl.solve_triangular(chol, C, lower=True)
         fit = jnp.sum(w**2)
-        logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) - self.d * np.log(lam)
-        return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + np.log(s2))
+        logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) - self.d * jnp.log(lam)
+        return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))
 
     def log_density(self, L: jax.Array) -> jax.Array:
         """log p(L, D) = log prior + log evidence; equals log p(L | D) up to the L-independent log p(D).
