@@ -381,7 +381,8 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
         if method == "mcmc":
             vals = np.array([r["result"][init][x]["mean"] for r in recs], dtype=float)
         else:
-            vals = np.array([np.mean(r["result"][init]["final"][x]) for r in recs], dtype=float)
+            vals = np.array([np.nanmean(np.asarray(r["result"][init]["final_order_parameters"][x], dtype=float))
+                             for r in recs])
         lo = vals[0]
         half = lo + 0.5 * (np.nanmax(vals) - lo)
         above = np.flatnonzero(vals >= half)

@@ -122,6 +122,8 @@ def run_sweep(
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".*.json.*.tmp"):  # half-written by a killed run: never read, cleared here
+        stale.unlink(missing_ok=True)
     paths = [out / f"{point_id(p)}.json" for p in points]
     if len(set(paths)) != len(paths):
         raise ValueError("points: contains duplicate points (each grid point must be unique)")

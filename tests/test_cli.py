@@ -1,0 +1,118 @@
+"""The `bayesattn` command: end to end on a reduced default config, resume after a kill, bad arguments."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bayesattn.cli import main
+from bayesattn.experiments import RunConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A reduced default: same structure (both attentions, theory + MCMC + Adam), tiny sizes.
+SMALL = ["--T", "8", "--d", "4", "--P", "100,400", "--set", "mcmc.num_chains=2", "--set", "mcmc.num_warmup=60",
+         "--set", "mcmc.num_samples=60", "--set", "adam.seeds=2", "--set", "adam.steps=200",
+         "--set", "adam.record_every=20", "--set", "theory.num_P=40", "--quiet"]
+
+
+def test_default_toml_equals_builtin_default():
+    with open(ROOT / "phase_diagrams" / "default.toml", "rb") as f:
+        assert RunConfig.from_dict(tomllib.load(f)) == RunConfig()
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "phase_diagrams").glob("*.toml")))
+def test_named_configs_are_valid(name):
+    cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / f"{name}.toml").validate()
+    assert cfg.name == name
+
+
+def test_phase_diagram_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["phase-diagram", *SMALL, "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["transitions"]) == {"softmax", "linear"}
+    for att in ("softmax", "linear"):
+        assert set(summary["transitions"][att]) == {"theory", "mcmc", "adam"}
+        assert summary["transitions"][att]["theory"]["order"] in ("first", "second", "crossover")
+    assert summary["versions"]["jax"] and summary["config"]["task"]["T"] == 8
+    figs = {Path(p).name for p in summary["figures"]}
+    for stem in ("fig1_order_parameter_vs_P", "fig2_free_energy_landscapes", "fig4_posterior_mean_attention",
+                 "fig5_posterior_histograms", "fig6_training_curves"):
+        assert f"{stem}.png" in figs and f"{stem}.pdf" in figs
+    point = json.loads(next((out / "points" / "mcmc").glob("*.json")).read_text())
+    assert point["point"]["config"]["seed"] == 0 and "versions" in point
+    text = capsys.readouterr().out
+    assert "softmax: theory:" in text and "linear: theory:" in text
+    # figures are redrawn from saved results alone
+    for f in (out / "figures").iterdir():
+        f.unlink()
+    assert main(["figures", str(out)]) == 0
+    assert {p.name for p in (out / "figures").iterdir()} == figs
+
+
+def test_killed_run_resumes(tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "bayesattn.cli", "phase-diagram", *SMALL, "--methods", "mcmc",
+            "--P", "50,100,200,400", "--no-figures", "--out", str(out)]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    pts = out / "points" / "mcmc"
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(pts.glob("*.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = {p.name: p.stat().st_mtime_ns for p in pts.glob("*.json")}
+    assert 1 <= len(done) < 8, "the kill should land mid-sweep"
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after = {p.name: p.stat().st_mtime_ns for p in pts.glob("*.json")}
+    assert len(after) == 8  # 2 attentions x 4 values of P
+    assert not list(pts.glob(".*.tmp"))  # a half-written file left by the kill is cleared on resume
+    assert all(after[n] == t for n, t in done.items()), "finished points must not be recomputed"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["phase-diagram", "--attention", "cubic"], "--attention"),
+    (["phase-diagram", "--P", "1:x:3"], "--P"),
+    (["phase-diagram", "--T", "1"], "T=1"),
+    (["phase-diagram", "--sigma2", "-1"], "sigma2"),
+    (["phase-diagram", "--methods", "theory,magic"], "methods"),
+    (["phase-diagram", "--set", "mcmc.num_chain=3"], "num_chain"),
+    (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
+    (["phase-diagram", "--P", "400,100"], "P="),
+    (["sample", "--P", "100,200"], "single value"),
+    (["figures", "/nonexistent/folder"], "no saved results"),
+    (["nonsense"], "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        code = main(argv)
+        raise SystemExit(code)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+
+
+def test_help_on_every_subcommand(capsys):
+    for sub in ("phase-diagram", "sample", "train", "figures"):
+        with pytest.raises(SystemExit) as e:
+            main([sub, "--help"])
+        assert e.value.code == 0
+        assert "--" in capsys.readouterr().out
+
+
+def test_config_overrides_are_typed():
+    cfg = RunConfig().override("mcmc.num_chains", "3").override("attention", "linear")
+    assert cfg.mcmc.num_chains == 3 and cfg.attention == ["linear"]
+    assert dataclasses.asdict(cfg)["prior"]["sigma2"] == 400.0
+    with pytest.raises(ValueError, match="mcmc.num_chains"):
+        RunConfig().override("mcmc.num_chains", "2.5")
