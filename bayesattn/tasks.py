@@ -84,8 +84,9 @@ class Task:
     d: int
 
     def __post_init__(self):
-        check_int("T", self.T, minimum=2)
-        check_int("d", self.d, minimum=1)
+        # store the checked Python ints: numpy ints from a grid would leak into config() and break JSON records
+        object.__setattr__(self, "T", check_int("T", self.T, minimum=2))
+        object.__setattr__(self, "d", check_int("d", self.d, minimum=1))
 
     @property
     def d_out(self) -> int:
@@ -146,7 +147,7 @@ class CopyTask(Task):
 
     def __post_init__(self):
         super().__post_init__()
-        check_int("offset", self.offset, minimum=1, maximum=self.T - 1)
+        object.__setattr__(self, "offset", check_int("offset", self.offset, minimum=1, maximum=self.T - 1))
         check_choice("tokens", self.tokens, TOKENS)
         check_choice("boundary", self.boundary, BOUNDARIES)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -171,3 +173,11 @@ def test_posterior_rejects_a_hand_built_dataset_with_nan():
     X[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match=r"dataset\.X contains 1 NaN or inf"):
         ba.Posterior(ba.Dataset(jnp.asarray(X), jnp.zeros((2, 4, 2)), task))
+
+
+def test_numpy_integer_arguments_are_stored_as_python_ints():
+    # grids built with numpy must still give JSON-serialisable configs and equal, equally hashed tasks
+    task = ba.CopyTask(T=np.int64(4), d=np.int32(2), offset=np.int64(1))
+    assert all(type(v) is int for v in (task.T, task.d, task.offset))
+    assert json.loads(json.dumps(task.config())) == ba.CopyTask(T=4, d=2).config()
+    assert hash(task) == hash(ba.CopyTask(T=4, d=2))
