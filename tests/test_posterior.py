@@ -291,3 +291,14 @@ def test_predict_rejects_bad_X():
     X[1, 3, 0] = np.inf
     with pytest.raises(ValueError, match=r"X contains 1 NaN or inf"):
         post.predict(np.zeros((4, 4)), X)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention,tokens,boundary,offset", CASES)
+def test_closed_form_equals_bruteforce_gp_evidence_larger(attention, tokens, boundary, offset, rng):
+    # the fast test's check at n ~ 400 rows, d = 4, T = 8, with the realistic prior scale
+    prior = ba.Prior(1.0, 100.0, 50.0)
+    data, post = make(attention, tokens, boundary, offset, T=8, d=4, P=50, seed=5, prior=prior)
+    for L in (random_L(rng, 8), 5.0 * data.task.target_pattern):
+        ref = np_gp_log_evidence(*np_design(L, data, attention), prior)
+        np.testing.assert_allclose(post.log_likelihood(L), ref, rtol=1e-10)
