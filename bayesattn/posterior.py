@@ -77,8 +77,11 @@ class Posterior:
     >>> import jax, jax.numpy as jnp, bayesattn as ba
     >>> data = ba.CopyTask(T=8, d=8).sample(jax.random.key(0), P=1000)
     >>> post = ba.Posterior(data, attention="softmax", prior=ba.Prior(1.0, 100.0, 800.0))
-    >>> bool(post.log_density(jnp.zeros((8, 8))) < post.log_density(3 * post.task.target_pattern))
+    >>> L = 1.0 * post.task.target_pattern  # a weak copy head; beta = P d / (2 sigma2) = 5, where <m> ~ 0.24
+    >>> bool(post.log_density(L) > post.log_density(jnp.zeros((8, 8))))
     True
+    >>> round(float(post.order_parameters(L)["m"]), 2)
+    0.28
     """
 
     def __init__(self, dataset: Dataset, attention: AttentionKind = "softmax", prior: Prior | None = None):
