@@ -298,7 +298,7 @@ def _newton_min(h0, g0, be, eps, mom, d, Tq, iters=40):
     J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
     logw = -Tq * Phi - 0.5 * jnp.log(jnp.abs(jnp.linalg.det(J)))
     conv = jnp.max(jnp.abs(r) / (1.0 + jnp.abs(jnp.array([h, g])))) < 1e-7
-    return m, q, Phi, conv, is_min, logw
+    return m, q, Phi, conv, is_min, logw, h, g
 
 
 @functools.partial(jax.jit, static_argnames=("d", "Tq", "kmax"))
@@ -327,23 +327,60 @@ def _softmax_minima_jit(h, g, Lam, m, q, mom, beta, eps, d, Tq, kmax=4):
     return jax.vmap(one)(beta, eps)
 
 
-def _softmax_minima(tab, beta, eps, d, Tq):
-    """Per P: list of distinct local minima (m, q, Phi, logw), and a flag if a grid edge was hit."""
-    (m, q, Phi, conv, is_min, logw), valid, edge = _softmax_minima_jit(
+@functools.partial(jax.jit, static_argnames=("d", "Tq"))
+def _newton_from(h0, g0, mom, beta, eps, d, Tq):
+    """Newton from given starts. h0, g0: (NP, K); beta, eps: (NP,)."""
+    f = jax.vmap(jax.vmap(lambda a, b, be, ep: _newton_min(a, b, be, ep, mom, d, Tq), in_axes=(0, 0, None, None)))
+    return f(h0, g0, beta, eps)
+
+
+def _softmax_minima(tab, beta, eps, d, Tq, passes=4):
+    """Per P: list of distinct local minima (m, q, Phi, logw), and a flag if a grid edge was hit.
+
+    Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
+    from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.
+    """
+    (m, q, Phi, conv, is_min, logw, hs, gs), valid, edge = _softmax_minima_jit(
         jnp.asarray(tab.h), jnp.asarray(tab.g), jnp.asarray(tab.Lam), jnp.asarray(tab.m), jnp.asarray(tab.q), tab.mom,
         jnp.asarray(beta), jnp.asarray(eps), d, Tq)
-    m, q, Phi, conv, is_min, logw, valid, edge = (np.asarray(a) for a in (m, q, Phi, conv, is_min, logw, valid, edge))
-    out, edge_hit = [], bool(np.any(valid & edge))
-    for i in range(m.shape[0]):
-        mins = []
-        for k in range(m.shape[1]):
-            if not (valid[i, k] and conv[i, k] and is_min[i, k]):
-                continue
-            if any(abs(m[i, k] - mm) < 1e-4 for mm, *_ in mins):
-                continue
-            mins.append((float(m[i, k]), float(q[i, k]), float(Phi[i, k]), float(logw[i, k])))
-        out.append(sorted(mins))
-    return out, edge_hit
+    res = [np.asarray(a) for a in (m, q, Phi, conv, is_min, logw, hs, gs)]
+    ok = np.asarray(valid) & res[3] & res[4]
+    edge_hit = bool(np.any(np.asarray(valid) & np.asarray(edge)))
+    NP = len(beta)
+
+    def collect(res, ok):
+        out = []
+        for i in range(NP):
+            mins = []
+            for k in np.flatnonzero(ok[i]):
+                if any(abs(res[0][i, k] - mm[0]) < 1e-4 for mm in mins):
+                    continue
+                mins.append(tuple(float(a[i, k]) for a in (res[0], res[1], res[2], res[5], res[6], res[7])))
+            out.append(sorted(mins))
+        return out
+
+    mins = collect(res, ok)
+    for _ in range(passes if NP > 1 else 0):
+        K = max(1, max(len(x) for x in mins))
+        h0 = np.zeros((NP, 2 * K))
+        g0 = np.full((NP, 2 * K), -1.0)
+        have = np.zeros((NP, 2 * K), bool)
+        for i in range(NP):
+            for side, j in ((0, i - 1), (1, i + 1)):
+                if 0 <= j < NP:
+                    for k, t in enumerate(mins[j]):
+                        h0[i, side * K + k], g0[i, side * K + k], have[i, side * K + k] = t[4], t[5], True
+        r2 = [np.asarray(a) for a in _newton_from(jnp.asarray(h0), jnp.asarray(g0), tab.mom, jnp.asarray(beta),
+                                                   jnp.asarray(eps), d, Tq)]
+        ok2 = have & r2[3] & r2[4]
+        res = [np.concatenate([a, b], axis=1) for a, b in zip(res, r2)]
+        ok = np.concatenate([ok, ok2], axis=1)
+        new = collect(res, ok)
+        if all(len(a) == len(b) for a, b in zip(new, mins)):
+            mins = new
+            break
+        mins = new
+    return [[t[:4] for t in x] for x in mins], edge_hit
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -507,8 +544,10 @@ def _first_order(P, branches):
     for i in range(len(Ps) - 1):
         if diff[i] > 0 >= diff[i + 1]:
             Pc = float(Ps[i] + diff[i] / (diff[i] - diff[i + 1]) * (Ps[i + 1] - Ps[i]))
-    if Pc is None and Ps.size == 1 and abs(diff[0]) < 1e-12:
-        Pc = float(Ps[0])
+    if Pc is None:
+        # no sign change on the overlap grid (window narrower than the P spacing): the binodal lies at
+        # the end of the window where |F_hi - F_lo| is smallest
+        Pc = float(Ps[int(np.argmin(np.abs(diff)))])
     return {"order": "first", "P_c": Pc, "spinodals": spin}
 
 
@@ -641,3 +680,246 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     pc.config = {"task": task.config(), "prior": prior.config(), "attention": attention, "noise_fit": bool(noise_fit),
                  "num_samples": num_samples, "seed": seed}
     return pc
+
+
+# ----------------------------------------------------------------------------------------------------
+# free-energy landscape
+# ----------------------------------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("d", "Tq"))
+def _profile_softmax(mt, h0, g0, mom, be, eps, d, Tq, iters=40):
+    """Phi(m) = min_q Phi(m, q) at fixed m = mt: solve m(h, g) = mt and dPhi/dq = 0 by Newton."""
+
+    def body(carry, _):
+        h, g = carry
+        Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom)
+        _, dq = _energy_grads(mt, q, be, eps, d, Tq, 0.0)
+        _, _, Hqq = _hess_E(mt, q, be, eps, d, Tq)
+        r = jnp.array([m - mt, g + dq])
+        J = jnp.array([[Vaa, Vab], [Hqq * Vab, 1.0 + Hqq * Vbb]])
+        dx = jnp.linalg.solve(J, -r)
+        scale = jnp.minimum(1.0, jnp.minimum(2.0 / (jnp.abs(dx[0]) + 1e-300), (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300)))
+        return (h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)), None
+
+    (h, g), _ = jax.lax.scan(body, (h0, g0), None, length=iters)
+    Lam, m, q, *_ = _tilt(h, g, *mom)
+    Phi = action(mt, q, h * mt + g * q - Lam, beta=be, eps=eps, d=d, T_q=Tq)
+    ok = jnp.abs(m - mt) < 1e-6 * (1 + mt)
+    return jnp.where(ok, Phi, jnp.nan)
+
+
+def landscape(task, prior, attention: Attention, P, grid=None, *, noise_fit: bool = False, num_samples: int = 20000,
+              seed: int = 0) -> dict:
+    """Free-energy landscape S(x) = T_q * min over the other order parameters of Phi, in nats, shifted so
+    that min S = 0 (differences are log posterior odds). x = m for softmax (double well near the
+    transition), x = u for linear (a single well at u = 0 that moves away continuously; the density is
+    taken with respect to du / sqrt(u), i.e. of the cosine sqrt(u), so the well at u = 0 is finite).
+
+    Returns {"x", "x_name", "S", "P", "attention"}. grid: increasing values in (0, 1).
+    """
+    covered(task, attention)
+    prior = _check_prior(prior)
+    P = check_positive("P", P)
+    if grid is None:
+        grid = np.linspace(0.5 / task.T, 0.9, 200) if attention == "softmax" else np.linspace(0.0, 0.9, 200)[1:]
+    x = _check_grid("grid", grid)
+    if x[-1] >= 1:
+        raise ValueError(f"grid={grid!r}: expected values in (0, 1)")
+    beta, eps, Tq = _scales(task, prior, np.array([P]))
+    beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
+    if attention == "softmax":
+        tab = softmax_action_table(task, prior, float(beta[0]), num_samples=check_int("num_samples", num_samples, minimum=100),
+                                   seed=seed)
+        H, G = tab.h[:, None], tab.g[None, :]
+        Phi = np.asarray(action(tab.m, tab.q, H * tab.m + G * tab.q - tab.Lam, beta=beta[0], eps=eps[0], d=task.d_out, T_q=Tq))
+        _, dq = _energy_grads(tab.m, tab.q, beta[0], eps[0], task.d_out, Tq, 0.0)
+        F = np.abs(G + dq)
+        # starts: the table point closest in m among those near q-stationarity, lowest Phi
+        starts = []
+        for mt in x:
+            score = Phi + 1e4 * (tab.m - mt) ** 2 + 0.1 * F
+            i, j = np.unravel_index(np.argmin(score), score.shape)
+            starts.append((tab.h[i], tab.g[j]))
+        h0, g0 = (jnp.asarray(a) for a in zip(*starts))
+        S = np.asarray(jax.vmap(lambda mt, a, b: _profile_softmax(mt, a, b, tab.mom, beta[0], eps[0], task.d_out, Tq))(
+            jnp.asarray(x), h0, g0)) * Tq
+        name = "m"
+    else:
+        D, Tq = _linear_dims(task)
+        S = -np.asarray(_linear_log_density_c(jnp.sqrt(jnp.asarray(x)), beta[0], eps[0], float(prior.sigma_A2), D, Tq,
+                                              task.T, task.d_out, 0.0))
+        name = "u"
+    S = S - np.nanmin(S)
+    return {"x": x, "x_name": name, "S": S, "P": float(P), "attention": attention}
+
+
+# ----------------------------------------------------------------------------------------------------
+# phase diagrams, critical exponent, finite-size scaling
+# ----------------------------------------------------------------------------------------------------
+
+
+def _crossover(pc: PhaseCurve) -> float:
+    """Crossover marker: linear -> the P where <u> reaches 1/2; softmax -> the P of steepest rise of <m>
+    in log P (for a first-order transition this sits at the jump)."""
+    P = pc.P
+    if pc.attention == "linear":
+        u = pc.mean["u"]
+        k = np.flatnonzero((u[:-1] < 0.5) & (u[1:] >= 0.5))
+        if k.size == 0:
+            return float("nan")
+        k = k[0]
+        return float(P[k] + (0.5 - u[k]) / (u[k + 1] - u[k]) * (P[k + 1] - P[k]))
+    if len(P) < 3:
+        return float("nan")
+    slope = np.gradient(pc.mean["m"], np.log(P))
+    return float(P[int(np.nanargmax(slope))])
+
+
+@dataclass
+class PhaseDiagram:
+    """Transition lines over (P, vary): P_c (binodal / critical), spinodals, order and crossover per value."""
+
+    attention: str
+    vary_name: str
+    vary_values: np.ndarray
+    P_c: np.ndarray
+    spinodal_low: np.ndarray
+    spinodal_high: np.ndarray
+    order: list
+    crossover: np.ndarray
+    P: np.ndarray = None
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        def lst(a):
+            return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, float)]
+
+        return {"attention": self.attention, "vary_name": self.vary_name, "vary_values": lst(self.vary_values),
+                "P_c": lst(self.P_c), "spinodal_low": lst(self.spinodal_low), "spinodal_high": lst(self.spinodal_high),
+                "order": list(self.order), "crossover": lst(self.crossover),
+                "P": None if self.P is None else lst(self.P), "config": self.config}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PhaseDiagram":
+        def arr(v):
+            return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+
+        return cls(d["attention"], d["vary_name"], arr(d["vary_values"]), arr(d["P_c"]), arr(d["spinodal_low"]),
+                   arr(d["spinodal_high"]), list(d["order"]), arr(d["crossover"]),
+                   None if d.get("P") is None else arr(d["P"]), dict(d.get("config", {})))
+
+
+def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, noise_fit: bool = False,
+                  num_samples: int = 20000, seed: int = 0, nh: int = 241, ng: int = 121) -> PhaseDiagram:
+    """The transition over the (P, vary) plane. vary: {"sigma_A2": [...]} or {"T": [...]} (increasing).
+
+    Per value: P_c (binodal for first order, critical point for second; NaN where none in the P range),
+    the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``).
+    """
+    covered(task, attention)
+    prior = _check_prior(prior)
+    P = _check_grid("P_values", P_values)
+    if not isinstance(vary, dict) or len(vary) != 1 or next(iter(vary)) not in ("sigma_A2", "T"):
+        raise ValueError(f"vary={vary!r}: expected a dict with one key, 'sigma_A2' or 'T', mapping to a grid")
+    name, values = next(iter(vary.items()))
+    vals = _check_grid(f"vary[{name!r}]", values, integer=(name == "T"))
+    out = {k: np.full(len(vals), np.nan) for k in ("P_c", "lo", "hi", "cross")}
+    order = []
+    for k, v in enumerate(vals):
+        if name == "T":
+            t, p = task.replace(T=int(v)), prior
+        else:
+            t, p = task, prior.replace(sigma_A2=float(v))
+        pc = phase_curve(t, p, attention, P, noise_fit=noise_fit, num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+        tr = pc.transition
+        order.append(tr["order"])
+        if tr["P_c"] is not None:
+            out["P_c"][k] = tr["P_c"]
+        if tr["spinodals"]:
+            out["lo"][k], out["hi"][k] = tr["spinodals"]
+        out["cross"][k] = _crossover(pc)
+    return PhaseDiagram(attention, name, vals, out["P_c"], out["lo"], out["hi"], order, out["cross"], P,
+                        {"task": task.config(), "prior": prior.config(), "noise_fit": bool(noise_fit),
+                         "num_samples": num_samples, "seed": seed})
+
+
+def _linear_mode_u(task, prior, P):
+    """Mode of the reduced density of the cosine (u* = c*^2) by bounded 1-D minimisation."""
+    from scipy.optimize import minimize_scalar
+
+    D, Tq = _linear_dims(task)
+    beta, eps, _ = _scales(task, prior, np.array([P]))
+    f = jax.jit(lambda c: -_linear_log_density_c(jnp.atleast_1d(c), beta[0], eps[0], float(prior.sigma_A2), D, Tq,
+                                                   task.T, task.d_out, 0.0)[0])
+    grid = np.linspace(0, 0.999, 400)
+    vals = np.asarray(-_linear_log_density_c(
+        jnp.asarray(grid), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0))
+    j = int(np.argmin(vals))
+    lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
+    if j == 0:
+        return 0.0 if vals[0] <= vals[1] else float(minimize_scalar(lambda c: float(f(c)), bounds=(0, hi), method="bounded",
+                                                                    options={"xatol": 1e-12}).x) ** 2
+    c = minimize_scalar(lambda c: float(f(c)), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
+    return float(c) ** 2
+
+
+def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> dict:
+    """Exponent of the linear-attention onset: fit u*(P) = A (P - P_c)^gamma just above the exact P_c.
+
+    Returns {"P_c", "exponent", "amplitude", "P", "u"}; mean-field theory predicts exponent 1.
+    """
+    covered(task, "linear")
+    prior = _check_prior(prior)
+    Pc = _linear_critical_P(task, prior, 0.0)
+    P = Pc * (1 + np.geomspace(*rel_range, num))
+    u = np.array([_linear_mode_u(task, prior, p) for p in P])
+    good = u > 0
+    if good.sum() < 2:
+        return {"P_c": Pc, "exponent": float("nan"), "amplitude": float("nan"), "P": P, "u": u}
+    slope, icpt = np.polyfit(np.log(P[good] - Pc), np.log(u[good]), 1)
+    return {"P_c": Pc, "exponent": float(slope), "amplitude": float(np.exp(icpt)), "P": P, "u": u}
+
+
+def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, **numerics) -> dict:
+    """How the transition sharpens with T. Per T (arrays over T_values):
+
+    - "P_c", "order", "crossover" (as in ``phase_diagram``);
+    - "jump": softmax, the jump of m between the branches at the binodal (0 for a crossover);
+    - "window": softmax, relative width of the coexistence window (P_high - P_low) / P_c;
+    - "width": the width of the rise of the posterior mean in log P: 1 / max d<x>/dlog P (x = m or u);
+    - "onset_slope": linear, du*/dP * P_c just above P_c from ``critical_exponent`` (amplitude * P_c);
+    - "exponent": linear, the fitted onset exponent.
+    """
+    covered(task, attention)
+    P = _check_grid("P_values", P_values)
+    Ts = _check_grid("T_values", T_values, integer=True).astype(int)
+    keys = ("P_c", "crossover", "jump", "window", "width", "onset_slope", "exponent")
+    out = {k: np.full(len(Ts), np.nan) for k in keys}
+    order = []
+    for k, T in enumerate(Ts):
+        t = task.replace(T=int(T))
+        pc = phase_curve(t, prior, attention, P, **numerics)
+        tr = pc.transition
+        order.append(tr["order"])
+        x = pc.mean["m" if attention == "softmax" else "u"]
+        if len(P) >= 3:
+            out["width"][k] = 1.0 / np.nanmax(np.gradient(x, np.log(P)))
+        out["crossover"][k] = _crossover(pc)
+        if tr["P_c"] is not None:
+            out["P_c"][k] = tr["P_c"]
+        if attention == "softmax":
+            out["jump"][k] = 0.0
+            if tr["order"] == "first" and tr["P_c"] is not None:
+                ms = [np.interp(tr["P_c"], b["P"], b["m"]) for b in pc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1]]
+                out["jump"][k] = max(ms) - min(ms) if len(ms) >= 2 else np.nan
+                out["window"][k] = (tr["spinodals"][1] - tr["spinodals"][0]) / tr["P_c"]
+        else:
+            ce = critical_exponent(t, prior)
+            out["exponent"][k] = ce["exponent"]
+            out["onset_slope"][k] = ce["amplitude"] * ce["P_c"] if np.isfinite(ce["exponent"]) else np.nan
+            if not np.isfinite(out["P_c"][k]):
+                out["P_c"][k] = ce["P_c"]
+    out["order"] = order
+    out["T"] = Ts
+    return out
