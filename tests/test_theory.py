@@ -1,0 +1,243 @@
+"""Tests of the order-parameter theory against independent references: THEORY.md's checked exact-MCMC
+numbers, exact laws (Beta law of the linear cosine, prior means by symmetry), brute-force Monte Carlo
+of one softmax row, and exact-posterior MCMC (ba.sample)."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from scipy import integrate, special
+
+import bayesattn as ba
+from bayesattn import theory as th
+
+D_TOK, P_REF = 8, 1000
+
+
+def prior_at(beta, P=P_REF, d=D_TOK, **kw):
+    """THEORY.md's checked setting: sigma2 = P d / (2 beta)."""
+    return ba.Prior(kw.get("sigma_A2", 1.0), kw.get("sigma_V2", 100.0), P * d / (2 * beta))
+
+
+# --- THEORY.md section 4 table (LDP / Beta-law column), to 0.005 ----------------------------------
+
+@pytest.mark.parametrize("T, betas, ref", [
+    (8, [5, 10], [0.247, 0.414]),
+    (32, [4, 6, 7, 8, 12, 20], [0.037, 0.044, 0.052, 0.207, 0.318, 0.402]),
+])
+def test_softmax_reproduces_checked_table(T, betas, ref):
+    task = ba.CopyTask(T=T, d=D_TOK)
+    got = [th.phase_curve(task, prior_at(b), "softmax", [P_REF]).stable["m"][0] for b in betas]
+    np.testing.assert_allclose(got, ref, atol=0.005)
+
+
+def test_linear_reproduces_checked_table():
+    task = ba.CopyTask(T=16, d=D_TOK)
+    betas = [2, 4, 8, 10, 12, 16]
+    ref = [0.005, 0.008, 0.043, 0.186, 0.330, 0.500]
+    got = [th.phase_curve(task, prior_at(b), "linear", [P_REF]).mean["u"][0] for b in betas]
+    np.testing.assert_allclose(got, ref, atol=0.005)
+
+
+# --- linear: exact laws ---------------------------------------------------------------------------
+
+def test_linear_mean_u_matches_beta_law_quadrature():
+    """q >> eps (huge sigma_V2): log p(u) = ((D-3)/2) log(1-u) - log(u)/2 + T beta u, integrated by scipy."""
+    T = 8
+    task = ba.CopyTask(T=T, d=D_TOK)
+    D = T * T
+    for beta in (2.0, 4.0, 6.0):
+        pr = prior_at(beta, sigma_V2=1e9)
+        got = th.phase_curve(task, pr, "linear", [P_REF]).mean["u"][0]
+        logf = lambda u: 0.5 * (D - 3) * np.log1p(-u) - 0.5 * np.log(u) + T * beta * u  # noqa: E731
+        c = logf(max(1e-9, 1 - (D - 3) / (2 * T * beta)))
+        num = integrate.quad(lambda u: u * np.exp(logf(u) - c), 0, 1, limit=400, points=[0.01, 0.1, 0.5])[0]
+        den = integrate.quad(lambda u: np.exp(logf(u) - c), 0, 1, limit=400, points=[0.01, 0.1, 0.5])[0]
+        assert abs(got - num / den) < 2e-3, (beta, got, num / den)
+
+
+@pytest.mark.parametrize("boundary", ["cyclic", "causal"])
+def test_linear_prior_limit_is_beta_mean(boundary):
+    """beta -> 0: u ~ Beta(1/2, (D-1)/2) exactly, mean 1/D (D = free logits in query rows)."""
+    task = ba.CopyTask(T=6, d=D_TOK, boundary=boundary)
+    D = int((task.key_mask & task.query_mask[:, None]).sum())
+    got = th.phase_curve(task, ba.Prior(1.0, 1e9, 1e9), "linear", [10.0]).mean["u"][0]
+    assert abs(got - 1.0 / D) < 5e-3 / D  # quadrature on 2000 cosine nodes
+
+
+def test_linear_critical_point_and_exponent():
+    """Second order, P_c -> sigma2 T / d as T grows (finite-T: (T^2 - 3) sigma2 / (T d) for q >> eps);
+    u* grows linearly in P - P_c."""
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    ratios = []
+    for T in (8, 16, 32):
+        pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK), pr, "linear", np.linspace(50, 4000, 80))
+        assert pc.transition["order"] == "second"
+        ratios.append(pc.transition["P_c"] / (pr.sigma2 * T / D_TOK))
+    assert all(abs(r - 1) < 0.08 for r in ratios) and abs(ratios[-1] - 1) < 0.02
+    assert abs(ratios[-1] - 1) < abs(ratios[0] - 1)
+    ce = th.critical_exponent(ba.CopyTask(T=16, d=D_TOK), pr)
+    assert abs(ce["exponent"] - 1.0) < 0.05
+
+
+def test_linear_landscape_single_well_bifurcates():
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    task = ba.CopyTask(T=16, d=D_TOK)
+    below = th.landscape(task, pr, "linear", 500.0)
+    above = th.landscape(task, pr, "linear", 1500.0)
+    assert below["x"][np.argmin(below["S"])] < 0.01 and above["x"][np.argmin(above["S"])] > 0.2
+    assert np.all(np.diff(below["S"]) > 0)  # single well at u = 0
+
+
+# --- softmax -------------------------------------------------------------------------------------
+
+def test_softmax_row_cgf_matches_brute_force():
+    """Lambda(h, g) and its gradient (m, q) from the table vs direct Monte Carlo of full rows (other seed)."""
+    T = 16
+    task = ba.CopyTask(T=T, d=D_TOK)
+    tab = th.softmax_action_table(task, ba.Prior(1.0, 100.0, 400.0), 10.0)
+    z = np.asarray(jax.random.normal(jax.random.key(123), (20000, T - 1)))
+    S1, S2 = np.exp(z).sum(1), np.exp(2 * z).sum(1)
+    x = np.linspace(-10, 20, 700)
+    for i, j in [(60, 60), (120, 90), (180, 30), (30, 110)]:
+        h, g = tab.h[i], tab.g[j]
+        e = np.exp(x)[:, None]
+        a, b = e / (e + S1), (e**2 + S2) / (e + S1) ** 2
+        lw = h * a + g * b - 0.5 * x[:, None] ** 2
+        M = lw.max()
+        w = np.exp(lw - M)
+        Lam = np.log(w.sum() * (x[1] - x[0]) / np.sqrt(2 * np.pi) / len(S1)) + M
+        assert abs(tab.Lam[i, j] - Lam) < 0.04
+        assert abs(tab.m[i, j] - (w * a).sum() / w.sum()) < 3e-3
+        assert abs(tab.q[i, j] - (w * b).sum() / w.sum()) < 3e-3
+
+
+def test_softmax_prior_limit_m_is_one_over_T():
+    """beta -> 0 and no Occam term: the minimum is the prior mean, m = 1/T by exchangeability of keys."""
+    T = 8
+    pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK), ba.Prior(1.0, 1e12, 1e9), "softmax", [10.0])
+    assert abs(pc.stable["m"][0] - 1.0 / T) < 2e-3
+
+
+def test_softmax_transition_order_depends_on_T():
+    """sigma2 = 400 (beta = P/100): crossover at T = 8, narrow first-order window at T = 32, wider at T = 64
+    with the jump between P = 800 (low) and 1000 (high)."""
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    P = np.arange(600.0, 1201.0, 10.0)
+    pcs = {T: th.phase_curve(ba.CopyTask(T=T, d=D_TOK), pr, "softmax", P) for T in (8, 32, 64)}
+    assert pcs[8].transition["order"] == "crossover"
+    for T in (32, 64):
+        tr = pcs[T].transition
+        assert tr["order"] == "first" and tr["spinodals"][0] <= tr["P_c"] <= tr["spinodals"][1]
+    w32 = np.diff(pcs[32].transition["spinodals"])[0]
+    w64 = np.diff(pcs[64].transition["spinodals"])[0]
+    assert w64 > w32
+    st = pcs[64].stable["m"]
+    assert st[P == 800][0] < 3 / 64 and st[P == 1000][0] > 0.15
+    # the posterior mean lies between the branches and is continuous at the binodal only through the mixture
+    assert np.all(np.isfinite(pcs[64].mean["m"]))
+
+
+def test_softmax_landscape_double_well_in_window():
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    pc = th.phase_curve(ba.CopyTask(T=64, d=D_TOK), pr, "softmax", np.arange(850.0, 1051.0, 10.0))
+    Pc = pc.transition["P_c"]
+    L = th.landscape(ba.CopyTask(T=64, d=D_TOK), pr, "softmax", Pc, grid=np.linspace(0.01, 0.4, 120))
+    S = L["S"]
+    ok = np.isfinite(S)
+    s = S[ok]
+    mins = np.flatnonzero((s[1:-1] < s[:-2]) & (s[1:-1] < s[2:])) + 1
+    assert len(mins) == 2
+    assert abs(s[mins[0]] - s[mins[1]]) < 1.0  # equal depth at the binodal (grid resolution)
+
+
+# --- bookkeeping and input validation --------------------------------------------------------------
+
+def test_to_dict_roundtrip():
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    pc = th.phase_curve(ba.CopyTask(T=32, d=D_TOK), pr, "softmax", np.arange(700.0, 780.0, 10.0))
+    d = json.loads(json.dumps(pc.to_dict()))
+    back = th.PhaseCurve.from_dict(d)
+    np.testing.assert_allclose(back.stable["m"], pc.stable["m"])
+    assert back.transition == pc.transition and len(back.branches) == len(pc.branches)
+    pdg = th.phase_diagram(ba.CopyTask(T=8, d=D_TOK), pr, "linear", np.linspace(100, 1500, 30), {"T": [8, 12]})
+    back = th.PhaseDiagram.from_dict(json.loads(json.dumps(pdg.to_dict())))
+    np.testing.assert_allclose(back.P_c, pdg.P_c)
+    assert back.order == ["second", "second"]
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(P_values=[]), "non-empty"),
+    (dict(P_values=[10, 5]), "increasing"),
+    (dict(P_values=[0, 5]), "positive"),
+    (dict(P_values=[1, float("nan")]), "positive"),
+    (dict(attention="relu"), "attention"),
+    (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot")), "covers"),
+    (dict(task=ba.CopyTask(T=8, d=8, boundary="causal"), attention="softmax"), "covers"),
+    (dict(prior=(1, 2, 3)), "Prior"),
+])
+def test_bad_input(bad, match):
+    args = dict(task=ba.CopyTask(T=8, d=8), prior=ba.Prior(), attention="linear", P_values=[100, 200])
+    args.update(bad)
+    with pytest.raises(ValueError, match=match):
+        th.phase_curve(args["task"], args["prior"], args["attention"], args["P_values"])
+
+
+def test_bad_vary():
+    with pytest.raises(ValueError, match="vary"):
+        th.phase_diagram(ba.CopyTask(T=8, d=8), ba.Prior(), "linear", [100, 200], {"sigma_V2": [1, 2]})
+    with pytest.raises(ValueError, match="increasing"):
+        th.phase_diagram(ba.CopyTask(T=8, d=8), ba.Prior(), "linear", [100, 200], {"T": [8, 6]})
+
+
+# --- against exact-posterior MCMC -----------------------------------------------------------------
+
+def _mcmc_mean(task, attention, prior, P, key, init="cold", chains=2, warmup=300, draws=300):
+    data = task.sample(jax.random.key(key), P)
+    post = ba.Posterior(data, attention, prior)
+    s = ba.sample(post, jax.random.key(key + 1), num_chains=chains, num_warmup=warmup, num_samples=draws, init=init)
+    name = "m" if attention == "softmax" else "u"
+    return float(np.mean(s.order_parameters[name])), np.asarray(s.order_parameters[name]).mean(axis=1)
+
+
+@pytest.mark.parametrize("attention, beta", [("linear", 12.0), ("softmax", 5.0)])
+def test_theory_matches_short_mcmc(attention, beta):
+    T = 8
+    task = ba.CopyTask(T=T, d=D_TOK)
+    pr = prior_at(beta)
+    pc = th.phase_curve(task, pr, attention, [P_REF])
+    theo = pc.mean["m" if attention == "softmax" else "u"][0]
+    mc, _ = _mcmc_mean(task, attention, pr, P_REF, key=7)
+    assert abs(theo - mc) < 0.04, (theo, mc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T, attention, betas", [
+    (8, "softmax", np.linspace(1.0, 14.0, 12)),
+    (32, "softmax", np.array([3, 4, 5, 6, 6.5, 7, 7.3, 7.6, 8, 10, 13, 16.0])),
+    (8, "linear", np.linspace(1.0, 10.0, 12)),
+    (32, "linear", np.linspace(8.0, 30.0, 12)),
+])
+def test_theory_vs_mcmc_curves(T, attention, betas):
+    """>= 12 values of P (beta = P d / (2 sigma2), sigma2 = 400) spanning each transition; theory mean within
+    0.03 of MCMC away from the transition; inside a coexistence window, cold / hot chains land on the two
+    branches."""
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    task = ba.CopyTask(T=T, d=D_TOK)
+    P = betas * 2 * pr.sigma2 / D_TOK
+    pc = th.phase_curve(task, pr, attention, P)
+    name = "m" if attention == "softmax" else "u"
+    tr = pc.transition
+    for i, p in enumerate(P):
+        cold, _ = _mcmc_mean(task, attention, pr, int(round(p)), key=100 + i, init="cold", warmup=500, draws=500)
+        hot, _ = _mcmc_mean(task, attention, pr, int(round(p)), key=100 + i, init="hot", warmup=500, draws=500)
+        inside = tr["order"] == "first" and tr["spinodals"][0] <= p <= tr["spinodals"][1]
+        near = tr["P_c"] is not None and abs(p - tr["P_c"]) < 0.06 * tr["P_c"]
+        if inside:
+            ms = sorted(np.interp(p, b["P"], b[name]) for b in pc.branches if b["P"][0] <= p <= b["P"][-1])
+            assert abs(cold - ms[0]) < 0.03 and abs(hot - ms[-1]) < 0.03
+        elif not near:
+            assert abs(0.5 * (cold + hot) - pc.mean[name][i]) < 0.03, (p, cold, hot, pc.mean[name][i])
