@@ -1,0 +1,351 @@
+"""Tests of bayesattn.training against independent references: the direct joint density, a scipy optimisation
+of the closed-form profile posterior, NUTS on the closed form, exact emergence of a logistic curve."""
+
+import json
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import scipy.optimize as so
+
+import bayesattn as ba
+from bayesattn import training as tr
+
+SMALL = dict(T=4, d=2)
+
+
+def small_problem(attention="softmax", P=100, sigma2=1.0, boundary="cyclic", seed=0):
+    task = ba.CopyTask(**SMALL, boundary=boundary)
+    prior = ba.Prior(1.0, 10.0, sigma2)
+    data = task.sample(jax.random.key(seed), P)
+    return task, prior, data
+
+
+# ---------------------------------------------------------------------------------------------------
+# the objective is minus the joint log density (direct O(P) reference), per row and times sigma2
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+@pytest.mark.parametrize("boundary", ["cyclic", "causal"])
+def test_objective_is_scaled_minus_joint_log_density(attention, boundary):
+    task, prior, data = small_problem(attention, P=37, sigma2=2.0, boundary=boundary)
+    post = ba.Posterior(data, attention, prior)
+    k = jax.random.split(jax.random.key(3), 4)
+    pts = [(jax.random.normal(k[i], (4, 4)), jax.random.normal(k[i + 1], (2, 2))) for i in (0, 2)]
+    scale = prior.sigma2 / data.n
+    J = [tr.training_objective(L, V, post) for L, V in pts]
+    ref = [-scale * ba.joint_log_density(L, V, data, attention, prior) for L, V in pts]
+    np.testing.assert_allclose(J[0] - J[1], ref[0] - ref[1], rtol=1e-10, atol=1e-12)
+    gJ = jax.grad(tr.training_objective, argnums=(0, 1))(*pts[0], post)
+    gref = jax.grad(lambda L, V: -scale * ba.joint_log_density(L, V, data, attention, prior), argnums=(0, 1))(*pts[0])
+    for a, b in zip(gJ, gref):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    # the minibatch path on all sequences is the same squared error
+    L, V = pts[0]
+    sq_direct = tr._batch_sq_error(task, attention, L, V, data.X, data.Y)
+    np.testing.assert_allclose(sq_direct, tr._sq_error(post, L, V), rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Adam reaches the joint MAP; reference: scipy on the closed-form profile max_V log p(L, V, D)
+# ---------------------------------------------------------------------------------------------------
+
+def profile_map(post, L0):
+    """argmax_L of max_V log p(L, V, D) = log p(L, D) + log p(V* | L, D), V* = conditional mode.
+
+    log p(V* | L, D) = -(d_out/2) log det(2 pi cov) (Gaussian rows at their mean)."""
+
+    def neg(x):
+        L = x.reshape(post.T, post.T)
+        _, cov = post.readout_posterior(L)
+        return -(post.log_density(L) - 0.5 * post.d_out * jnp.linalg.slogdet(2 * np.pi * cov)[1])
+
+    vg = jax.jit(jax.value_and_grad(neg))
+    hess = jax.jit(jax.hessian(neg))
+    res = so.minimize(lambda x: [np.asarray(a) for a in vg(jnp.asarray(x))], np.ravel(L0), jac=True,
+                      hess=lambda x: np.asarray(hess(jnp.asarray(x))), method="trust-exact", options={"gtol": 1e-9})
+    L = res.x.reshape(post.T, post.T)
+    return L, np.asarray(post.readout_posterior(jnp.asarray(L))[0])
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_adam_reaches_joint_map(attention):
+    task, prior, data = small_problem(attention)
+    post = ba.Posterior(data, attention, prior)
+    sched = optax.exponential_decay(3e-2, 12000, 0.003)  # anneal so that Adam settles on the mode
+    res = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=12000, init_scale=0.3,
+                   record_every=1000)
+    L_ref, V_ref = profile_map(post, 0.5 * task.target_pattern)
+    L, V = res.final_params
+    if attention == "linear" and np.sum(L * L_ref) < 0:  # (L, V) -> (-L, -V) is an exact symmetry
+        L, V = -L, -V
+    np.testing.assert_allclose(L, L_ref, atol=2e-5)
+    np.testing.assert_allclose(V, V_ref, atol=2e-5)
+    assert res.failure is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Langevin samples the posterior: order parameters against NUTS on the closed form (V integrated out)
+# ---------------------------------------------------------------------------------------------------
+
+def nuts_order_parameter(post, key, name):
+    if hasattr(ba, "sample"):
+        s = ba.sample(post, key, num_chains=4, num_warmup=400, num_samples=1500)
+        x = np.asarray(s.order_parameters[name])
+    else:  # fallback: plain blackjax NUTS + window adaptation
+        import blackjax
+
+        wa = blackjax.window_adaptation(blackjax.nuts, post.log_density)
+
+        def chain(k):
+            k1, k2 = jax.random.split(k)
+            (state, params), _ = wa.run(k1, 0.1 * jnp.ones((post.T, post.T)), num_steps=400)
+            step = blackjax.nuts(post.log_density, **params).step
+
+            def body(s, kk):
+                s, _ = step(kk, s)
+                return s, post.order_parameters(s.position)[name]
+
+            return jax.lax.scan(body, state, jax.random.split(k2, 1500))[1]
+
+        x = np.asarray(jax.jit(jax.vmap(chain))(jax.random.split(key, 4)))
+    from numpyro.diagnostics import effective_sample_size
+
+    return x, float(effective_sample_size(x[:, :, None])[0])
+
+
+def langevin_order_parameter(data, prior, attention, name, lr, steps, chains=4, burn=100):
+    from numpyro.diagnostics import effective_sample_size
+
+    x = np.array([ba.train(data, prior, attention, jax.random.key(100 + c), optimizer="langevin", lr=lr,
+                           steps=steps, record_every=steps // 500).history[name][burn:] for c in range(chains)])
+    return x, float(effective_sample_size(x[:, :, None])[0])
+
+
+def check_same_law(x, ess_x, y, ess_y, std_rtol):
+    se = np.sqrt(x.var() / ess_x + y.var() / ess_y)
+    assert abs(x.mean() - y.mean()) < 4 * se + 2e-3, (x.mean(), y.mean(), se)
+    assert abs(x.std() / y.std() - 1) < std_rtol, (x.std(), y.std())
+
+
+@pytest.mark.parametrize("attention,name,P", [("softmax", "m", 20)])
+def test_langevin_matches_nuts(attention, name, P):
+    task, prior, data = small_problem(attention, P=P, sigma2=4.0)
+    post = ba.Posterior(data, attention, prior)
+    y, ess_y = nuts_order_parameter(post, jax.random.key(5), name)
+    x, ess_x = langevin_order_parameter(data, prior, attention, name, lr=0.05, steps=50000)
+    assert ess_x > 100
+    check_same_law(x, ess_x, y, ess_y, std_rtol=0.15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention,name,P", [("softmax", "m", 50), ("linear", "u", 50), ("linear", "u", 10)])
+def test_langevin_matches_nuts_slow(attention, name, P):
+    task, prior, data = small_problem(attention, P=P, sigma2=4.0)
+    post = ba.Posterior(data, attention, prior)
+    y, ess_y = nuts_order_parameter(post, jax.random.key(5), name)
+    x, ess_x = langevin_order_parameter(data, prior, attention, name, lr=0.02, steps=200000)
+    check_same_law(x, ess_x, y, ess_y, std_rtol=0.08)
+
+
+# ---------------------------------------------------------------------------------------------------
+# determinism, vmap == loop, minibatches
+# ---------------------------------------------------------------------------------------------------
+
+def test_same_key_same_run_and_different_key_differs():
+    task, prior, data = small_problem("softmax")
+    kw = dict(optimizer="langevin", lr=0.02, steps=300, record_every=50)
+    a = ba.train(data, prior, "softmax", jax.random.key(7), **kw)
+    b = ba.train(data, prior, "softmax", jax.random.key(7), **kw)
+    c = ba.train(data, prior, "softmax", jax.random.key(8), **kw)
+    for k in ("loss", "test_loss", "m", "L"):
+        np.testing.assert_array_equal(a.history[k], b.history[k])
+    assert not np.allclose(a.history["L"][-1], c.history["L"][-1])
+    np.testing.assert_array_equal(a.history["step"], np.arange(0, 301, 50))
+
+
+@pytest.mark.parametrize("kw", [
+    dict(optimizer="adam", init="small"),
+    dict(optimizer="adam", init="hot"),
+    dict(optimizer="langevin", init="small", lr=0.02),
+    dict(optimizer="adam", init="small", batch_size=8),
+])
+def test_sweep_equals_loop(kw):
+    task = ba.CopyTask(**SMALL)
+    prior = ba.Prior(1.0, 10.0, 1.0)
+    Ps, seeds, key = [12, 30], [0, 3], jax.random.key(11)
+    common = dict(steps=230, record_every=100, test_size=16, **kw)
+    sw = ba.train_sweep(task, prior, "softmax", Ps, seeds, key, **common)
+    assert sw.history["m"].shape == (2, 2, 4) and sw.history["L"].shape == (2, 2, 4, 4, 4)
+    for j, s in enumerate(seeds):
+        data_key, run_key = jax.random.split(jax.random.fold_in(key, s))
+        full = task.sample(data_key, max(Ps))
+        for i, P in enumerate(Ps):
+            one = ba.train(ba.Dataset(full.X[:P], full.Y[:P], task), prior, "softmax", run_key, **common)
+            for k in ("step", "loss", "test_loss", "objective", "m", "q", "u", "L"):
+                np.testing.assert_allclose(sw.history[k][i, j], one.history[k], rtol=1e-9, atol=1e-12, err_msg=k)
+            np.testing.assert_allclose(sw.final_V[i, j], one.final_params[1], rtol=1e-9, atol=1e-12)
+            assert sw.run(i, j).final_order_parameters == pytest.approx(one.final_order_parameters, rel=1e-9)
+    json.dumps(sw.to_dict(max_L_records=2))
+
+
+def test_hot_init_starts_on_the_copy_pattern():
+    task, prior, data = small_problem("softmax")
+    res = ba.train(data, prior, "softmax", jax.random.key(0), init="hot", steps=1, record_every=1, lr=1e-12)
+    assert res.history["m"][0] == pytest.approx(0.9, abs=1e-12)  # default hot logit: source weight 0.9
+    res = ba.train(data, prior, "linear", jax.random.key(0), init="hot", steps=1, record_every=1, lr=1e-12)
+    assert res.history["m"][0] == pytest.approx(1.0) and res.history["u"][0] == pytest.approx(1.0)
+    # an explicit (L, V) init is used as given
+    L0, V0 = np.full((4, 4), 0.3), np.eye(2)
+    res = ba.train(data, prior, "softmax", jax.random.key(0), init=(L0, V0), steps=1, record_every=1, lr=1e-12)
+    np.testing.assert_allclose(res.history["L"][0], L0)
+
+
+def test_initial_loss_and_trained_loss():
+    """At L = 0, V ~ 0 the squared error per coordinate is E|y|^2 / d = 1 (Gaussian tokens); well above the
+    transition training drives train and test loss far below it."""
+    task = ba.CopyTask(T=8, d=4)
+    data = task.sample(jax.random.key(0), 2000)
+    res = ba.train(data, ba.Prior(1.0, 100.0, 50.0), "softmax", jax.random.key(1), steps=1500, init_scale=1e-6,
+                   test_size=2000)
+    assert res.history["loss"][0] == pytest.approx(float(jnp.mean(data.Y**2)), rel=1e-4)
+    assert res.history["test_loss"][0] == pytest.approx(1.0, abs=0.05)
+    assert res.history["loss"][-1] < 0.2 and res.history["test_loss"][-1] < 0.2
+    assert res.final_order_parameters["m"] > 0.5
+    json.dumps(res.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------------
+# bad input and divergence
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(lr=0.0), "lr"), (dict(lr=-1e-3), "lr"), (dict(steps=0), "steps"), (dict(steps=2.5), "steps"),
+    (dict(optimizer="sgd"), "optimizer"), (dict(init="cold"), "init"), (dict(init=np.zeros((3, 3))), "init"),
+    (dict(init_scale=-1.0), "init_scale"), (dict(batch_size=0), "batch_size"), (dict(batch_size=10**6), "batch_size"),
+    (dict(record_every=0), "record_every"), (dict(test_size=0), "test_size"),
+    (dict(optimizer="langevin", lr=optax.constant_schedule(1e-3)), "schedule"),
+])
+def test_bad_arguments(kw, match):
+    task, prior, data = small_problem()
+    with pytest.raises(ValueError, match=match):
+        ba.train(data, prior, "softmax", jax.random.key(0), **kw)
+
+
+def test_bad_dataset_prior_attention():
+    task, prior, data = small_problem()
+    with pytest.raises(ValueError, match="dataset"):
+        ba.train(np.zeros((3, 4, 2)), prior, "softmax", jax.random.key(0))
+    bad = ba.Dataset(data.X[:, :3], data.Y, task)  # X does not match the task's T
+    with pytest.raises(ValueError, match="dataset.X"):
+        ba.train(bad, prior, "softmax", jax.random.key(0))
+    with pytest.raises(ValueError, match="attention"):
+        ba.train(data, prior, "relu", jax.random.key(0))
+    with pytest.raises(ValueError, match="prior"):
+        ba.train(data, (1.0, 1.0, 1.0), "softmax", jax.random.key(0))
+    with pytest.raises(ValueError, match="P_values"):
+        ba.train_sweep(task, prior, "softmax", [10, 0], [0], jax.random.key(0))
+    with pytest.raises(ValueError, match="init"):
+        ba.train_sweep(task, prior, "softmax", [10], [0], jax.random.key(0), init=np.zeros((4, 4)))
+
+
+def test_divergent_run_is_reported_and_others_continue():
+    task = ba.CopyTask(**SMALL)
+    prior = ba.Prior(1.0, 10.0, 4.0)
+    key = jax.random.key(0)
+    kw = dict(optimizer="langevin", lr=3.0, steps=400, record_every=100, test_size=16)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        sw = ba.train_sweep(task, prior, "linear", [1, 100], [0, 1], key, **kw)
+    # high temperature (P = 1) with a huge step explodes; P = 100 does not
+    assert sorted((f["seed"], f["P"]) for f in sw.failures) == [(0, 1), (1, 1)]
+    for f in sw.failures:
+        assert f"seed={f['seed']}" in f["message"] and "P=1" in f["message"] and f"step {f['step']}" in f["message"]
+        assert 0 <= f["step"] < 400
+    assert np.all(np.isfinite(sw.final_L)) and np.all(np.isfinite(sw.history["loss"]))
+    # frozen: the records after the failure repeat the last finite state
+    f = sw.failures[0]
+    i_seed = list(sw.seeds).index(f["seed"])
+    after = sw.history["step"][0, i_seed] > f["step"]
+    np.testing.assert_array_equal(sw.history["L"][0, i_seed][after], sw.final_L[0, i_seed][None].repeat(after.sum(), 0))
+    # the healthy runs are exactly what they are alone
+    for j, s in enumerate(sw.seeds):
+        data_key, run_key = jax.random.split(jax.random.fold_in(key, int(s)))
+        full = task.sample(data_key, 100)
+        one = ba.train(full, prior, "linear", run_key, **kw)
+        assert one.failure is None
+        np.testing.assert_allclose(sw.history["u"][1, j], one.history["u"], rtol=1e-9)
+    # a single run reports itself too
+    data1 = ba.Dataset(full.X[:1], full.Y[:1], task)
+    with pytest.warns(RuntimeWarning, match="seed=4, P=1 diverged at step"):
+        res = ba.train(data1, prior, "linear", jax.random.key(0), seed=4, **kw)
+    assert res.failed_at is not None and np.all(np.isfinite(res.final_params[0]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# emergence and comparisons: exact answers on synthetic curves
+# ---------------------------------------------------------------------------------------------------
+
+def test_emergence_of_a_logistic_rise():
+    steps = np.arange(0, 10001, 1)
+    t0, w, lo, hi = 3000.0, 150.0, 1 / 16, 0.7
+    m = lo + (hi - lo) / (1 + np.exp(-(steps - t0) / w))
+    e = ba.emergence({"step": steps, "m": m})
+    # exact: the logistic reaches fraction f of its rise at t0 + w log(f / (1 - f)) (endpoints ~ saturated)
+    assert e["emerged"] and e["step"] == pytest.approx(t0, abs=1.0)
+    assert e["sharpness"] == pytest.approx(2 * w * np.log(9.0), abs=2.0)
+    flat = ba.emergence({"step": steps, "m": lo + 1e-3 * np.sin(steps)})
+    assert not flat["emerged"] and np.isnan(flat["step"])
+    with pytest.raises(ValueError, match="history"):
+        ba.emergence({"step": steps, "m": m[:-1]})
+
+
+def _fake_sweep(finals, P, attention="softmax", T=16):
+    nP, nS = finals.shape
+    hist = {"step": np.tile(np.array([0, 10]), (nP, nS, 1)), "m": np.stack([np.full_like(finals, 1 / T), finals], -1)}
+    hist["u"] = hist["m"]
+    return tr.SweepResult(np.asarray(P), np.arange(nS), hist, {"m": finals, "u": finals, "q": finals},
+                          np.zeros((nP, nS, T, T)), np.zeros((nP, nS, 2, 2)), [],
+                          {"attention": attention, "task": {"T": T}})
+
+
+def test_final_vs_P_onsets_and_theory_reference():
+    P = [100, 200, 400, 800]
+    small = _fake_sweep(np.array([[0.06, 0.07], [0.06, 0.3], [0.3, 0.4], [0.5, 0.5]]), P)
+    hot = _fake_sweep(np.array([[0.06, 0.07], [0.3, 0.3], [0.4, 0.4], [0.5, 0.5]]), P)
+    pc = {"branches": [], "transition": {"order": "first", "P_c": 380.0, "spinodals": [150.0, 600.0]}}
+    out = ba.final_vs_P(small, hot, pc)
+    assert out["key"] == "m" and out["threshold"] == pytest.approx(2 / 16)
+    assert out["onset_small"] == 400 and out["onset_small_any"] == 200 and out["onset_hot"] == 200
+    assert out["onset_small_closest"] == "binodal"
+    np.testing.assert_allclose(out["small"]["mean"], [0.065, 0.18, 0.35, 0.5])
+    ev = ba.emergence_vs_P(small)
+    assert ev["frac_emerged"].tolist() == [0.0, 0.5, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the numbers of issue 5 on the canonical model (fast: 4 seeds; slow: 8 seeds, 5000 steps)
+# ---------------------------------------------------------------------------------------------------
+
+def _canonical(seeds, steps):
+    task = ba.CopyTask(T=16, d=8)
+    prior = ba.Prior(1.0, 100.0, 400.0)
+    return ba.train_sweep(task, prior, "softmax", [100, 4000], seeds, jax.random.key(0), steps=steps,
+                          record_every=250)
+
+
+def test_canonical_far_below_and_far_above():
+    sw = _canonical(range(3), 2000)
+    m = sw.final_order_parameters["m"]
+    assert np.all(m[0] < 2 / 16), m[0]
+    assert np.all(m[1] > 0.5), m[1]
+
+
+@pytest.mark.slow
+def test_canonical_far_below_and_far_above_slow():
+    sw = _canonical(range(8), 5000)
+    m = sw.final_order_parameters["m"]
+    assert np.all(m[0] < 2 / 16), m[0]
+    assert np.all(m[1] > 0.5), m[1]
