@@ -118,7 +118,9 @@ def _cmd_sample(args) -> int:
     summ = s.summary()
     for x in ("m", "q", "u"):
         print(f"{x} = {summ[x]['mean']:.4f} +- {summ[x]['se']:.4f}   (ESS {summ[x]['ess_bulk']:.0f}, R-hat {summ[x]['r_hat']:.3f})")
-    print(f"divergences: {summ.get('num_divergent')}, wall time {summ.get('wall_time_s', float('nan')):.1f} s")
+    diag = summ["diagnostics"]
+    print(f"divergences: {diag.get('num_divergent')}, gradient evaluations: {diag.get('num_grad_evals')}, "
+          f"wall time {float(diag.get('wall_time_s', float('nan'))):.1f} s")
     if args.out:
         write_json_atomic(Path(args.out), {"config": cfg.to_dict(), "P": P, "attention": att, "method": args.method,
                                            "init": args.init, "result": summ, "versions": package_versions()})
