@@ -98,7 +98,7 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.4), squeeze=False, layout="constrained")
     any_rec = None
     for ax, att in zip(axes[0], atts):
         x = X_NAME[att]
@@ -140,7 +140,7 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("landscapes")]
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
     for ax, att in zip(axes[0], atts):
         lands = th[att][0]["result"]["landscapes"]
         for land, ls in zip(lands, ("-", "--", ":")):
@@ -159,7 +159,7 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("plane")]
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.4), squeeze=False, layout="constrained")
     for ax, att in zip(axes[0], atts):
         pl = th[att][0]["result"]["plane"]
         v = _arr(pl["vary_values"])
@@ -199,7 +199,7 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in mc]
     if not atts:
         return []
-    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 4 * len(atts)), squeeze=False)
+    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 4 * len(atts)), squeeze=False, layout="constrained")
     for row, att in zip(axes, atts):
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
         for ax, rec in zip(row, _below_above(mc[att], curve)):
@@ -222,7 +222,7 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in mc]
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
     for ax, att in zip(axes[0], atts):
         x = X_NAME[att]
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
@@ -250,9 +250,9 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in ad]
     if not atts:
         return []
-    fig, axes = plt.subplots(2, len(atts), figsize=(6 * len(atts), 7), squeeze=False)
+    fig, axes = plt.subplots(2, len(atts), figsize=(6 * len(atts), 7), squeeze=False, layout="constrained")
     for j, att in enumerate(atts):
-        x = X_NAME[att]
+        x = "m"  # the copy weight for both: u aligns within a few steps for linear, m then grows gradually
         recs = ad[att]
         cmap = plt.get_cmap("viridis")
         for k, rec in enumerate(recs):
@@ -279,7 +279,7 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("curves_T")]
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
     for ax, att in zip(axes[0], atts):
         x = X_NAME[att]
         rec = th[att][0]
