@@ -168,17 +168,18 @@ def test_same_key_same_run_and_different_key_differs():
 
 
 @pytest.mark.parametrize("kw", [
-    dict(optimizer="adam", init="small"),
-    dict(optimizer="adam", init="hot"),
-    dict(optimizer="langevin", init="small", lr=0.02),
-    dict(optimizer="adam", init="small", batch_size=8),
+    dict(optimizer="adam", init="small", runs_per_batch=1),
+    dict(optimizer="adam", init="hot", runs_per_batch=3),
+    dict(optimizer="langevin", init="small", lr=0.02, runs_per_batch=4),
+    dict(optimizer="adam", init="small", batch_size=8, runs_per_batch=100),
 ])
 def test_sweep_equals_loop(kw):
+    runs_per_batch = kw.pop("runs_per_batch")
     task = ba.CopyTask(**SMALL)
     prior = ba.Prior(1.0, 10.0, 1.0)
     Ps, seeds, key = [12, 30], [0, 3], jax.random.key(11)
     common = dict(steps=230, record_every=100, test_size=16, **kw)
-    sw = ba.train_sweep(task, prior, "softmax", Ps, seeds, key, **common)
+    sw = ba.train_sweep(task, prior, "softmax", Ps, seeds, key, runs_per_batch=runs_per_batch, **common)
     assert sw.history["m"].shape == (2, 2, 4) and sw.history["L"].shape == (2, 2, 4, 4, 4)
     for j, s in enumerate(seeds):
         data_key, run_key = jax.random.split(jax.random.fold_in(key, s))
@@ -258,7 +259,7 @@ def test_divergent_run_is_reported_and_others_continue():
     key = jax.random.key(0)
     kw = dict(optimizer="langevin", lr=3.0, steps=400, record_every=100, test_size=16)
     with pytest.warns(RuntimeWarning, match="diverged"):
-        sw = ba.train_sweep(task, prior, "linear", [1, 100], [0, 1], key, **kw)
+        sw = ba.train_sweep(task, prior, "linear", [1, 100], [0, 1], key, runs_per_batch=4, **kw)
     # high temperature (P = 1) with a huge step explodes; P = 100 does not
     assert sorted((f["seed"], f["P"]) for f in sw.failures) == [(0, 1), (1, 1)]
     for f in sw.failures:
@@ -320,6 +321,9 @@ def test_final_vs_P_onsets_and_theory_reference():
     assert out["key"] == "m" and out["threshold"] == pytest.approx(2 / 16)
     assert out["onset_small"] == 400 and out["onset_small_any"] == 200 and out["onset_hot"] == 200
     assert out["onset_small_closest"] == "binodal"
+    assert out["theory_P"] == {"binodal": 380.0, "spinodal_lower": 150.0, "spinodal_upper": 600.0}
+    pc["transition"]["P_c"] = 700.0
+    assert ba.final_vs_P(small, None, pc)["onset_small_closest"] == "spinodal_upper"
     np.testing.assert_allclose(out["small"]["mean"], [0.065, 0.18, 0.35, 0.5])
     ev = ba.emergence_vs_P(small)
     assert ev["frac_emerged"].tolist() == [0.0, 0.5, 1.0, 1.0]

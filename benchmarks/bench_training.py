@@ -1,0 +1,127 @@
+"""Benchmark: vectorised Adam sweeps, and where Adam from small init finds the copy head.
+
+    python benchmarks/bench_training.py              # the sweep timing (about 2-3 min on 2 CPU cores)
+    python benchmarks/bench_training.py --onset      # also the onset-vs-P measurement against the theory
+
+1. Issue 5's bound: a sweep of 16 values of P x 8 seeds x 5,000 full-batch Adam steps at T = 16, d = 8
+   (softmax, canonical prior sigma_A2 = 1, sigma_V2 = 100, sigma2 = 400, P = 100..2000) in <= 5 minutes.
+   Wall time of the first call (compilation, data and statistics included) and of a second, cached call
+   (default ``runs_per_batch``: runs looped by ``lax.map`` on CPU), and of one call with all runs in one vmap.
+   Baselines in the same process: one ``ba.train`` run (per-run vmap overhead = sweep time per run / single
+   run time) and one run of the direct per-sequence path (minibatch code with batch = P sequences, cost
+   O(P T^2 d) per step) against the sufficient-statistics path (O(T^3 + T^2 d^2), independent of P).
+2. ``--onset``: final m (softmax) / u (linear) of Adam from small and hot init over a P grid, the smallest
+   P at which every seed from small init has found the copy head, next to ``ba.theory.phase_curve``'s
+   binodal and spinodals (T = 16 and 32 softmax, T = 16 linear; canonical prior).
+
+Times are wall-clock on whatever machine runs this; only ratios carry over between machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import jax
+import numpy as np
+
+import bayesattn as ba
+
+CANONICAL = ba.Prior(1.0, 100.0, 400.0)
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    jax.block_until_ready(jax.tree.leaves(getattr(out, "final_L", None)))
+    return out, time.perf_counter() - t0
+
+
+def bench_sweep(steps: int, seeds: int, n_P: int) -> None:
+    task = ba.CopyTask(T=16, d=8)
+    P_values = np.linspace(100, 2000, n_P).astype(int).tolist()
+    run = lambda: ba.train_sweep(task, CANONICAL, "softmax", P_values, list(range(seeds)), jax.random.key(0),  # noqa: E731
+                                 steps=steps, record_every=50)
+    sw, t_first = timed(run)
+    sw, t_second = timed(run)
+    runs = len(P_values) * seeds
+    _, t_vmap = timed(lambda: ba.train_sweep(task, CANONICAL, "softmax", P_values, list(range(seeds)),
+                                             jax.random.key(0), steps=steps, record_every=50, runs_per_batch=runs))
+
+    data = task.sample(jax.random.key(1), 2000)
+    single = lambda bs: ba.train(data, CANONICAL, "softmax", jax.random.key(2), steps=steps, record_every=50,  # noqa: E731
+                                 batch_size=bs)
+    single(None)
+    _, t_single = timed(lambda: single(None))
+    single(2000)
+    _, t_direct = timed(lambda: single(2000))
+
+    print(f"\n## sweep: {n_P} P x {seeds} seeds x {steps} Adam steps, T = 16, d = 8, softmax, canonical prior")
+    print("| quantity | value |\n|---|---|")
+    print(f"| sweep, first call (compile + data + run) | {t_first:.1f} s (issue bound 300 s) |")
+    print(f"| sweep, second call (cached compile) | {t_second:.1f} s |")
+    print(f"| per run inside the sweep | {t_second / runs * 1e3:.1f} ms |")
+    print(f"| the same sweep, all {runs} runs in one vmap (first call) | {t_vmap:.1f} s |")
+    print(f"| one `ba.train` run, full batch (P = 2000) | {t_single * 1e3:.1f} ms |")
+    print(f"| vmap overhead: sweep per run / single run | {t_second / runs / t_single:.2f} |")
+    print(f"| one run, direct per-sequence path (batch = P = 2000) | {t_direct * 1e3:.1f} ms |")
+    print(f"| speed-up of the statistics path over the direct path | {t_direct / t_single:.1f}x |")
+    m = sw.final_order_parameters["m"]
+    print(f"failures: {len(sw.failures)}; final m at P = {P_values[0]}: max over seeds {m[0].max():.4f}; "
+          f"at P = {P_values[-1]}: min over seeds {m[-1].min():.4f}")
+
+
+def onset(T: int, attention: str, P_values, seeds: int, steps: int) -> None:
+    task = ba.CopyTask(T=T, d=8)
+    key = jax.random.key(0)
+    small = ba.train_sweep(task, CANONICAL, attention, P_values, list(range(seeds)), key, steps=steps)
+    hot = ba.train_sweep(task, CANONICAL, attention, P_values, list(range(seeds)), key, steps=steps, init="hot")
+    t0 = time.perf_counter()
+    try:
+        pc = ba.theory.phase_curve(task, CANONICAL, attention, np.asarray(P_values, dtype=float))
+    except Exception as err:  # the theory may not cover a case; the comparison still reports Adam
+        print(f"(phase_curve failed: {err!r})")
+        pc = None
+    t_theory = time.perf_counter() - t0
+    out = ba.final_vs_P(small, hot, pc)
+    ev = ba.emergence_vs_P(small)
+    key_op = out["key"]
+    print(f"\n## {attention}, T = {T}, d = 8, canonical prior, {seeds} seeds x {steps} Adam steps "
+          f"(threshold {key_op} > {out['threshold']:.4g}; theory {t_theory:.0f} s)")
+    theory_mean = None
+    if pc is not None:
+        theory_mean = np.asarray(pc.mean.get(key_op, np.full(len(P_values), np.nan)), dtype=float) \
+            if isinstance(pc.mean, dict) else None
+    print(f"| P | small init {key_op} (mean +- sd) | hot init {key_op} | emergence step (median) | theory <{key_op}> |")
+    print("|---|---|---|---|---|")
+    for i, P in enumerate(P_values):
+        th = f"{theory_mean[i]:.3f}" if theory_mean is not None and i < len(theory_mean) else "-"
+        print(f"| {P} | {out['small']['mean'][i]:.3f} +- {out['small']['std'][i]:.3f} | "
+              f"{out['hot']['mean'][i]:.3f} | {ev['median_step'][i]:.0f} | {th} |")
+    print(f"onset (all seeds, small init): P = {out['onset_small']}; any seed: {out['onset_small_any']}; "
+          f"hot init stays above threshold down to P = {out['onset_hot']}")
+    print(f"theory: transition {out['theory'].get('transition')}; closest to the small-init onset: "
+          f"{out.get('onset_small_closest')}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=5000, help="Adam steps per run (issue: 5000)")
+    ap.add_argument("--seeds", type=int, default=8, help="seeds per P (issue: 8)")
+    ap.add_argument("--n-P", type=int, default=16, help="number of P values (issue: 16)")
+    ap.add_argument("--onset", action="store_true", help="also measure the onset of the copy head vs P")
+    ap.add_argument("--skip-sweep", action="store_true", help="skip the timing part")
+    args = ap.parse_args()
+    print(f"jax {jax.__version__}, {platform.processor() or platform.machine()}, devices {jax.devices()}")
+    if not args.skip_sweep:
+        bench_sweep(args.steps, args.seeds, args.n_P)
+    if args.onset:
+        grid = [50, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000, 3000, 4000]
+        onset(16, "softmax", grid, 4, args.steps)
+        onset(32, "softmax", grid, 4, args.steps)
+        onset(16, "linear", grid, 4, args.steps)
+
+
+if __name__ == "__main__":
+    main()
