@@ -306,7 +306,7 @@ class TrainResult:
         idx, Ls = _thin_L(self.history["L"], max_L_records)
         hist["L_steps"] = self.history["step"][idx]
         hist["L"] = Ls
-        key = "u" if self.config.get("attention") == "linear" else "m"
+        key = "m"
         return _jsonable({
             "config": self.config, "history": hist, "final_order_parameters": self.final_order_parameters,
             "final_L": self.final_params[0], "final_V": self.final_params[1],
@@ -345,9 +345,12 @@ class SweepResult:
             failure=fail[0]["message"] if fail else None, failed_at=fail[0]["step"] if fail else None,
         )
 
-    def emergence(self, key: str | None = None) -> dict:
-        """Emergence step and sharpness of every run: dict of (nP, nS) arrays (NaN where none)."""
-        key = key or ("u" if self.config.get("attention") == "linear" else "m")
+    def emergence(self, key: str = "m") -> dict:
+        """Emergence step and sharpness of every run: dict of (nP, nS) arrays (NaN where none).
+
+        The default is m for both attentions: for a trained (point-estimate) linear attention u is the cosine
+        of a matrix that starts near zero, so it jumps to ~1 within the first steps whatever P is, while m
+        rises with |L| (the copy weight actually learnt)."""
         out = {"step": np.full(self.final_L.shape[:2], np.nan), "sharpness": np.full(self.final_L.shape[:2], np.nan),
                "rise": np.zeros(self.final_L.shape[:2])}
         for i in range(len(self.P_values)):
@@ -665,11 +668,13 @@ def _phase_curve_dict(phase_curve) -> dict:
 
 
 def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, phase_curve=None, *,
-               key: str | None = None, threshold: float | None = None) -> dict:
+               key: str | None = None, threshold: float | None = None, min_q: float | None = None) -> dict:
     """Final order parameter vs P for Adam from small (and hot) init, next to the theory's phase curve.
 
     key: "m" (softmax default) or "u" (linear default). threshold: the order parameter above which a run
-    "has found the copy head" (default: 2/T for m, 0.1 for u). phase_curve: a ``ba.theory.PhaseCurve`` or
+    "has found the copy head" (default: 2/T for m, 0.5 for u). min_q: a run also needs q > min_q (default
+    1e-4 for linear, 0 for softmax): a collapsed linear attention (L -> 0, the trivial minimum of J below
+    its instability) has an arbitrary cosine u. phase_curve: a ``ba.theory.PhaseCurve`` or
     its dict (``branches``, ``transition`` {"order", "P_c", "spinodals"}) or None. The theory's reference
     points are reported as "binodal" (first order) or "P_c" (second order; ``P_c_exact`` if P_c is off the
     grid) and "spinodal_lower" / "spinodal_upper".
@@ -682,26 +687,28 @@ def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, p
     attention = sweep_small.config.get("attention", "softmax")
     key = key or ("u" if attention == "linear" else "m")
     T = sweep_small.config["task"]["T"]
-    threshold = (2.0 / T if key == "m" else 0.1) if threshold is None else threshold
+    threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
+    min_q = (1e-4 if attention == "linear" else 0.0) if min_q is None else min_q
 
     def summary(sw):
         x = sw.final_order_parameters[key]
-        above = x > threshold
+        above = (x > threshold) & (sw.final_order_parameters["q"] > min_q)
         P = sw.P_values
         all_idx = np.flatnonzero(above.all(axis=1))
         any_idx = np.flatnonzero(above.any(axis=1))
         return {"P": P, "final": x, "mean": x.mean(1), "std": x.std(1), "min": x.min(1), "max": x.max(1),
+                "final_m": sw.final_order_parameters["m"], "final_q": sw.final_order_parameters["q"],
                 "frac_above": above.mean(1),
                 "onset_all": float(P[all_idx[0]]) if all_idx.size else None,
                 "onset_any": float(P[any_idx[0]]) if any_idx.size else None,
                 "failures": sw.failures}
 
-    out = {"key": key, "threshold": threshold, "attention": attention, "small": summary(sweep_small)}
+    out = {"key": key, "threshold": threshold, "min_q": min_q, "attention": attention, "small": summary(sweep_small)}
     out["onset_small"] = out["small"]["onset_all"]
     out["onset_small_any"] = out["small"]["onset_any"]
     if sweep_hot is not None:
         out["hot"] = summary(sweep_hot)
-        hot = sweep_hot.final_order_parameters[key] > threshold
+        hot = (sweep_hot.final_order_parameters[key] > threshold) & (sweep_hot.final_order_parameters["q"] > min_q)
         # hot runs stay copying down to the lower stability edge: smallest P above which all hot seeds copy
         stays = np.flatnonzero(np.array([hot[i:].all() for i in range(hot.shape[0])]))
         out["onset_hot"] = float(sweep_hot.P_values[stays[0]]) if stays.size else None
@@ -726,7 +733,7 @@ def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, p
 def training_curves(task: Task, prior: Prior, attention: AttentionKind, P_values, key: jax.Array, *,
                     seeds=(0,), **train_kwargs) -> dict:
     """Training curves at a few P (e.g. below, near and above the transition): for each P and seed the
-    history of step, loss, test_loss, objective, m, q, u and the emergence of m (softmax) / u (linear)."""
+    history of step, loss, test_loss, objective, m, q, u and the emergence of m."""
     sw = train_sweep(task, prior, attention, P_values, seeds, key, **train_kwargs)
     em = sw.emergence()
     curves = {k: v for k, v in sw.history.items() if k != "L"}
@@ -734,7 +741,7 @@ def training_curves(task: Task, prior: Prior, attention: AttentionKind, P_values
             "sharpness": em["sharpness"], "rise": em["rise"], "failures": sw.failures, "config": sw.config}
 
 
-def emergence_vs_P(sweep: SweepResult, key: str | None = None) -> dict:
+def emergence_vs_P(sweep: SweepResult, key: str = "m") -> dict:
     """Emergence step and sharpness against P: per-seed arrays (nP, nS) and the median over seeds that rose."""
     em = sweep.emergence(key)
     with warnings.catch_warnings():

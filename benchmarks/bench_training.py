@@ -12,7 +12,8 @@
    O(P T^2 d) per step) against the sufficient-statistics path (O(T^3 + T^2 d^2), independent of P).
 2. ``--onset``: final m (softmax) / u (linear) of Adam from small and hot init over a P grid, the smallest
    P at which every seed from small init has found the copy head, next to ``ba.theory.phase_curve``'s
-   binodal and spinodals (T = 16 and 32 softmax, T = 16 linear; canonical prior).
+   binodal and spinodals (T = 16 and 32 softmax, T = 16 linear with 4x the steps, as the linear joint
+   mode's instability is slow near threshold; canonical prior). The theory runs on its own 200-point grid.
 
 Times are wall-clock on whatever machine runs this; only ratios carry over between machines.
 """
@@ -78,31 +79,39 @@ def onset(T: int, attention: str, P_values, seeds: int, steps: int) -> None:
     small = ba.train_sweep(task, CANONICAL, attention, P_values, list(range(seeds)), key, steps=steps)
     hot = ba.train_sweep(task, CANONICAL, attention, P_values, list(range(seeds)), key, steps=steps, init="hot")
     t0 = time.perf_counter()
-    try:
-        pc = ba.theory.phase_curve(task, CANONICAL, attention, np.asarray(P_values, dtype=float))
+    try:  # the theory on its own fine grid (a first-order window can be narrower than the Adam grid)
+        fine = np.geomspace(min(P_values), max(P_values), 200)
+        pc = ba.theory.phase_curve(task, CANONICAL, attention, fine)
+        theory_m = np.interp(P_values, pc.P, pc.mean["m"])
+        theory_u = np.interp(P_values, pc.P, pc.mean["u"])
     except Exception as err:  # the theory may not cover a case; the comparison still reports Adam
         print(f"(phase_curve failed: {err!r})")
-        pc = None
+        pc, theory_m, theory_u = None, np.full(len(P_values), np.nan), np.full(len(P_values), np.nan)
     t_theory = time.perf_counter() - t0
     out = ba.final_vs_P(small, hot, pc)
     ev = ba.emergence_vs_P(small)
-    key_op = out["key"]
+    k = out["key"]
     print(f"\n## {attention}, T = {T}, d = 8, canonical prior, {seeds} seeds x {steps} Adam steps "
-          f"(threshold {key_op} > {out['threshold']:.4g}; theory {t_theory:.0f} s)")
-    theory_mean = None
-    if pc is not None:
-        theory_mean = np.asarray(pc.mean.get(key_op, np.full(len(P_values), np.nan)), dtype=float) \
-            if isinstance(pc.mean, dict) else None
-    print(f"| P | small init {key_op} (mean +- sd) | hot init {key_op} | emergence step (median) | theory <{key_op}> |")
-    print("|---|---|---|---|---|")
+          f"(found: {k} > {out['threshold']:.4g} and q > {out['min_q']:g}; theory {t_theory:.0f} s)")
+    print("| P | small init m (mean +- sd) | small init u | hot init m | emergence step of m (median) "
+          "| theory <m> | theory <u> |")
+    print("|---|---|---|---|---|---|---|")
+    fm = small.final_order_parameters
     for i, P in enumerate(P_values):
-        th = f"{theory_mean[i]:.3f}" if theory_mean is not None and i < len(theory_mean) else "-"
-        print(f"| {P} | {out['small']['mean'][i]:.3f} +- {out['small']['std'][i]:.3f} | "
-              f"{out['hot']['mean'][i]:.3f} | {ev['median_step'][i]:.0f} | {th} |")
+        print(f"| {P} | {fm['m'][i].mean():.4f} +- {fm['m'][i].std():.4f} | {fm['u'][i].mean():.3f} | "
+              f"{hot.final_order_parameters['m'][i].mean():.4f} | {ev['median_step'][i]:.0f} | "
+              f"{theory_m[i]:.4f} | {theory_u[i]:.4f} |")
     print(f"onset (all seeds, small init): P = {out['onset_small']}; any seed: {out['onset_small_any']}; "
-          f"hot init stays above threshold down to P = {out['onset_hot']}")
-    print(f"theory: transition {out['theory'].get('transition')}; closest to the small-init onset: "
-          f"{out.get('onset_small_closest')}")
+          f"hot init stays copying down to P = {out.get('onset_hot')}")
+    print(f"theory: transition {out['theory'].get('transition') if pc is not None else None}; "
+          f"reference P {out['theory_P']}; closest to the small-init onset: {out.get('onset_small_closest')}")
+
+
+GRIDS = {  # Adam grids: coarse over the range, fine where Adam's own transition lies
+    (16, "softmax"): [100, 150, 200, 210, 220, 230, 240, 250, 300, 400, 600, 800, 1000, 2000, 4000],
+    (32, "softmax"): [100, 200, 300, 310, 320, 330, 340, 350, 360, 400, 600, 800, 1000, 2000, 4000],
+    (16, "linear"): [20, 30, 35, 38, 40, 42, 45, 50, 100, 200, 400, 800, 1600, 4000],
+}
 
 
 def main():
@@ -111,16 +120,15 @@ def main():
     ap.add_argument("--seeds", type=int, default=8, help="seeds per P (issue: 8)")
     ap.add_argument("--n-P", type=int, default=16, help="number of P values (issue: 16)")
     ap.add_argument("--onset", action="store_true", help="also measure the onset of the copy head vs P")
+    ap.add_argument("--onset-seeds", type=int, default=4, help="seeds per P in the onset measurement")
     ap.add_argument("--skip-sweep", action="store_true", help="skip the timing part")
     args = ap.parse_args()
     print(f"jax {jax.__version__}, {platform.processor() or platform.machine()}, devices {jax.devices()}")
     if not args.skip_sweep:
         bench_sweep(args.steps, args.seeds, args.n_P)
     if args.onset:
-        grid = [50, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000, 3000, 4000]
-        onset(16, "softmax", grid, 4, args.steps)
-        onset(32, "softmax", grid, 4, args.steps)
-        onset(16, "linear", grid, 4, args.steps)
+        for (T, attention), grid in GRIDS.items():
+            onset(T, attention, grid, args.onset_seeds, args.steps if attention == "softmax" else 4 * args.steps)
 
 
 if __name__ == "__main__":
