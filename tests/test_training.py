@@ -329,7 +329,8 @@ def test_final_vs_P_onsets_and_theory_reference():
     lin = _fake_sweep(np.array([[0.9, 0.2], [0.9, 0.9]]), [10, 50], attention="linear")
     lin.final_order_parameters["q"] = np.array([[1e-9, 0.01], [0.01, 0.02]])
     out = ba.final_vs_P(lin, None, {"transition": {"order": "second", "P_c": None, "P_c_exact": 800.0}})
-    assert out["key"] == "u" and out["onset_small"] == 50 and out["onset_small_any"] is None
+    assert out["key"] == "u" and out["onset_small"] == 50 and out["onset_small_any"] == 50
+    assert out["small"]["frac_above"].tolist() == [0.0, 1.0]
     assert out["theory_P"] == {"P_c": 800.0}
     ev = ba.emergence_vs_P(small)
     assert ev["frac_emerged"].tolist() == [0.0, 0.5, 1.0, 1.0]
