@@ -380,7 +380,8 @@ class SweepResult:
 # ----------------------------------------------------------------------------------------------------------
 
 def _default_lr(optimizer: str) -> float:
-    return 1e-2 if optimizer == "adam" else 1e-3
+    # langevin: at T = 16, P = 1000 (canonical prior) lr = 3e-2 mixes 4x faster than 1e-2 and matches NUTS
+    return 1e-2 if optimizer == "adam" else 3e-2
 
 
 def _default_init_scale(init: str, attention: str, T: int) -> float:
@@ -470,7 +471,7 @@ def train(
     """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring).
 
     key: PRNG key (split into init / noise / test-set keys; the same key gives the same run).
-    lr: step on J; default 1e-2 (adam), 1e-3 (langevin); for adam an optax schedule is accepted.
+    lr: step on J; default 1e-2 (adam), 3e-2 (langevin); for adam an optax schedule is accepted.
     init: "small" (L, V ~ init_scale N(0, 1), default scale 1e-2), "hot" (L = init_scale * target pattern,
     default: source weight 0.9 for softmax, the exact pattern for linear; V at its conditional mode), an
     array L: (T, T) (V at its conditional mode) or a pair (L, V).

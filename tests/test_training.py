@@ -151,6 +151,21 @@ def test_langevin_matches_nuts_slow(attention, name, P):
     check_same_law(x, ess_x, y, ess_y, std_rtol=0.08)
 
 
+@pytest.mark.slow
+def test_langevin_matches_nuts_canonical():
+    """T = 16, d = 8, P = 1000, canonical prior (near where the copy head appears), default Langevin lr."""
+    task, prior = ba.CopyTask(T=16, d=8), ba.Prior(1.0, 100.0, 400.0)
+    data = task.sample(jax.random.key(0), 1000)
+    y, ess_y = nuts_order_parameter(ba.Posterior(data, "softmax", prior), jax.random.key(1), "m")
+    x = np.array([ba.train(data, prior, "softmax", jax.random.key(10 + c), optimizer="langevin", steps=40000,
+                           record_every=40).history["m"][250:] for c in range(4)])
+    from numpyro.diagnostics import effective_sample_size
+
+    ess_x = float(effective_sample_size(x[:, :, None])[0])
+    assert ess_x > 80
+    check_same_law(x, ess_x, y, ess_y, std_rtol=0.25)
+
+
 # ---------------------------------------------------------------------------------------------------
 # determinism, vmap == loop, minibatches
 # ---------------------------------------------------------------------------------------------------
