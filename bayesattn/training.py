@@ -24,7 +24,6 @@ theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import warnings
@@ -486,8 +485,10 @@ def train(
     >>> import jax, bayesattn as ba
     >>> data = ba.CopyTask(T=8, d=4).sample(jax.random.key(0), P=200)
     >>> res = ba.train(data, ba.Prior(1.0, 100.0, 50.0), "softmax", jax.random.key(1), steps=300)
-    >>> res.history["m"].shape, res.failure is None
-    ((8,), True)
+    >>> res.history["step"].tolist(), res.failure is None
+    ([0, 50, 100, 150, 200, 250, 300], True)
+    >>> bool(res.final_order_parameters["m"] > 0.5)  # beta = P d / (2 sigma2) = 8: the copy head is found
+    True
     """
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")

@@ -2,7 +2,6 @@
 of the closed-form profile posterior, NUTS on the closed form, exact emergence of a logistic curve."""
 
 import json
-import warnings
 
 import jax
 import jax.numpy as jnp
