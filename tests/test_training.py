@@ -374,3 +374,18 @@ def test_canonical_far_below_and_far_above_slow():
     m = sw.final_order_parameters["m"]
     assert np.all(m[0] < 2 / 16), m[0]
     assert np.all(m[1] > 0.5), m[1]
+
+
+def test_training_curves_plateau_then_rise():
+    """Softmax at T = 8: far below the transition m stays at ~1/T and the loss at ~1; far above, m rises and
+    the loss falls (an emergence step inside the run, a 10-90% width shorter than the run)."""
+    task = ba.CopyTask(T=8, d=4)
+    out = ba.training_curves(task, ba.Prior(1.0, 100.0, 50.0), "softmax", [5, 2000], jax.random.key(0),
+                             seeds=(0, 1), steps=1500, record_every=25, init_scale=1e-3)
+    c = out["curves"]
+    assert c["m"].shape == (2, 2, 61)
+    assert np.all(np.abs(c["m"][0, :, -1] - 1 / 8) < 0.05) and np.all(np.isnan(out["emergence_step"][0]))
+    assert np.all(c["m"][1, :, -1] > 0.5) and np.all(c["loss"][1, :, -1] < 0.3 * c["loss"][1, :, 0])
+    assert np.all((out["emergence_step"][1] > 0) & (out["emergence_step"][1] < 1500))
+    assert np.all(out["sharpness"][1] < 1500)
+    json.dumps(tr._jsonable(out))
