@@ -444,7 +444,9 @@ def _smc_program(num_particles, options, task, attention):
             out["logdensity"] = jax.vmap(post.log_density)(out["L"])
             return out
 
-        return jax.vmap(one_run)(keys)
+        # runs one after another (lax.map): particles are already vectorised within a run, and vmapping the
+        # runs' adaptive while-loops made the batched program stall (seen with 4 runs x 500 particles)
+        return jax.lax.map(one_run, keys)
 
     return run
 
