@@ -182,10 +182,9 @@ def test_same_key_same_run_and_different_key_differs():
 
 
 @pytest.mark.parametrize("kw", [
-    dict(optimizer="adam", init="small", runs_per_batch=1),
-    dict(optimizer="adam", init="hot", runs_per_batch=3),
-    dict(optimizer="langevin", init="small", lr=0.02, runs_per_batch=4),
-    dict(optimizer="adam", init="small", batch_size=8, runs_per_batch=100),
+    dict(optimizer="adam", init="hot", runs_per_batch=3),  # lax.map over batches of 3 runs, one left over
+    dict(optimizer="langevin", init="small", lr=0.02, runs_per_batch=100),  # one vmap over all runs
+    dict(optimizer="adam", init="small", batch_size=8, runs_per_batch=1),  # sequential, minibatches
 ])
 def test_sweep_equals_loop(kw):
     runs_per_batch = kw.pop("runs_per_batch")
