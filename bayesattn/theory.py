@@ -151,20 +151,37 @@ class _Table:
     m: np.ndarray
     q: np.ndarray
     mom: tuple  # (y, s, logM, R, R2): what _tilt needs for exact evaluation off the grid
+    detC: np.ndarray = None  # (Nh, Ng): det Cov(a, b) of the tilted row = Jacobian of (h, g) -> (m, q)
 
 
-@functools.partial(jax.jit, static_argnames=("T", "num_samples", "nl", "nc", "ny"))
-def _row_moments(key, T, sigma_A2, c_min, x_max_extra, num_samples, nl, nc, ny):
+@functools.lru_cache(maxsize=16)
+def _std_draws(seed: int, T: int, num_samples: int):
+    """Standard-normal prior draws of the T-1 non-source logits, (num_samples, T-1). Scaled by sigma_A where
+    used, so one set of draws serves every sigma_A2 (the same numbers as drawing N(0, sigma_A2) directly)."""
+    return jax.random.normal(jax.random.key(seed), (num_samples, T - 1), dtype=jnp.float64)
+
+
+def _padded_draws(seed, T, num_samples, width):
+    """_std_draws padded with -inf columns to `width` (exp(-inf) = 0 adds nothing to S1, S2)."""
+    z = _std_draws(seed, T, num_samples)
+    if width > T - 1:
+        z = jnp.pad(z, ((0, 0), (0, width - (T - 1))), constant_values=-jnp.inf)
+    return z
+
+
+def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     """log M(y, c) = log E[phi(y + l1) exp(c r)], R = E[r | y, c], R2 = E[r^2 | y, c] on a (y, c) grid.
 
-    l1 = log S1, r = S2 / S1^2 for the T-1 non-source logits (prior samples), y = x - l1 with x the
-    source logit; the row statistics are a = sigmoid(y), b = a^2 + (1 - a)^2 r.
+    z0: (K, W) standard-normal draws (-inf padded beyond the Tm1 = T-1 non-source logits); l1 = log S1,
+    r = S2 / S1^2 for the T-1 non-source logits, y = x - l1 with x the source logit; the row statistics are
+    a = sigmoid(y), b = a^2 + (1 - a)^2 r.
     """
+    num_samples = z0.shape[0]
     sA = jnp.sqrt(sigma_A2)
-    z = jax.random.normal(key, (num_samples, T - 1), dtype=jnp.float64) * sA
+    z = z0 * sA
     l1 = logsumexp(z, axis=1)
     r = jnp.exp(logsumexp(2 * z, axis=1) - 2 * l1)
-    r_ref = 1.0 / (T - 1)
+    r_ref = 1.0 / Tm1
     # cloud-in-cell histogram of l1 (second-order accurate), carrying exp(c (r - r_ref)) per sample
     lo, hi = jnp.min(l1) - 0.05, jnp.max(l1) + 0.05
     dl = (hi - lo) / (nl - 1)
@@ -193,10 +210,9 @@ def _row_moments(key, T, sigma_A2, c_min, x_max_extra, num_samples, nl, nc, ny):
     return y, s, logM, MR / (M + tiny), MR2 / (M + tiny)
 
 
-@jax.jit
-def _tilt(h, g, y, s, logM, R, R2):
-    """One row tilted by exp(h a + g b): Lambda, m = <a>, q = <b> and Cov(a, b) = (Vaa, Vab, Vbb)."""
-    a = jax.nn.sigmoid(y)
+def _interp_c(g, y, s, logM, R, R2, ci=None):
+    """The (y, c) moments at c = g (1 - a(y))^2, linear in log(1 - c): (lm, rr, rr2), each shaped like y.
+    ci: index of the configuration when logM, R, R2 carry a leading configuration axis (y, s already picked)."""
     one_a = jax.nn.sigmoid(-y)
     c = g * one_a**2
     ds = s[1] - s[0]
@@ -206,9 +222,26 @@ def _tilt(h, g, y, s, logM, R, R2):
     rows = jnp.arange(y.shape[0])
 
     def interp(A):
-        return (1 - f) * A[rows, i0] + f * A[rows, i0 + 1]
+        if ci is None:
+            return (1 - f) * A[rows, i0] + f * A[rows, i0 + 1]
+        # one flat gather: indexing A[ci, rows, i0] under vmap would copy A[ci] per batch element
+        flat = (ci * A.shape[1] + rows) * A.shape[2] + i0
+        Af = A.reshape(-1)
+        return (1 - f) * Af[flat] + f * Af[flat + 1]
 
-    lm, rr, rr2 = interp(logM), interp(R), interp(R2)
+    return interp(logM), interp(R), interp(R2)
+
+
+@jax.jit
+def _tilt(h, g, y, s, logM, R, R2, ci=None):
+    """One row tilted by exp(h a + g b): Lambda, m = <a>, q = <b> and Cov(a, b) = (Vaa, Vab, Vbb).
+    With ci: y, s, logM, R, R2 carry a leading configuration axis and configuration ci is used."""
+    if ci is not None:
+        y = jax.lax.dynamic_index_in_dim(y, ci, keepdims=False)
+        s = jax.lax.dynamic_index_in_dim(s, ci, keepdims=False)
+    a = jax.nn.sigmoid(y)
+    one_a = jax.nn.sigmoid(-y)
+    lm, rr, rr2 = _interp_c(g, y, s, logM, R, R2, ci)
     logw = h * a + g * a**2 + lm
     Lam = logsumexp(logw)
     p = jnp.exp(logw - Lam)
@@ -221,14 +254,30 @@ def _tilt(h, g, y, s, logM, R, R2):
     return Lam, m, q, Vaa, Vab, Vbb
 
 
-@functools.partial(jax.jit, static_argnames=("T", "num_samples", "nl", "nc", "ny"))
-def _build_table(key, T, sigma_A2, h, g, num_samples, nl, nc, ny):
-    c_min = jnp.min(g) * 1.0001 - 1e-9
-    x_extra = jnp.log1p(jnp.max(jnp.abs(h)) * sigma_A2)
-    mom = _row_moments(key, T, sigma_A2, c_min, x_extra, num_samples, nl, nc, ny)
-    f = jax.vmap(jax.vmap(lambda hh, gg: _tilt(hh, gg, *mom)[:3], in_axes=(None, 0)), in_axes=(0, None))
-    Lam, m, q = f(h, g)
-    return Lam, m, q, mom
+def _table_from_moments(h, g, mom):
+    """Lambda, m, q and det Cov on the whole (h, g) grid, as the same sums over y as ``_tilt`` but arranged as
+    matrix products: sum_y exp(h a_y) exp(B_y(g)) with B = g a^2 + log M(y, g (1-a)^2). Each factor is shifted
+    by its own maximum; the product then lies within exp(-|h|) of the largest term, far above underflow for
+    the |h| of the dual grid (checked: NaN entries are recomputed by ``_tilt``)."""
+    y, s, logM, R, R2 = mom
+    a = jax.nn.sigmoid(y)
+    one_a = jax.nn.sigmoid(-y)
+    lm, rr, rr2 = jax.vmap(lambda gg: _interp_c(gg, y, s, logM, R, R2))(g)  # (Ng, ny)
+    B = g[:, None] * a[None, :] ** 2 + lm
+    sb = jnp.max(B, axis=1)
+    F = jnp.exp(B - sb[:, None])  # (Ng, ny)
+    b = a**2 + one_a**2 * rr
+    b2 = a**4 + 2 * a**2 * one_a**2 * rr + one_a**4 * rr2
+    sh = jnp.where(h > 0, h * jnp.max(a), h * jnp.min(a))
+    E = jnp.exp(h[:, None] * a[None, :] - sh[:, None])  # (Nh, ny)
+    S0 = E @ F.T
+    mean = lambda V: (E @ (F * V).T) / S0  # noqa: E731
+    m, q = mean(jnp.broadcast_to(a, F.shape)), mean(b)
+    Vaa = mean(jnp.broadcast_to(a**2, F.shape)) - m**2
+    Vab = mean(a * b) - m * q
+    Vbb = mean(b2) - q**2
+    Lam = jnp.log(S0) + sh[:, None] + sb[None, :]
+    return Lam, m, q, Vaa * Vbb - Vab**2
 
 
 def _grids(T, d, beta_max, nh, ng):
@@ -239,11 +288,60 @@ def _grids(T, d, beta_max, nh, ng):
     return h, g
 
 
+@functools.partial(jax.jit, static_argnames=("nl", "nc", "ny"))
+def _build_tables(z0, zi, Tm1, sigma_A2, h, g, nl, nc, ny):
+    """Tables for C configurations, one after another (lax.map bounds the memory). z0: (Cz, K, W) draws;
+    zi, Tm1, sigma_A2: (C,); h: (C, Nh), g: (C, Ng). Returns (Lam, m, q, detC) each (C, Nh, Ng) and the
+    moments (y, s, logM, R, R2) with a leading C axis."""
+
+    def one(args):
+        k, tm1, sa2, hh, gg = args
+        c_min = jnp.min(gg) * 1.0001 - 1e-9
+        x_extra = jnp.log1p(jnp.max(jnp.abs(hh)) * sa2)
+        mom = _row_moments(z0[k], tm1, sa2, c_min, x_extra, nl, nc, ny)
+        Lam, m, q, detC = _table_from_moments(hh, gg, mom)
+        return (Lam, m, q, detC), mom
+
+    return jax.lax.map(one, (zi, Tm1, sigma_A2, h, g))
+
+
+def _fix_table(h, g, tab, mom):
+    """Recompute by ``_tilt`` any entry the matrix-product form lost to underflow (not expected)."""
+    Lam, m, q, detC = (np.array(a) for a in tab)
+    bad = ~(np.isfinite(Lam) & np.isfinite(m) & np.isfinite(q) & np.isfinite(detC))
+    for i, j in zip(*np.nonzero(bad)):
+        L_, m_, q_, Vaa, Vab, Vbb = (float(v) for v in _tilt(h[i], g[j], *mom))
+        Lam[i, j], m[i, j], q[i, j], detC[i, j] = L_, m_, q_, Vaa * Vbb - Vab**2
+    return Lam, m, q, detC
+
+
+def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
+    """Tables for configurations (T_k, sigma_A2_k), built in one compiled call. Returns a list of _Table."""
+    Ts = [int(t) for t in Ts]
+    uT = sorted(set(Ts))
+    W = max(uT) - 1
+    z0 = jnp.stack([_padded_draws(seed, T, num_samples, W) for T in uT])
+    zi = np.array([uT.index(T) for T in Ts], np.int32)
+    grids = [_grids(T, d, beta_max, nh, ng) for T in Ts]
+    h = np.stack([gr[0] for gr in grids])
+    g = np.stack([gr[1] for gr in grids])
+    (Lam, m, q, detC), mom = _build_tables(z0, jnp.asarray(zi), jnp.asarray(np.array(Ts, float) - 1),
+                                           jnp.asarray(np.asarray(sigma_A2s, float)), jnp.asarray(h), jnp.asarray(g),
+                                           nl, nc, ny)
+    Lam, m, q, detC = (np.asarray(a) for a in (Lam, m, q, detC))
+    out = []
+    for k in range(len(Ts)):
+        mk = tuple(a[k] for a in mom)
+        tk = (Lam[k], m[k], q[k], detC[k])
+        if not all(np.all(np.isfinite(a)) for a in tk):
+            tk = _fix_table(h[k], g[k], tk, mk)
+        out.append(_Table(h[k], g[k], tk[0], tk[1], tk[2], mk, tk[3]))
+    return out
+
+
 @functools.lru_cache(maxsize=64)
 def _cached_table(T, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
-    h, g = _grids(T, d, beta_max, nh, ng)
-    Lam, m, q, mom = _build_table(jax.random.key(seed), T, sigma_A2, jnp.asarray(h), jnp.asarray(g), num_samples, nl, nc, ny)
-    return _Table(h, g, np.asarray(Lam), np.asarray(m), np.asarray(q), mom)
+    return _softmax_tables([T], [sigma_A2], d, beta_max, nh, ng, num_samples, seed, nl, nc, ny)[0]
 
 
 def softmax_action_table(task, prior, beta_max: float, *, nh: int = 241, ng: int = 121, num_samples: int = 20000,
@@ -266,121 +364,250 @@ def _hess_E(m, q, be, eps, d, Tq):
     return Hmm, Hmq, Hqq
 
 
-def _newton_min(h0, g0, be, eps, mom, d, Tq, iters=40):
-    """Refine a stationary point of Phi(m, q): solve theta + grad E(grad Lambda(theta)) = 0 in theta = (h, g).
-
-    Returns m, q, Phi, converged, is_min and the Laplace log weight -T_q Phi - 0.5 log det(I + H_E Cov)."""
-
-    def resid(h, g):
-        Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom)
-        dm, dq = _energy_grads(m, q, be, eps, d, Tq, 0.0)
-        return jnp.array([h + dm, g + dq]), (Lam, m, q, Vaa, Vab, Vbb)
-
-    def step(carry, _):
-        h, g = carry
-        r, (Lam, m, q, Vaa, Vab, Vbb) = resid(h, g)
-        Hmm, Hmq, Hqq = _hess_E(m, q, be, eps, d, Tq)
-        # J = I + H_E Cov
-        J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
-        dx = jnp.linalg.solve(J, -r)
-        scale = jnp.minimum(1.0, 2.0 / (jnp.abs(dx[0]) + 1e-300)) * jnp.minimum(1.0, (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300))
-        scale = jnp.minimum(scale, 1.0)
-        return (h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)), None
-
-    (h, g), _ = jax.lax.scan(step, (h0, g0), None, length=iters)
-    r, (Lam, m, q, Vaa, Vab, Vbb) = resid(h, g)
-    Phi = action(m, q, h * m + g * q - Lam, beta=be, eps=eps, d=d, T_q=Tq)
+def _newton_step(h, g, be, eps, mom, d, Tq, ci):
+    """One damped Newton step on theta + grad E(grad Lambda(theta)) = 0, theta = (h, g); returns the new
+    (h, g) and the relative move."""
+    Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom, ci)
+    dm, dq = _energy_grads(m, q, be, eps, d, Tq, 0.0)
+    r = jnp.array([h + dm, g + dq])
     Hmm, Hmq, Hqq = _hess_E(m, q, be, eps, d, Tq)
-    detC = Vaa * Vbb - Vab**2
-    # Hessian of Phi in (m, q): H_E + Cov^{-1}
-    K11, K12, K22 = Hmm + Vbb / detC, Hmq - Vab / detC, Hqq + Vaa / detC
-    is_min = (K11 > 0) & (K11 * K22 - K12**2 > 0)
+    # J = I + H_E Cov
     J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
-    logw = -Tq * Phi - 0.5 * jnp.log(jnp.abs(jnp.linalg.det(J)))
-    conv = jnp.max(jnp.abs(r) / (1.0 + jnp.abs(jnp.array([h, g])))) < 1e-7
-    return m, q, Phi, conv, is_min, logw, h, g
+    dx = jnp.linalg.solve(J, -r)
+    scale = jnp.minimum(1.0, 2.0 / (jnp.abs(dx[0]) + 1e-300)) * jnp.minimum(1.0, (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300))
+    scale = jnp.minimum(scale, 1.0)
+    h1, g1 = h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)
+    moved = jnp.abs(h1 - h) / (1.0 + jnp.abs(h)) + jnp.abs(g1 - g) / (1.0 + jnp.abs(g))
+    return h1, g1, moved
 
 
-@functools.partial(jax.jit, static_argnames=("d", "Tq", "kmax"))
-def _softmax_minima_jit(h, g, Lam, m, q, mom, beta, eps, d, Tq, kmax=4):
-    """Local minima of Phi(m, q) for each beta: discrete minima of Phi on the dual grid, refined by Newton."""
+@functools.partial(jax.jit, static_argnames=("d",))
+def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters):
+    """`iters` Newton steps for a flat batch of starts (each with its configuration index ci into the stacked
+    moments `mom`); a start stops moving once a step moves it by less than 1e-9 (relative; Newton converges quadratically, so the
+    point is then exact to ~1e-15). Returns h, g
+    and whether it has stopped."""
 
-    def one(be, ep):
+    def one(h, g, c, be, ep, tq):
+        def body(_, carry):
+            h, g, done = carry
+            h1, g1, moved = _newton_step(h, g, be, ep, mom, d, tq, c)
+            return jnp.where(done, h, h1), jnp.where(done, g, g1), done | (moved < 1e-9)
+
+        return jax.lax.fori_loop(0, iters, body, (h, g, jnp.zeros((), bool)))
+
+    return jax.vmap(one)(h, g, ci, be, eps, Tq)
+
+
+@functools.partial(jax.jit, static_argnames=("d",))
+def _newton_final(h, g, ci, be, eps, Tq, mom, d):
+    """At the Newton end points: m, q, Phi, converged, is_min, the Laplace log weight
+    -T_q Phi - 0.5 log det(I + H_E Cov)."""
+
+    def one(h, g, c, be, ep, tq):
+        Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom, c)
+        dm, dq = _energy_grads(m, q, be, ep, d, tq, 0.0)
+        r = jnp.array([h + dm, g + dq])
+        Phi = action(m, q, h * m + g * q - Lam, beta=be, eps=ep, d=d, T_q=tq)
+        Hmm, Hmq, Hqq = _hess_E(m, q, be, ep, d, tq)
+        detC = Vaa * Vbb - Vab**2
+        # Hessian of Phi in (m, q): H_E + Cov^{-1}
+        K11, K12, K22 = Hmm + Vbb / detC, Hmq - Vab / detC, Hqq + Vaa / detC
+        is_min = (K11 > 0) & (K11 * K22 - K12**2 > 0)
+        J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
+        logw = -tq * Phi - 0.5 * jnp.log(jnp.abs(jnp.linalg.det(J)))
+        conv = jnp.max(jnp.abs(r) / (1.0 + jnp.abs(jnp.array([h, g])))) < 1e-7
+        return m, q, Phi, conv, is_min, logw
+
+    return jax.vmap(one)(h, g, ci, be, eps, Tq)
+
+
+def _bucket(n):
+    """Padded batch size: 64, or the next multiple of a quarter of the power of 2 below n (at most 25% padding,
+    four compilations per doubling)."""
+    if n <= 64:
+        return 64
+    q = 1 << (int(np.floor(np.log2(n))) - 2)
+    return int(-(-n // q) * q)
+
+
+def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20)):
+    """Newton from a flat list of starts, in rounds of fixed steps; only the starts still moving go on to the
+    next round (at most sum(rounds) = 40 steps each). Returns (m, q, Phi, conv, is_min, logw, h, g)."""
+    n = len(h0)
+    h, g = np.array(h0, float), np.array(g0, float)
+    ci, be, eps, Tq = (np.asarray(a) for a in (ci, be, eps, Tq))
+
+    def padded(idx):
+        B = _bucket(len(idx))
+        j = np.concatenate([idx, np.full(B - len(idx), idx[0] if len(idx) else 0)])
+        return j
+
+    active = np.arange(n)
+    for it in rounds:
+        if active.size == 0:
+            break
+        j = padded(active)
+        hh, gg, done = _newton_steps(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
+                                     jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, it)
+        k = active.size
+        h[active], g[active] = np.asarray(hh)[:k], np.asarray(gg)[:k]
+        active = active[~np.asarray(done)[:k]]
+    if n == 0:
+        return [np.zeros(0)] * 3 + [np.zeros(0, bool)] * 2 + [np.zeros(0)] * 3
+    j = padded(np.arange(n))
+    out = _newton_final(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
+                        jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d)
+    return [np.asarray(a)[:n] for a in out] + [h, g]
+
+
+def _dual_weights(h, g, detC):
+    """log of the (h, g) cell areas times det Cov^{1/2}: integrating the saddle-point (Daniels) density
+    p(m, q) ~ det Cov^{-1/2} exp(-T_q Phi) over (m, q) = grad Lambda(h, g) picks up the Jacobian det Cov."""
+    return (jnp.log(jnp.gradient(h))[:, None] + jnp.log(jnp.gradient(g))[None, :]
+            + 0.5 * jnp.log(jnp.maximum(detC, 1e-300)))
+
+
+@functools.partial(jax.jit, static_argnames=("d", "kmax"))
+def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
+    """For each configuration (leading axis C) and each P (beta, eps: (C, NP)): the kmax lowest discrete local
+    minima of Phi on the dual grid (indices and validity), and the posterior means of (m, q, u) from the
+    saddle-point density integrated over the dual grid, with the share of it on the grid's border. Tq: (C,)."""
+
+    def config(args):
+        h, g, Lam, m, q, detC, beta, eps, Tq = args
         H, G = h[:, None], g[None, :]
-        Phi = action(m, q, H * m + G * q - Lam, beta=be, eps=ep, d=d, T_q=Tq)
-        P = jnp.pad(Phi, 1, constant_values=jnp.inf)
-        is_min = jnp.ones_like(Phi, dtype=bool)
-        for di in (-1, 0, 1):
-            for dj in (-1, 0, 1):
-                if di == 0 and dj == 0:
+        ent = H * m + G * q - Lam
+        logdA = _dual_weights(h, g, detC)
+        u = m**2 / q
+        nh, ng = m.shape
+        border = jnp.zeros((nh, ng), bool).at[0, :].set(True).at[-1, :].set(True).at[:, 0].set(True)
+
+        def one(be, ep):
+            Phi = action(m, q, ent, beta=be, eps=ep, d=d, T_q=Tq)
+            # candidates: the minimum over g of each h row (one pass over the grid), kept where it is a
+            # discrete local minimum of Phi in (h, g) (<= its 8 neighbours), then the kmax lowest rows
+            jrow = jnp.argmin(Phi, axis=1)
+            rows = jnp.arange(nh)
+            Pp = jnp.pad(Phi, 1, constant_values=jnp.inf)
+            srow = Phi[rows, jrow]
+            is_min = jnp.ones((nh,), bool)
+            for di in (-1, 0, 1):
+                for dj in (-1, 0, 1):
+                    if di == 0 and dj == 0:
+                        continue
+                    is_min &= srow <= Pp[rows + 1 + di, jrow + 1 + dj]
+            srow = jnp.where(is_min, srow, jnp.inf)
+            ii, jj, sc = [], [], []
+            for _ in range(kmax):
+                i = jnp.argmin(srow)
+                ii.append(i)
+                jj.append(jrow[i])
+                sc.append(srow[i])
+                srow = jnp.where(rows == i, jnp.inf, srow)
+            ii, jj, sc = jnp.stack(ii), jnp.stack(jj), jnp.stack(sc)
+            valid = jnp.isfinite(sc)
+            # posterior means: the Daniels density over (m, q) integrated on the dual grid
+            lw = -Tq * Phi + logdA
+            w = jnp.exp(lw - jnp.max(lw))
+            Z = jnp.sum(w)
+            means = jnp.stack([jnp.sum(w * m), jnp.sum(w * q), jnp.sum(w * u)]) / Z
+            edge_mass = jnp.sum(jnp.where(border, w, 0.0)) / Z
+            return ii, jj, valid, means, edge_mass
+
+        # one P at a time: the (Nh, Ng) temporaries stay in cache (vmap over P would stream them through memory)
+        return jax.lax.map(lambda be_ep: one(*be_ep), (beta, eps))
+
+    return jax.lax.map(config, (h, g, Lam, m, q, detC, beta, eps, Tq))
+
+
+def _collect(res, ok):
+    """Per configuration and P: the distinct minima (m, q, Phi, logw, h, g), sorted by m."""
+    C, NP = ok.shape[:2]
+    out = []
+    for c in range(C):
+        rows = []
+        for i in range(NP):
+            mins = []
+            for k in np.flatnonzero(ok[c, i]):
+                if any(abs(res[0][c, i, k] - mm[0]) < 1e-4 for mm in mins):
                     continue
-                nb = P[1 + di: 1 + di + Phi.shape[0], 1 + dj: 1 + dj + Phi.shape[1]]
-                is_min &= Phi <= nb
-        score = jnp.where(is_min, Phi, jnp.inf).ravel()
-        _, idx = jax.lax.top_k(-score, kmax)
-        valid = jnp.isfinite(score[idx])
-        ii, jj = idx // Phi.shape[1], idx % Phi.shape[1]
-        res = jax.vmap(lambda h0, g0: _newton_min(h0, g0, be, ep, mom, d, Tq))(h[ii], g[jj])
-        edge = (ii == 0) | (ii == h.shape[0] - 1) | (jj == 0)
-        return res, valid, edge
-
-    return jax.vmap(one)(beta, eps)
+                mins.append(tuple(float(a[c, i, k]) for a in (res[0], res[1], res[2], res[5], res[6], res[7])))
+            rows.append(sorted(mins))
+        out.append(rows)
+    return out
 
 
-@functools.partial(jax.jit, static_argnames=("d", "Tq"))
-def _newton_from(h0, g0, mom, beta, eps, d, Tq):
-    """Newton from given starts. h0, g0: (NP, K); beta, eps: (NP,)."""
-    f = jax.vmap(jax.vmap(lambda a, b, be, ep: _newton_min(a, b, be, ep, mom, d, Tq), in_axes=(0, 0, None, None)))
-    return f(h0, g0, beta, eps)
+def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d):
+    """Newton from starts on a (C, NP, K) array (only where live); results as (C, NP, K) arrays."""
+    C, NP, K = h0.shape
+    c, i, k = np.nonzero(live)
+    res = _newton_batch(h0[c, i, k], g0[c, i, k], c, beta[c, i], eps[c, i], np.asarray(Tq, float)[c], mom, d)
+    out = []
+    for r, fill in zip(res, (np.nan, np.nan, np.nan, False, False, np.nan, np.nan, np.nan)):
+        a = np.full((C, NP, K), fill, dtype=bool if isinstance(fill, bool) else float)
+        a[c, i, k] = r
+        out.append(a)
+    return out
 
 
-def _softmax_minima(tab, beta, eps, d, Tq, passes=4):
-    """Per P: list of distinct local minima (m, q, Phi, logw), and a flag if a grid edge was hit.
+def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
+    """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
+    configuration, and the posterior means (C, NP, 3) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
     from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.
+    beta, eps: (C, NP); Tq: (C,).
     """
-    (m, q, Phi, conv, is_min, logw, hs, gs), valid, edge = _softmax_minima_jit(
-        jnp.asarray(tab.h), jnp.asarray(tab.g), jnp.asarray(tab.Lam), jnp.asarray(tab.m), jnp.asarray(tab.q), tab.mom,
-        jnp.asarray(beta), jnp.asarray(eps), d, Tq)
-    res = [np.asarray(a) for a in (m, q, Phi, conv, is_min, logw, hs, gs)]
-    ok = np.asarray(valid) & res[3] & res[4]
-    edge_hit = bool(np.any(np.asarray(valid) & np.asarray(edge)))
-    NP = len(beta)
-
-    def collect(res, ok):
-        out = []
-        for i in range(NP):
-            mins = []
-            for k in np.flatnonzero(ok[i]):
-                if any(abs(res[0][i, k] - mm[0]) < 1e-4 for mm in mins):
-                    continue
-                mins.append(tuple(float(a[i, k]) for a in (res[0], res[1], res[2], res[5], res[6], res[7])))
-            out.append(sorted(mins))
-        return out
-
-    mins = collect(res, ok)
+    stack = lambda f: np.stack([f(t) for t in tabs])  # noqa: E731
+    H, G = stack(lambda t: t.h), stack(lambda t: t.g)
+    mom = tuple(jnp.stack([t.mom[k] for t in tabs]) for k in range(5))
+    beta, eps, Tq = np.asarray(beta, float), np.asarray(eps, float), np.asarray(Tq, float)
+    ii, jj, valid, means, edge_mass = (np.asarray(a) for a in _softmax_scan(
+        jnp.asarray(H), jnp.asarray(G), *(jnp.asarray(stack(lambda t, k=k: getattr(t, k))) for k in ("Lam", "m", "q", "detC")),
+        jnp.asarray(beta), jnp.asarray(eps), jnp.asarray(Tq), d))
+    C, NP, K0 = ii.shape
+    cidx = np.arange(C)[:, None, None]
+    # candidates in order of Phi; one Newton start per group of candidates within 0.01 in m (the grid's
+    # ripple makes several discrete minima in one well; they converge to the same minimum)
+    mgrid = stack(lambda t: t.m)[cidx, ii, jj]
+    live = valid.copy()
+    for k in range(1, K0):
+        for k2 in range(k):
+            live[:, :, k] &= ~(valid[:, :, k2] & live[:, :, k2] & (np.abs(mgrid[:, :, k] - mgrid[:, :, k2]) < 0.01))
+    res = _newton_grid(H[cidx, ii], G[cidx, jj], live, beta, eps, Tq, mom, d)
+    valid = live
+    ok = valid & res[3] & res[4]
+    nh = H.shape[1]
+    edge_hit = np.any(valid & ((ii == 0) | (ii == nh - 1) | (jj == 0)), axis=(1, 2))
+    mins = _collect(res, ok)
     for _ in range(passes if NP > 1 else 0):
-        K = max(1, max(len(x) for x in mins))
-        h0 = np.zeros((NP, 2 * K))
-        g0 = np.full((NP, 2 * K), -1.0)
-        have = np.zeros((NP, 2 * K), bool)
-        for i in range(NP):
-            for side, j in ((0, i - 1), (1, i + 1)):
-                if 0 <= j < NP:
-                    for k, t in enumerate(mins[j]):
-                        h0[i, side * K + k], g0[i, side * K + k], have[i, side * K + k] = t[4], t[5], True
-        r2 = [np.asarray(a) for a in _newton_from(jnp.asarray(h0), jnp.asarray(g0), tab.mom, jnp.asarray(beta),
-                                                   jnp.asarray(eps), d, Tq)]
-        ok2 = have & r2[3] & r2[4]
-        res = [np.concatenate([a, b], axis=1) for a, b in zip(res, r2)]
-        ok = np.concatenate([ok, ok2], axis=1)
-        new = collect(res, ok)
-        if all(len(a) == len(b) for a, b in zip(new, mins)):
-            mins = new
+        K = max(1, max(len(x) for xs in mins for x in xs))
+        h0 = np.zeros((C, NP, 2 * K))
+        g0 = np.full((C, NP, 2 * K), -1.0)
+        have = np.zeros((C, NP, 2 * K), bool)
+        for c in range(C):
+            for i in range(NP):
+                for side, j in ((0, i - 1), (1, i + 1)):
+                    if 0 <= j < NP:
+                        for k, t in enumerate(mins[c][j]):
+                            # only a branch not already found at this P (within 0.02 in m) needs a start
+                            if any(abs(t[0] - u[0]) < 0.02 for u in mins[c][i]):
+                                continue
+                            h0[c, i, side * K + k], g0[c, i, side * K + k], have[c, i, side * K + k] = t[4], t[5], True
+        if not have.any():
             break
+        r2 = _newton_grid(h0, g0, have, beta, eps, Tq, mom, d)
+        ok2 = have & r2[3] & r2[4]
+        res = [np.concatenate([a, b], axis=2) for a, b in zip(res, r2)]
+        ok = np.concatenate([ok, ok2], axis=2)
+        new = _collect(res, ok)
+        done = all(len(a) == len(b) for xa, xb in zip(new, mins) for a, b in zip(xa, xb))
         mins = new
-    return [[t[:4] for t in x] for x in mins], edge_hit
+        if done:
+            break
+    mins = [[[t[:4] for t in x] for x in xs] for xs in mins]
+    return mins, edge_hit, means, edge_mass
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -551,34 +778,56 @@ def _first_order(P, branches):
     return {"order": "first", "P_c": Pc, "spinodals": spin}
 
 
-def _softmax_phase_curve(task, prior, P, nf_flag, numerics, tab=None):
-    beta, eps, Tq = _scales(task, prior, P)
-    # the noise-fit term only shifts beta: beta_eff = beta - d^2 / (2 sigma2 T_q)
-    beta = beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
-    if tab is None:
-        tab = softmax_action_table(task, prior, float(beta.max()), **numerics)
-    minima, edge_hit = _softmax_minima(tab, beta, eps, task.d_out, Tq)
+def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
+    """Assemble a PhaseCurve from the minima (per P) and the posterior means (NP, 3) of one configuration."""
     if edge_hit:
-        warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=3)
+        warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=4)
+    if np.any(edge_mass > 2e-2):
+        warnings.warn("theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be "
+                      "biased", stacklevel=4)
     branches = _track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
     for b in branches:
         b["free_energy"] = b["free_energy"] * Tq
     stable = {k: np.full(len(P), np.nan) for k in ("m", "q", "u", "free_energy")}
-    mean = {k: np.full(len(P), np.nan) for k in ("m", "q", "u")}
     for i, mins in enumerate(minima):
         if not mins:
             continue
         m_, q_, F_, _ = min(mins, key=lambda t: t[2])
         stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_ * Tq
-        # posterior means: Laplace mixture of the local minima of the saddle-point density
-        arr = np.array(mins)
-        w = np.exp(arr[:, 3] - arr[:, 3].max())
-        w /= w.sum()
-        mean["m"][i], mean["q"][i], mean["u"][i] = w @ arr[:, 0], w @ arr[:, 1], w @ (arr[:, 0] ** 2 / arr[:, 1])
+    # posterior means: the saddle-point density integrated over the whole dual grid (not only the Laplace
+    # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
+    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy()}
     trans = _first_order(P, branches)
     if trans is None:
         trans = {"order": "crossover", "P_c": None, "spinodals": []}
     return PhaseCurve("softmax", np.asarray(P), branches, stable, mean, trans)
+
+
+def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
+    """Phase curves of several (task, prior) configurations over one P grid, in a few compiled calls."""
+    num_samples, seed = numerics.get("num_samples", 20000), numerics.get("seed", 0)
+    nh, ng = numerics.get("nh", 241), numerics.get("ng", 121)
+    betas, epss, Tqs = [], [], []
+    for task, prior in zip(tasks, priors):
+        beta, eps, Tq = _scales(task, prior, P)
+        # the noise-fit term only shifts beta: beta_eff = beta - d^2 / (2 sigma2 T_q)
+        betas.append(beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq))
+        epss.append(eps)
+        Tqs.append(Tq)
+    beta, eps = np.stack(betas), np.stack(epss)
+    d = tasks[0].d_out
+    beta_max = float(beta.max())
+    if len(tasks) == 1:
+        tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800)]
+    else:
+        tabs = _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples,
+                               seed, 200, 96, 800)
+    minima, edge_hit, means, edge_mass = _softmax_minima(tabs, beta, eps, Tqs, d)
+    return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c]) for c in range(len(tasks))]
+
+
+def _softmax_phase_curve(task, prior, P, nf_flag, numerics):
+    return _softmax_phase_curves([task], [prior], P, nf_flag, numerics)[0]
 
 
 def _linear_critical_P(task, prior, nf_flag):
@@ -605,6 +854,10 @@ def _linear_critical_P(task, prior, nf_flag):
     while curv(hi) < 0:
         hi *= 2
     return float(brentq(curv, lo, hi, xtol=1e-10 * P0))
+
+
+def _linear_phase_curves(tasks, priors, P, nf_flag):
+    return [_linear_phase_curve(t, p, P, nf_flag) for t, p in zip(tasks, priors)]
 
 
 def _linear_phase_curve(task, prior, P, nf_flag):
@@ -826,12 +1079,18 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     vals = _check_grid(f"vary[{name!r}]", values, integer=(name == "T"))
     out = {k: np.full(len(vals), np.nan) for k in ("P_c", "lo", "hi", "cross")}
     order = []
-    for k, v in enumerate(vals):
-        if name == "T":
-            t, p = task.replace(T=int(v)), prior
-        else:
-            t, p = task, prior.replace(sigma_A2=float(v))
-        pc = phase_curve(t, p, attention, P, noise_fit=noise_fit, num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+    tasks = [task.replace(T=int(v)) if name == "T" else task for v in vals]
+    priors = [prior if name == "T" else prior.replace(sigma_A2=float(v)) for v in vals]
+    for t in tasks:
+        covered(t, attention)
+    num_samples = check_int("num_samples", num_samples, minimum=100)
+    if attention == "softmax":
+        # every value in a few compiled calls: tables, grid scans and Newton batched over the second axis
+        curves = _softmax_phase_curves(tasks, priors, P, float(noise_fit),
+                                       dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
+    else:
+        curves = _linear_phase_curves(tasks, priors, P, float(noise_fit))
+    for k, pc in enumerate(curves):
         tr = pc.transition
         order.append(tr["order"])
         if tr["P_c"] is not None:

@@ -2,52 +2,95 @@
 solid, metastable dashed, spinodals dotted), the theory's posterior mean, and NUTS means of cold and hot chains.
 Writes <out>/theory_vs_mcmc.json (numbers) and <out>/theory_vs_mcmc.png.
 
-Usage: python scripts/theory_vs_mcmc.py --out results/theory_vs_mcmc [--T 8 32] [--n-P 12] [--draws 500]
+Usage: python scripts/theory_vs_mcmc.py --out results/theory_vs_mcmc [--T 8 32] [--n-P 12] [--draws 1000]
+       [--jobs 8]   (points run in separate processes; set XLA_FLAGS/JAX_PLATFORMS in the environment)
+       python scripts/theory_vs_mcmc.py --plot-only results/theory_vs_mcmc/theory_vs_mcmc.json
+One data set per P (data key seed + P), the same data for the cold and the hot start.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import json
+import multiprocessing as mp
 import os
 
-import jax
 import numpy as np
 
-import bayesattn as ba
-from bayesattn import theory as th
-
-BETAS = {  # beta = P d / (2 sigma2) ranges that span each transition (sigma2 = 400, d = 8)
-    ("softmax", 8): (1.0, 14.0), ("softmax", 32): (3.0, 16.0), ("softmax", 64): (5.0, 14.0),
-    ("linear", 8): (1.0, 10.0), ("linear", 16): (3.0, 16.0), ("linear", 32): (8.0, 30.0),
+SIGMA2, D_TOK = 400.0, 8
+BETAS = {  # beta = P d / (2 sigma2) values that span each transition (sigma2 = 400, d = 8: P = 100 beta)
+    ("softmax", 8): list(np.linspace(1.0, 14.0, 12)),
+    # T = 32: coexistence window P ~ 736-748, binodal ~ 738: three points inside, dense around it
+    ("softmax", 32): [3, 4, 5, 6, 6.5, 7, 7.2, 7.37, 7.42, 7.47, 7.6, 8, 10, 13, 16],
+    ("softmax", 64): list(np.linspace(5.0, 14.0, 12)),
+    ("linear", 8): list(np.linspace(1.0, 10.0, 12)),  # P_c = 423
+    ("linear", 16): list(np.linspace(3.0, 16.0, 12)),
+    ("linear", 32): list(np.linspace(8.0, 30.0, 12)),  # P_c = 1596
 }
 
 
-def run(attention, T, n_P, warmup, draws, chains, seed):
-    prior, d = ba.Prior(1.0, 100.0, 400.0), 8
-    task = ba.CopyTask(T=T, d=d)
-    lo, hi = BETAS[(attention, T)]
-    P = np.round(np.linspace(lo, hi, n_P) * 2 * prior.sigma2 / d)
-    fine = np.linspace(P[0], P[-1], 120)
+def mcmc_point(attention, T, P, warmup, draws, chains, seed):
+    """NUTS on the closed-form posterior at one P: cold and hot starts on the same data set."""
+    import jax
+
+    import bayesattn as ba
+
+    prior = ba.Prior(1.0, 100.0, SIGMA2)
+    task = ba.CopyTask(T=T, d=D_TOK)
+    data = task.sample(jax.random.key(seed + int(P)), int(P))
+    post = ba.Posterior(data, attention, prior)
+    name = "m" if attention == "softmax" else "u"
+    res = {"attention": attention, "T": T, "P": float(P)}
+    for j, init in enumerate(("cold", "hot")):
+        s = ba.sample(post, jax.random.key(seed + 100_000 + 7 * int(P) + j), num_chains=chains, num_warmup=warmup,
+                      num_samples=draws, init=init)
+        x = np.asarray(s.order_parameters[name])
+        res[init] = float(x.mean())
+        res[init + "_chain_means"] = x.mean(axis=1).tolist()
+        res[init + "_sem"] = float(x.mean(axis=1).std(ddof=1) / np.sqrt(chains)) if chains > 1 else float("nan")
+        res[init + "_divergent"] = int(s.diagnostics.get("num_divergent", 0))
+        res[init + "_wall_s"] = float(s.diagnostics.get("wall_time_s", float("nan")))
+    return res
+
+
+def theory(attention, T, P):
+    import bayesattn as ba
+    from bayesattn import theory as th
+
+    prior = ba.Prior(1.0, 100.0, SIGMA2)
+    task = ba.CopyTask(T=T, d=D_TOK)
+    fine = np.linspace(P[0], P[-1], 200)
     pc = th.phase_curve(task, prior, attention, fine)
     pc_at = th.phase_curve(task, prior, attention, P)
-    name = "m" if attention == "softmax" else "u"
-    rows = []
-    for i, p in enumerate(P):
-        data = task.sample(jax.random.key(seed + i), int(p))
-        post = ba.Posterior(data, attention, prior)
-        res = {"P": float(p), "theory_mean": float(pc_at.mean[name][i]), "theory_stable": float(pc_at.stable[name][i])}
-        for init in ("cold", "hot"):
-            s = ba.sample(post, jax.random.key(seed + 1000 + i), num_chains=chains, num_warmup=warmup,
-                          num_samples=draws, init=init)
-            x = np.asarray(s.order_parameters[name])
-            res[init] = float(x.mean())
-            res[init + "_chain_means"] = x.mean(axis=1).tolist()
-            res[init + "_sem"] = float(x.mean(axis=1).std(ddof=1) / np.sqrt(chains)) if chains > 1 else float("nan")
-        rows.append(res)
-        print(f"{attention} T={T} P={p:.0f}: theory mean {res['theory_mean']:.3f} stable {res['theory_stable']:.3f} "
-              f"| MCMC cold {res['cold']:.3f} hot {res['hot']:.3f}", flush=True)
-    return {"attention": attention, "T": T, "curve": pc.to_dict(), "points": rows}
+    return pc, pc_at
+
+
+def branches_at(pc, p, name):
+    """Values of the theory's branches (local minima) at p, ascending."""
+    return sorted(float(np.interp(p, b["P"], b[name])) for b in pc.branches if b["P"][0] <= p <= b["P"][-1])
+
+
+def summarise(r):
+    """Agreement numbers for one (attention, T): max |theory mean - MCMC| away from the transition, and the
+    in-window landing of cold / hot chains on the two branches."""
+    from bayesattn import theory as th
+
+    pc = th.PhaseCurve.from_dict(r["curve"])
+    name = "m" if r["attention"] == "softmax" else "u"
+    tr = pc.transition
+    away, window = [], []
+    for p in r["points"]:
+        P = p["P"]
+        inside = tr["order"] == "first" and tr["spinodals"][0] <= P <= tr["spinodals"][1]
+        near = tr.get("P_c") is not None and abs(P - tr["P_c"]) < 0.06 * tr["P_c"]
+        mc = 0.5 * (p["cold"] + p["hot"])
+        if inside:
+            window.append({"P": P, "branches": p.get("theory_branches") or branches_at(pc, P, name), "cold": p["cold"], "hot": p["hot"]})
+        elif not near:
+            away.append(abs(mc - p["theory_mean"]))
+    return {"max_gap_away": max(away) if away else None, "n_away": len(away), "window": window,
+            "transition": tr}
 
 
 def plot(results, path):
@@ -55,6 +98,8 @@ def plot(results, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from bayesattn import theory as th
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
     for ax, r in zip(axes[0], results):
@@ -80,18 +125,58 @@ def plot(results, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/theory_vs_mcmc", help="output folder")
     ap.add_argument("--T", type=int, nargs="+", default=[8, 32], help="sequence lengths")
     ap.add_argument("--attention", nargs="+", default=["softmax", "linear"], help="attention maps")
-    ap.add_argument("--n-P", type=int, default=12, help="number of P values per curve")
-    ap.add_argument("--warmup", type=int, default=500, help="NUTS warmup steps")
-    ap.add_argument("--draws", type=int, default=500, help="NUTS draws per chain")
-    ap.add_argument("--chains", type=int, default=2, help="chains per start (cold and hot)")
+    ap.add_argument("--n-P", type=int, default=0, help="number of P values per curve (0: the built-in list)")
+    ap.add_argument("--warmup", type=int, default=400, help="NUTS warmup steps")
+    ap.add_argument("--draws", type=int, default=800, help="NUTS draws per chain")
+    ap.add_argument("--chains", type=int, default=4, help="chains per start (cold and hot)")
     ap.add_argument("--seed", type=int, default=0, help="data / sampler seed")
+    ap.add_argument("--jobs", type=int, default=1, help="points run in parallel processes")
+    ap.add_argument("--plot-only", default=None, help="re-plot and re-summarise a saved theory_vs_mcmc.json")
     a = ap.parse_args()
+    if a.plot_only:
+        with open(a.plot_only) as f:
+            results = json.load(f)["results"]
+        for r in results:
+            print(r["attention"], r["T"], json.dumps(summarise(r)))
+        plot(results, os.path.join(os.path.dirname(a.plot_only), "theory_vs_mcmc.png"))
+        return
     os.makedirs(a.out, exist_ok=True)
-    results = [run(att, T, a.n_P, a.warmup, a.draws, a.chains, a.seed) for att in a.attention for T in a.T]
+    configs = [(att, T) for att in a.attention for T in a.T]
+    grids = {}
+    for att, T in configs:
+        betas = BETAS[(att, T)] if a.n_P <= 0 else list(np.linspace(*BETAS[(att, T)][::len(BETAS[(att, T)]) - 1], a.n_P))
+        grids[(att, T)] = np.round(np.asarray(betas) * 2 * SIGMA2 / D_TOK)
+    tasks = [(att, T, float(P)) for (att, T), Ps in grids.items() for P in Ps]
+    if a.jobs > 1:
+        with cf.ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
+            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed) for att, T, P in tasks]
+            points = []
+            for f in cf.as_completed(futs):
+                points.append(f.result())
+                p = points[-1]
+                print(f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
+    else:
+        points = [mcmc_point(att, T, P, a.warmup, a.draws, a.chains, a.seed) for att, T, P in tasks]
+    results = []
+    for att, T in configs:
+        P = grids[(att, T)]
+        pc, pc_at = theory(att, T, P)
+        name = "m" if att == "softmax" else "u"
+        rows = sorted((p for p in points if p["attention"] == att and p["T"] == T), key=lambda p: p["P"])
+        for i, p in enumerate(rows):
+            p["theory_mean"] = float(pc_at.mean[name][i])
+            p["theory_stable"] = float(pc_at.stable[name][i])
+            p["theory_branches"] = branches_at(pc_at, p["P"], name)
+            print(f"{att} T={T} P={p['P']:.0f}: theory mean {p['theory_mean']:.4f} stable {p['theory_stable']:.4f} "
+                  f"| MCMC cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
+        r = {"attention": att, "T": T, "curve": pc.to_dict(), "points": rows}
+        r["summary"] = summarise(r)
+        print(att, T, json.dumps(r["summary"]), flush=True)
+        results.append(r)
     with open(os.path.join(a.out, "theory_vs_mcmc.json"), "w") as f:
         json.dump({"config": vars(a), "results": results}, f)
     plot(results, os.path.join(a.out, "theory_vs_mcmc.png"))

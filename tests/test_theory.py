@@ -214,30 +214,42 @@ def test_theory_matches_short_mcmc(attention, beta):
     assert abs(theo - mc) < 0.04, (theo, mc)
 
 
+# beta = P d / (2 sigma2) grids (sigma2 = 400, d = 8: P = 100 beta) spanning each transition; at T = 32 three
+# points lie inside the theory's coexistence window (P ~ 736-748)
+SLOW_BETAS = {
+    (8, "softmax"): np.linspace(1.0, 14.0, 12),
+    (32, "softmax"): np.array([3, 4, 5, 6, 6.5, 7, 7.2, 7.37, 7.42, 7.47, 7.6, 8, 10, 13, 16.0]),
+    (8, "linear"): np.linspace(1.0, 10.0, 12),
+    (32, "linear"): np.linspace(8.0, 30.0, 12),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("T, attention, betas", [
-    (8, "softmax", np.linspace(1.0, 14.0, 12)),
-    (32, "softmax", np.array([3, 4, 5, 6, 6.5, 7, 7.3, 7.6, 8, 10, 13, 16.0])),
-    (8, "linear", np.linspace(1.0, 10.0, 12)),
-    (32, "linear", np.linspace(8.0, 30.0, 12)),
-])
-def test_theory_vs_mcmc_curves(T, attention, betas):
-    """>= 12 values of P (beta = P d / (2 sigma2), sigma2 = 400) spanning each transition; theory mean within
-    0.03 of MCMC away from the transition; inside a coexistence window, cold / hot chains land on the two
-    branches."""
+@pytest.mark.parametrize("T, attention", list(SLOW_BETAS))
+def test_theory_vs_mcmc_curves(T, attention):
+    """>= 12 values of P spanning each transition, one data set per P, NUTS (4 chains x 400 warmup + 600
+    draws) from cold and hot starts. Away from the transition (|P - P_c| > 6% P_c) the theory's posterior mean
+    is within 0.03 of the MCMC mean; inside a coexistence window the cold chains sit within 0.03 of the low
+    branch and the hot chains within 0.03 of the high branch."""
     pr = ba.Prior(1.0, 100.0, 400.0)
     task = ba.CopyTask(T=T, d=D_TOK)
-    P = betas * 2 * pr.sigma2 / D_TOK
+    P = np.round(SLOW_BETAS[(T, attention)] * 2 * pr.sigma2 / D_TOK)
     pc = th.phase_curve(task, pr, attention, P)
     name = "m" if attention == "softmax" else "u"
     tr = pc.transition
+    checked = 0
     for i, p in enumerate(P):
-        cold, _ = _mcmc_mean(task, attention, pr, int(round(p)), key=100 + i, init="cold", warmup=500, draws=500)
-        hot, _ = _mcmc_mean(task, attention, pr, int(round(p)), key=100 + i, init="hot", warmup=500, draws=500)
+        cold, _ = _mcmc_mean(task, attention, pr, int(p), key=100 + int(p), init="cold", chains=4, warmup=400,
+                             draws=600)
+        hot, _ = _mcmc_mean(task, attention, pr, int(p), key=100 + int(p), init="hot", chains=4, warmup=400,
+                            draws=600)
         inside = tr["order"] == "first" and tr["spinodals"][0] <= p <= tr["spinodals"][1]
         near = tr["P_c"] is not None and abs(p - tr["P_c"]) < 0.06 * tr["P_c"]
         if inside:
             ms = sorted(np.interp(p, b["P"], b[name]) for b in pc.branches if b["P"][0] <= p <= b["P"][-1])
-            assert abs(cold - ms[0]) < 0.03 and abs(hot - ms[-1]) < 0.03
+            assert abs(cold - ms[0]) < 0.03 and abs(hot - ms[-1]) < 0.03, (p, cold, hot, ms)
+            checked += 1
         elif not near:
             assert abs(0.5 * (cold + hot) - pc.mean[name][i]) < 0.03, (p, cold, hot, pc.mean[name][i])
+            checked += 1
+    assert checked >= 8
