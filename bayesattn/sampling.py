@@ -183,13 +183,15 @@ _COMPILED: dict = {}  # compiled programs, keyed by everything static; a cache o
 
 
 def _compiled(builder, static_key, *args):
-    """Lower and compile ``builder(*static_key)`` once per static key; return (compiled, compile seconds)."""
-    if static_key in _COMPILED:
-        return _COMPILED[static_key], 0.0
+    """Lower and compile ``builder(*static_key)`` once per static key and argument shapes; return
+    (compiled, compile seconds)."""
+    signature = (static_key, tuple((np.shape(x), str(x.dtype)) for x in jax.tree.leaves(args)))
+    if signature in _COMPILED:
+        return _COMPILED[signature], 0.0
     t0 = time.perf_counter()
     fn = jax.jit(builder(*static_key))
     compiled = fn.lower(*args).compile()
-    _COMPILED[static_key] = compiled
+    _COMPILED[signature] = compiled
     return compiled, time.perf_counter() - t0
 
 

@@ -1,0 +1,162 @@
+"""Sampling benchmarks (not tests): prints a table; all ratios are measured in the same process.
+
+    python benchmarks/bench_sampling.py                 # everything (~5-8 min on 2 shared cores)
+    python benchmarks/bench_sampling.py --only joint    # one section: joint | draws | grad | sweep
+
+Sections
+- joint: ESS/s of m, marginal NUTS (blackjax, closed form, V integrated out) vs NUTS on the joint (L, V) model
+  (numpyro), same data and prior; target ratio >= 20.
+- draws: seconds per 1000 NUTS iterations at T = 8, 16, 32 (d = 8, P = 1000, softmax, beta = 5), 1 chain and
+  4 vmapped chains, compile time apart.
+- grad: time per gradient inside the sampler (wall / gradient evaluations, T = 32, 1 chain) vs the float64 flop
+  count of one value-and-grad (XLA's cost analysis) at the core's peak (2.6 GHz x 32 flop/cycle with
+  AVX-512 FMA, an assumption printed with the result).
+- sweep: 16 values of P at T = 32, d = 8, 4 chains x (500 + 1000) through bayesattn.sweep.run_sweep (one
+  compilation shared by all points); target <= 180 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import bayesattn as ba
+from bayesattn.sweep import run_sweep
+
+PEAK_FLOPS_PER_CORE = 2.6e9 * 32  # 2.6 GHz Xeon, AVX-512: 8 doubles x 2 (FMA) x 2 ports per cycle
+
+
+def canonical(T, d, P, beta, attention="softmax", seed=0):
+    data = ba.CopyTask(T=T, d=d).sample(jax.random.key(seed), P)
+    prior = ba.Prior(1.0, 100.0, P * d / (2 * beta))
+    return data, prior, ba.Posterior(data, attention, prior)
+
+
+def bench_joint(rows):
+    T, d, P, beta = 8, 4, 200, 5.0
+    data, prior, post = canonical(T, d, P, beta)
+    kw = dict(num_chains=4, num_warmup=500, num_samples=1000)
+    t0 = time.perf_counter()
+    marg = ba.sample(post, jax.random.key(1), **kw)
+    marg_total = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    joint = ba.sample_joint(data, jax.random.key(2), attention="softmax", prior=prior, **kw)
+    joint_total = time.perf_counter() - t0  # numpyro compiles inside its run: this includes its compilation
+    ms, js = marg.summary(), joint.summary()
+    marg_rate = ms["m"]["ess_bulk"] / marg.diagnostics["wall_time_s"]
+    marg_rate_total = ms["m"]["ess_bulk"] / marg_total
+    joint_rate = js["m"]["ess_bulk"] / joint_total
+    case = f"T={T} d={d} P={P} beta={beta}, 4 chains x (500+1000)"
+    rows += [
+        ("joint", f"marginal NUTS <m> (se), ESS, run s, compile s", f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
+         f"{ms['m']['ess_bulk']:.0f}, {marg.diagnostics['wall_time_s']:.2f}, {marg.diagnostics['compile_time_s']:.1f}", case),
+        ("joint", "joint numpyro NUTS <m> (se), ESS, total s, divergent",
+         f"{js['m']['mean']:.4f} ({js['m']['se']:.4f}), {js['m']['ess_bulk']:.0f}, {joint_total:.1f}, "
+         f"{joint.diagnostics['num_divergent']}", case),
+        ("joint", "ESS/s ratio marginal/joint (marginal run only | incl. its compile)",
+         f"{marg_rate / joint_rate:.0f}x | {marg_rate_total / joint_rate:.0f}x", "target >= 20x"),
+    ]
+
+
+def bench_draws(rows):
+    for T in (8, 16, 32):
+        _, _, post = canonical(T, 8, 1000, 5.0)
+        for chains in (1, 4):
+            s = ba.sample(post, jax.random.key(3), num_chains=chains, num_warmup=500, num_samples=1000)
+            dg = s.diagnostics
+            per1000 = dg["wall_time_s"] / 1.5
+            rows.append(("draws", f"T={T}: s per 1000 NUTS iterations, {chains} chain(s)",
+                         f"{per1000:.2f}", f"compile {dg['compile_time_s']:.1f} s, {dg['num_grad_evals'] / (1500 * chains):.1f} "
+                         f"grads/iter, <m> = {s.summary()['m']['mean']:.3f}"))
+
+
+def bench_grad(rows):
+    T, d = 32, 8
+    _, _, post = canonical(T, d, 1000, 5.0)
+    L0 = jnp.asarray(ba.sampling.hot_pattern(post)) * 0.3
+    vg = jax.jit(jax.value_and_grad(lambda L, p: p.log_density(L)))
+    cost = vg.lower(L0, post).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = float(cost.get("flops", float("nan")))
+    jax.block_until_ready(vg(L0, post))
+    n = 2000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        out = vg(L0, post)
+    jax.block_until_ready(out)
+    standalone = (time.perf_counter() - t0) / n
+    s = ba.sample(post, jax.random.key(4), num_chains=1, num_warmup=500, num_samples=1000)
+    per_grad = s.diagnostics["wall_time_s"] / s.diagnostics["num_grad_evals"]
+    s4 = ba.sample(post, jax.random.key(4), num_chains=4, num_warmup=500, num_samples=1000)
+    per_grad4 = s4.diagnostics["wall_time_s"] / s4.diagnostics["num_grad_evals"]
+    ideal = flops / PEAK_FLOPS_PER_CORE
+    rows += [
+        ("grad", "flops of one value-and-grad (XLA cost analysis)", f"{flops:.3g}", f"T={T} d={d}"),
+        ("grad", "ideal time at 1-core peak (83.2 GFLOP/s)", f"{ideal * 1e6:.2f} us", "assumed peak"),
+        ("grad", "time per gradient inside NUTS, 1 chain", f"{per_grad * 1e6:.1f} us",
+         f"{per_grad / ideal:.0f}x the ideal"),
+        ("grad", "time per gradient inside NUTS, 4 vmapped chains", f"{per_grad4 * 1e6:.1f} us",
+         f"{per_grad4 / ideal:.0f}x the ideal (per chain-gradient)"),
+        ("grad", "standalone jitted value-and-grad call", f"{standalone * 1e6:.1f} us", "includes dispatch"),
+    ]
+
+
+SWEEP_T, SWEEP_D, SWEEP_SIGMA2 = 32, 8, 1000 * 8 / (2 * 7.0)  # beta = 7 at P = 1000
+
+
+def sweep_point(point: dict) -> dict:
+    """compute() for run_sweep: one posterior per P (data key fixed), NUTS 4 x (500 + 1000)."""
+    data = ba.CopyTask(T=point["T"], d=point["d"]).sample(jax.random.key(point["data_seed"]), point["P"])
+    post = ba.Posterior(data, point["attention"], ba.Prior(1.0, 100.0, point["sigma2"]))
+    s = ba.sample(post, jax.random.key(point["sample_seed"]), num_chains=4, num_warmup=500, num_samples=1000,
+                  init=point["init"])
+    return s.summary()
+
+
+def bench_sweep(rows, out_dir=None):
+    Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
+    points = [{"method": "nuts", "attention": "softmax", "T": SWEEP_T, "d": SWEEP_D, "P": P, "sigma2": SWEEP_SIGMA2,
+               "init": "cold", "data_seed": 0, "sample_seed": 1} for P in Ps]
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        recs = run_sweep(points, sweep_point, out_dir or tmp, progress=False)
+        total = time.perf_counter() - t0
+    compile_s = sum(r["result"]["diagnostics"]["compile_time_s"] for r in recs)
+    rhat = max(r["result"]["m"]["r_hat"] for r in recs)
+    ms = ", ".join(f"{r['point']['P']}:{r['result']['m']['mean']:.3f}" for r in recs)
+    rows += [
+        ("sweep", f"{len(points)} points, T=32 d=8, 4 chains x (500+1000): total s", f"{total:.1f}",
+         f"target <= 180 s; compile {compile_s:.1f} s (once)"),
+        ("sweep", "max R-hat(m) over points", f"{rhat:.3f}", "cold starts"),
+        ("sweep", "<m> by P", ms, f"sigma2 = {SWEEP_SIGMA2:.1f}"),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["joint", "draws", "grad", "sweep"], action="append",
+                    help="run only these sections (repeatable); default all")
+    ap.add_argument("--sweep-dir", default=None, help="keep the sweep's result files here (default: a temp dir)")
+    args = ap.parse_args()
+    sections = args.only or ["joint", "draws", "grad", "sweep"]
+    rows: list[tuple] = []
+    for name in sections:
+        t0 = time.perf_counter()
+        if name == "sweep":
+            bench_sweep(rows, args.sweep_dir)
+        else:
+            globals()[f"bench_{name}"](rows)
+        print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
+    print(f"\njax {jax.__version__}, {jax.devices()[0].platform}, float64")
+    print(f"{'section':8} | {'quantity':70} | {'value':>28} | note")
+    for sec, q, v, note in rows:
+        print(f"{sec:8} | {q:70} | {v:>28} | {note}")
+
+
+if __name__ == "__main__":
+    main()
