@@ -485,26 +485,31 @@ def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
 
         def one(be, ep):
             Phi = action(m, q, ent, beta=be, eps=ep, d=d, T_q=Tq)
-            # candidates: the minimum over g of each h row (one pass over the grid), kept where it is a
-            # discrete local minimum of Phi in (h, g) (<= its 8 neighbours), then the kmax lowest rows
+            # candidates: the minimum over g of each h row and the minimum over h of each g column (one pass
+            # over the grid each), kept where it is a discrete local minimum of Phi in (h, g) (<= its 8
+            # neighbours); then the kmax lowest candidates that lie in distinct wells (> 0.01 apart in m), so
+            # that ripples of one deep well cannot crowd out a shallow metastable one
             jrow = jnp.argmin(Phi, axis=1)
-            rows = jnp.arange(nh)
+            icol = jnp.argmin(Phi, axis=0)
+            ci_ = jnp.concatenate([jnp.arange(nh), icol])
+            cj_ = jnp.concatenate([jrow, jnp.arange(ng)])
             Pp = jnp.pad(Phi, 1, constant_values=jnp.inf)
-            srow = Phi[rows, jrow]
-            is_min = jnp.ones((nh,), bool)
+            sc_ = Phi[ci_, cj_]
+            is_min = jnp.ones(sc_.shape, bool)
             for di in (-1, 0, 1):
                 for dj in (-1, 0, 1):
                     if di == 0 and dj == 0:
                         continue
-                    is_min &= srow <= Pp[rows + 1 + di, jrow + 1 + dj]
-            srow = jnp.where(is_min, srow, jnp.inf)
+                    is_min &= sc_ <= Pp[ci_ + 1 + di, cj_ + 1 + dj]
+            sc_ = jnp.where(is_min, sc_, jnp.inf)
+            mc_ = m[ci_, cj_]
             ii, jj, sc = [], [], []
             for _ in range(kmax):
-                i = jnp.argmin(srow)
-                ii.append(i)
-                jj.append(jrow[i])
-                sc.append(srow[i])
-                srow = jnp.where(rows == i, jnp.inf, srow)
+                k = jnp.argmin(sc_)
+                ii.append(ci_[k])
+                jj.append(cj_[k])
+                sc.append(sc_[k])
+                sc_ = jnp.where(jnp.abs(mc_ - mc_[k]) < 0.01, jnp.inf, sc_)
             ii, jj, sc = jnp.stack(ii), jnp.stack(jj), jnp.stack(sc)
             valid = jnp.isfinite(sc)
             # posterior means: the Daniels density over (m, q) integrated on the dual grid

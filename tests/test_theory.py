@@ -155,6 +155,43 @@ def test_softmax_landscape_double_well_in_window():
     assert abs(s[mins[0]] - s[mins[1]]) < 1.0  # equal depth at the binodal (grid resolution)
 
 
+def _wells(task, prior, P, grid):
+    """Local minima (positions in m) of the landscape S(m) = T min_q Phi(m, q): Newton at fixed m, a solver
+    independent of the minimum search that builds the phase curve."""
+    L = th.landscape(task, prior, "softmax", P, grid=grid)
+    s = L["S"]
+    k = np.flatnonzero((s[1:-1] < s[:-2]) & (s[1:-1] < s[2:])) + 1
+    return L["x"][k]
+
+
+def test_softmax_finite_size_scaling_fields_against_landscape():
+    """T = 64 (window ~ P 890-1120 on a 10-step grid): `jump` is the distance between the two wells of the
+    landscape at the binodal; `window` = (P_high - P_low) / P_c with P_low, P_high the grid spinodals, each of
+    which the landscape confirms (one well one grid step outside, two wells at the spinodal); `width` is the
+    inverse steepest slope of the mean against log P, which at a first-order transition is below the jump's
+    own scale 1 / jump; T = 8 is a crossover with zero jump and no window."""
+    pr = ba.Prior(1.0, 100.0, 400.0)
+    task = ba.CopyTask(T=64, d=D_TOK)
+    P = np.arange(850.0, 1161.0, 10.0)
+    f = th.finite_size_scaling(task, pr, "softmax", P, [8, 64])
+    assert f["order"] == ["crossover", "first"] and f["jump"][0] == 0.0 and np.isnan(f["window"][0])
+    Pc = f["P_c"][1]
+    grid = np.linspace(0.005, 0.4, 400)
+    w = _wells(task, pr, Pc, grid)
+    assert len(w) == 2 and abs(f["jump"][1] - (w[1] - w[0])) < 0.005, (f["jump"], w)
+    lo, hi = th.phase_curve(task, pr, "softmax", P).transition["spinodals"]
+    assert abs(f["window"][1] - (hi - lo) / Pc) < 1e-12
+    # the copy well appears at lo, the uniform-like well (m < 0.1) disappears after hi (a flat well can show
+    # grid ripples, so wells are counted on each side of m = 0.1)
+    def sides(p):
+        x = _wells(task, pr, p, grid)
+        return int(np.any(x < 0.1)), int(np.any(x > 0.1))
+
+    assert sides(lo - 10.0) == (1, 0) and sides(lo) == (1, 1)
+    assert sides(hi) == (1, 1) and sides(hi + 10.0) == (0, 1)
+    assert 0 < f["width"][1] < 1.0 / f["jump"][1]
+
+
 # --- bookkeeping and input validation --------------------------------------------------------------
 
 def test_to_dict_roundtrip():
