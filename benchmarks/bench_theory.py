@@ -2,14 +2,16 @@
 <= 10 s on 2 cores), for softmax over sigma_A2 and over T and for linear over sigma_A2.
 
 Baseline, in the same process: the plain loop of ``phase_curve`` over the second axis (one table, one grid
-scan and one set of Newton solves per value), timed on a few values and extrapolated to all of them. Both
-are timed after a warm-up run of the same shapes (compilation excluded). A few P_c of the diagram are checked
+scan and one set of Newton solves per value), timed on a few values and extrapolated to all of them. The CPU
+time of the process is printed beside the wall time: on a shared machine the wall time depends on the load.
+Both are timed after a warm-up run of the same shapes (compilation excluded). A few P_c of the diagram are checked
 against the loop. Usage: python benchmarks/bench_theory.py [--n-vary 50] [--n-P 200] [--loop 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
@@ -29,9 +31,9 @@ def bench(label, task, prior, attention, P, name, vary, n_loop, num_samples):
 
     shift = 0 if name == "T" else 1e-3  # warm-up on other values of the same shapes (tables are cached)
     diagram(vary + shift)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     pd = diagram(vary)
-    full = time.perf_counter() - t0
+    full, cpu = time.perf_counter() - t0, time.process_time() - c0
     idx = np.linspace(0, len(vary) - 1, n_loop).round().astype(int)
     one(vary[idx[0]] + shift)
     t0 = time.perf_counter()
@@ -39,7 +41,7 @@ def bench(label, task, prior, attention, P, name, vary, n_loop, num_samples):
     per = (time.perf_counter() - t0) / n_loop
     dev = max(abs((pc.transition["P_c"] or np.nan) - pd.P_c[k]) if pc.transition["P_c"] is not None else 0.0
               for pc, k in zip(loop, idx))
-    print(f"{label:<28} {full:7.2f} s   loop of phase_curve: {per:.3f} s per value -> {per * len(vary):7.1f} s "
+    print(f"{label:<28} {full:7.2f} s (cpu {cpu:5.1f} s, load {os.getloadavg()[0]:.1f})   loop of phase_curve: {per:.3f} s per value -> {per * len(vary):7.1f} s "
           f"(x{per * len(vary) / full:.1f})   orders: {pd.order.count('first')} first / "
           f"{pd.order.count('second')} second / {pd.order.count('crossover')} crossover   "
           f"max |P_c diagram - loop| = {dev:.2e}", flush=True)
