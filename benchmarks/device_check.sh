@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One prepared run on a GPU machine (the `device` tool of this workplace): times the samplers, the training
+# sweep and the default phase diagram there. Needs blackjax as a wheel in .whl/ (the image has jax, numpyro,
+# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; the whole stays < 8 min.
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
+OUT=${OUT:-/tmp/device_out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import jax, numpyro, optax, blackjax; print('jax', jax.__version__, jax.devices(), 'numpyro', numpyro.__version__, 'optax', optax.__version__, 'blackjax', blackjax.__version__)"
+  nproc; } 2>&1 | tee "$OUT/env.txt"
+step() { local name=$1 limit=$2; shift 2; echo "=== $name"; local t0=$(date +%s)
+         timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"; echo "=== $name: $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"; }
+step chains_gpu 110 python3 benchmarks/bench_chains.py --T 32 --chains 4,64,512,4096
+step draws_gpu 100 python3 benchmarks/bench_sampling.py --only draws
+step training_gpu 110 python3 benchmarks/bench_training.py
+step default_gpu 150 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
+cp /tmp/pd/summary.json "$OUT/default_summary.json" 2>/dev/null
+step chains_cpu16 50 env JAX_PLATFORMS=cpu python3 benchmarks/bench_chains.py --T 32 --chains 4,64
