@@ -27,7 +27,7 @@ import numpy as np
 
 from ._validate import check_array, check_choice, check_positive
 from .attention import ATTENTIONS, AttentionKind, attention_weights, order_parameters
-from .tasks import Dataset, Task
+from .tasks import Dataset
 
 LOG_2PI = float(np.log(2 * np.pi))
 

@@ -33,7 +33,6 @@ Design:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
@@ -54,6 +53,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ._validate import check_choice, check_int, check_positive
 from .attention import attention_weights
+from ._json import to_plain
 from .posterior import Posterior, Prior
 from .tasks import Dataset
 
@@ -116,7 +116,7 @@ class Samples:
         """JSON-serialisable summary: per order parameter mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
         chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
         diagnostics; "draws" of m, q, u thinned to at most 1000 per chain; SMC extras; method and config."""
-        out: dict[str, Any] = {"method": self.method, "config": _jsonable(self.config)}
+        out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
         for name in ORDER_PARAMETERS:
             x = np.asarray(self.order_parameters[name], dtype=np.float64)
             good = np.isfinite(x)
@@ -130,28 +130,12 @@ class Samples:
                 "r_hat": float(self.diagnostics[name]["r_hat"]),
                 "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
             }
-        out["diagnostics"] = _jsonable({k: v for k, v in self.diagnostics.items() if k not in ORDER_PARAMETERS})
+        out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in ORDER_PARAMETERS})
         stride = max(1, math.ceil(self.num_draws / MAX_SUMMARY_DRAWS))
         out["draws"] = {name: np.asarray(self.order_parameters[name])[:, ::stride].tolist() for name in ORDER_PARAMETERS}
         out["draws_stride"] = stride
-        out.update(_jsonable(self.extra))
+        out.update(to_plain(self.extra))
         return out
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.ndarray, jax.Array)):
-        return _jsonable(np.asarray(obj).tolist())
-    if isinstance(obj, (np.floating, float)):
-        return float(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    return obj
 
 
 def _key_data(key) -> list[int]:

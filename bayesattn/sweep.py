@@ -15,7 +15,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import json
-import math
 import os
 import platform
 import tempfile
@@ -25,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
+from ._json import to_plain
 from ._validate import check_int
 
 PACKAGES = ("bayesattn", "jax", "jaxlib", "numpy", "numpyro", "blackjax", "optax", "scipy", "matplotlib")
@@ -44,25 +43,8 @@ def package_versions() -> dict[str, str]:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert numpy / jax arrays and scalars (recursively) to JSON types. Non-finite floats become None
-    only where the caller allows it; here they are kept as strings so nothing is silently lost."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if hasattr(obj, "to_dict"):
-        return to_jsonable(obj.to_dict())
-    if hasattr(obj, "__array__") and not isinstance(obj, (str, bytes)):
-        arr = np.asarray(obj)
-        return to_jsonable(arr.tolist()) if arr.ndim else to_jsonable(arr.item())
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else repr(v)  # "nan" / "inf": visible, never a bare NaN token
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    return obj
+    """Plain JSON types; non-finite floats become the strings 'nan' / 'inf' (visible, never a bare NaN token)."""
+    return to_plain(obj, nonfinite="string")
 
 
 def point_id(point: dict) -> str:

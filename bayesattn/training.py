@@ -25,7 +25,6 @@ theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as 
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple
@@ -38,6 +37,7 @@ import optax
 
 from ._validate import check_array, check_choice, check_int, check_positive
 from .attention import ATTENTIONS, AttentionKind, attention_weights, order_parameters
+from ._json import to_plain
 from .posterior import Posterior, Prior
 from .tasks import Dataset, Task
 
@@ -258,22 +258,6 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 # Results
 # ----------------------------------------------------------------------------------------------------------
 
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.ndarray, jax.Array)):
-        return _jsonable(np.asarray(x).tolist())
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    return x
-
-
 def _thin_L(L: np.ndarray, max_records: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices and L matrices of at most max_records evenly spaced records (first and last kept)."""
     idx = np.unique(np.linspace(0, L.shape[0] - 1, min(max_records, L.shape[0])).round().astype(int))
@@ -306,12 +290,12 @@ class TrainResult:
         hist["L_steps"] = self.history["step"][idx]
         hist["L"] = Ls
         key = "m"
-        return _jsonable({
+        return to_plain({
             "config": self.config, "history": hist, "final_order_parameters": self.final_order_parameters,
             "final_L": self.final_params[0], "final_V": self.final_params[1],
             "emergence": self.emergence(key), "emergence_key": key,
             "failure": self.failure, "failed_at": self.failed_at,
-        })
+        }, nonfinite="none")
 
 
 @dataclass
@@ -367,11 +351,11 @@ class SweepResult:
             idx, Ls = _thin_L(np.moveaxis(self.history["L"], 2, 0), max_L_records)
             hist["L_steps"] = self.history["step"][0, 0][idx]
             hist["L"] = np.moveaxis(Ls, 0, 2)
-        return _jsonable({
+        return to_plain({
             "config": self.config, "P_values": self.P_values, "seeds": self.seeds, "history": hist,
             "final_order_parameters": self.final_order_parameters, "final_L": self.final_L,
             "emergence": self.emergence(), "failures": self.failures,
-        })
+        }, nonfinite="none")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ import platform
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba

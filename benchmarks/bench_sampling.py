@@ -53,7 +53,7 @@ def bench_joint(rows):
     joint_rate = js["m"]["ess_bulk"] / joint_total
     case = f"T={T} d={d} P={P} beta={beta}, 4 chains x (500+1000)"
     rows += [
-        ("joint", f"marginal NUTS <m> (se), ESS, run s, compile s", f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
+        ("joint", "marginal NUTS <m> (se), ESS, run s, compile s", f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
          f"{ms['m']['ess_bulk']:.0f}, {marg.diagnostics['wall_time_s']:.2f}, {marg.diagnostics['compile_time_s']:.1f}", case),
         ("joint", "joint numpyro NUTS <m> (se), ESS, total s, divergent",
          f"{js['m']['mean']:.4f} ({js['m']['se']:.4f}), {js['m']['ess_bulk']:.0f}, {joint_total:.1f}, "

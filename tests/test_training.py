@@ -12,6 +12,7 @@ import scipy.optimize as so
 
 import bayesattn as ba
 from bayesattn import training as tr
+from bayesattn._json import to_plain
 
 SMALL = dict(T=4, d=2)
 
@@ -387,4 +388,4 @@ def test_training_curves_plateau_then_rise():
     assert np.all(c["m"][1, :, -1] > 0.5) and np.all(c["loss"][1, :, -1] < 0.3 * c["loss"][1, :, 0])
     assert np.all((out["emergence_step"][1] > 0) & (out["emergence_step"][1] < 1500))
     assert np.all(out["sharpness"][1] < 1500)
-    json.dumps(tr._jsonable(out))
+    json.dumps(to_plain(out, nonfinite="none"), allow_nan=False)
