@@ -279,7 +279,10 @@ def theory_point(point: dict) -> dict:
 
 
 def mcmc_point(point: dict) -> dict:
-    """Exact-posterior sampling at one (attention, P), one chain group per init."""
+    """Exact-posterior sampling at one (attention, P), one chain group per init.
+
+    ``mean_attention`` is E[alpha] for softmax and E[sign(m) alpha] for linear attention: that posterior is
+    symmetric under L -> -L, so its plain mean is zero up to noise."""
     cfg = RunConfig.from_dict(point["config"])
     task, prior, att, P = cfg.make_task(), cfg.make_prior(), point["attention"], int(point["P"])
     data = task.sample(point_keys(cfg.seed, DATA, P), P)
@@ -291,7 +294,10 @@ def mcmc_point(point: dict) -> dict:
                    num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
                    num_samples=cfg.mcmc.num_samples, init=init)
         summ = s.summary()
-        summ["mean_attention"] = np.asarray(alpha(s.L).mean(axis=(0, 1)))
+        A = np.asarray(alpha(s.L))
+        if att == "linear":
+            A = A * np.sign(s.order_parameters["m"])[..., None, None]
+        summ["mean_attention"] = A.mean(axis=(0, 1))
         out[init] = summ
     return out
 
@@ -373,7 +379,12 @@ def order_parameter_name(attention: str) -> str:
 
 
 def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
-    """Where a sampled / trained order parameter first exceeds half its largest value over P (per init)."""
+    """Where a sampled / trained order parameter rises over the P grid (per init).
+
+    ``P_jump``: geometric midpoint of the consecutive grid points with the largest rise (and ``jump``, that rise);
+    ``P_onset``: the first grid P where it exceeds its value at the smallest P by 0.05 (None if it never does,
+    or if it is already above 0.5 at the smallest P, i.e. the rise lies below the grid).
+    """
     x = order_parameter_name(attention)
     P = np.array([r["point"]["P"] for r in recs], dtype=float)
     out = {}
@@ -383,11 +394,16 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
         else:
             vals = np.array([np.nanmean(np.asarray(r["result"][init]["final_order_parameters"][x], dtype=float))
                              for r in recs])
-        lo = vals[0]
-        half = lo + 0.5 * (np.nanmax(vals) - lo)
-        above = np.flatnonzero(vals >= half)
-        out[init] = {"P_half": float(P[above[0]]) if above.size and np.nanmax(vals) - lo > 0.05 else None,
-                     "P": P.tolist(), x: vals.tolist()}
+        rise = np.diff(vals)
+        k = int(np.nanargmax(rise)) if rise.size and np.any(np.isfinite(rise)) else None
+        onset = np.flatnonzero(vals > vals[0] + 0.05)
+        out[init] = {
+            "P_jump": float(np.sqrt(P[k] * P[k + 1])) if k is not None and rise[k] > 0.05 else None,
+            "jump": float(rise[k]) if k is not None else None,
+            "P_onset": float(P[onset[0]]) if onset.size and vals[0] <= 0.5 else None,
+            "below_grid": bool(vals[0] > 0.5),
+            "P": P.tolist(), x: vals.tolist(),
+        }
     return out
 
 
@@ -400,7 +416,15 @@ def describe(summary: dict) -> list[str]:
             pc = f"P_c = {t['P_c']:.0f}" if t.get("P_c") else "no transition in the P range"
             lines.append(f"{a}: theory: {t['order']} order, {pc}{sp}")
         for method in ("mcmc", "adam"):
+            x = order_parameter_name(a)
             for init, v in tr.get(method, {}).items():
-                where = f"P ~ {v['P_half']:.0f}" if v["P_half"] else "not within the P range"
-                lines.append(f"{a}: {method} ({init} start): order parameter rises half-way at {where}")
+                if v["below_grid"]:
+                    where = f"{x} > 0.5 already at the smallest P"
+                elif v["P_onset"] is None:
+                    where = f"{x} does not rise within the P range"
+                else:
+                    where = f"{x} rises from P ~ {v['P_onset']:.0f}"
+                    if v["P_jump"]:
+                        where += f"; steepest rise ({v['jump']:+.2f}) around P ~ {v['P_jump']:.0f}"
+                lines.append(f"{a}: {method} ({init} start): {where}")
     return lines

@@ -129,7 +129,7 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
         ax.set_title(f"{att} attention")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     if any_rec:
         fig.suptitle("Copy-head order parameter vs number of training sequences\n" + _title_params(any_rec), fontsize=10)
     return _save(fig, out, "fig1_order_parameter_vs_P")
@@ -146,6 +146,12 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
         for land, ls in zip(lands, ("-", "--", ":")):
             ax.plot(_arr(land["x"]), _arr(land["S"]), ls, lw=1.5, label=f"P = {_num(land['P']):.0f}")
         ax.set_xlabel(X_LABEL[lands[0].get("x_name", X_NAME[att])])
+        # zoom on the wells: the barrier between coexisting phases is a few nats, the walls hundreds
+        S_all = np.concatenate([_arr(land["S"]) for land in lands])
+        x_all = np.concatenate([_arr(land["x"]) for land in lands])
+        near = x_all[S_all < 15.0]
+        ax.set_xlim(0, min(1.0, 1.15 * float(near.max())) if near.size else 1.0)
+        ax.set_ylim(-0.5, 15.0)
         ax.set_ylabel("free energy S − min S  [nats]")
         ax.set_title(f"{att}: below, at and above the transition")
         ax.grid(alpha=0.3)
@@ -211,7 +217,7 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
             ax.set_title(f"{att}, P = {rec['point']['P']} ({init} start)", fontsize=9)
             ax.set_xlabel("key position s")
             ax.set_ylabel("query position t")
-            fig.colorbar(im, ax=ax, fraction=0.046, label="E[α_ts]")
+            fig.colorbar(im, ax=ax, fraction=0.046, label="E[α_ts]" if att == "softmax" else "E[sign(m) α_ts]")
     fig.suptitle("Posterior-mean attention matrix below and above the transition\n" + _title_params(mc[atts[0]][0]),
                  fontsize=10)
     return _save(fig, out, "fig4_posterior_mean_attention")
@@ -234,7 +240,7 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
             draws = _arr(res.get("draws", {}).get(x, [])).ravel()
             draws = draws[np.isfinite(draws)]
             if draws.size:
-                ax.hist(draws, bins=40, range=(0, 1), density=True, alpha=0.5, color=COLORS.get(init),
+                ax.hist(draws, bins=40, range=(0, max(0.05, 1.1 * float(draws.max()))), density=True, alpha=0.5, color=COLORS.get(init),
                         label=f"{init} start (R-hat {_num(res[x].get('r_hat')):.2f})")
         ax.set_xlabel(X_LABEL[x])
         ax.set_ylabel("posterior density")
