@@ -267,12 +267,14 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
             step = _arr(h["step"])[0, 0]
             col = cmap(k / max(1, len(recs) - 1))
             axes[0, j].plot(step, np.nanmean(_arr(h["loss"])[0], axis=0), color=col, label=f"P = {rec['point']['P']}")
-            axes[1, j].plot(step, np.nanmean(_arr(h[x])[0], axis=0), color=col)
+            xs = _arr(h[x])[0]
+            # linear attention is symmetric under (L, V) -> (-L, -V): seeds land on either sign, average |m|
+            axes[1, j].plot(step, np.nanmean(np.abs(xs) if att == "linear" else xs, axis=0), color=col)
         axes[0, j].set_yscale("log")
         axes[0, j].set_ylabel("training loss (mean over seeds)")
         axes[0, j].set_title(f"{att} attention, Adam from small init")
         axes[0, j].legend(fontsize=7, ncol=2)
-        axes[1, j].set_ylabel(X_LABEL[x] + " (mean over seeds)")
+        axes[1, j].set_ylabel(("|m|, " if att == "linear" else "") + X_LABEL[x] + " (mean over seeds)")
         for ax in axes[:, j]:
             ax.set_xlabel("Adam step")
             ax.grid(alpha=0.3)
