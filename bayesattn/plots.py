@@ -94,6 +94,17 @@ def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
         ax.axvline(_num(tr["P_c"]), color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
 
 
+def _panels(runs: dict, method: str, height: float, need: str | None = None):
+    """(attentions, fig, axes) with one column per attention that has ``method`` results (and the result key
+    ``need``), softmax first; None when there is nothing to draw."""
+    by_att = runs.get(method, {})
+    atts = [a for a in ("softmax", "linear") if a in by_att and (need is None or by_att[a][0]["result"].get(need))]
+    if not atts:
+        return None
+    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), height), squeeze=False, layout="constrained")
+    return atts, fig, axes[0]
+
+
 def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
     if not atts:
@@ -137,11 +148,10 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
 
 def fig_landscapes(runs: dict, out: Path) -> list[Path]:
     th = runs.get("theory", {})
-    atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("landscapes")]
-    if not atts:
+    if not (panels := _panels(runs, "theory", 4.2, need="landscapes")):
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
-    for ax, att in zip(axes[0], atts):
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
         lands = th[att][0]["result"]["landscapes"]
         for land, ls in zip(lands, ("-", "--", ":")):
             ax.plot(_arr(land["x"]), _arr(land["S"]), ls, lw=1.5, label=f"P = {_num(land['P']):.0f}")
@@ -162,11 +172,10 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
 
 def fig_planes(runs: dict, out: Path) -> list[Path]:
     th = runs.get("theory", {})
-    atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("plane")]
-    if not atts:
+    if not (panels := _panels(runs, "theory", 4.4, need="plane")):
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.4), squeeze=False, layout="constrained")
-    for ax, att in zip(axes[0], atts):
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
         pl = th[att][0]["result"]["plane"]
         v = _arr(pl["vary_values"])
         ax.plot(_arr(pl["P_c"]), v, "o-", color="tab:orange",
@@ -225,11 +234,10 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
 
 def fig_histograms(runs: dict, out: Path) -> list[Path]:
     mc = runs.get("mcmc", {})
-    atts = [a for a in ("softmax", "linear") if a in mc]
-    if not atts:
+    if not (panels := _panels(runs, "mcmc", 4.2)):
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
-    for ax, att in zip(axes[0], atts):
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
         x = X_NAME[att]
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
         Pc = _num(curve["transition"].get("P_c")) if curve else math.nan
@@ -284,11 +292,10 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
 
 def fig_finite_size(runs: dict, out: Path) -> list[Path]:
     th = runs.get("theory", {})
-    atts = [a for a in ("softmax", "linear") if a in th and th[a][0]["result"].get("curves_T")]
-    if not atts:
+    if not (panels := _panels(runs, "theory", 4.2, need="curves_T")):
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6 * len(atts), 4.2), squeeze=False, layout="constrained")
-    for ax, att in zip(axes[0], atts):
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
         x = X_NAME[att]
         rec = th[att][0]
         c = rec["point"]["config"]
