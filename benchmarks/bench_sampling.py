@@ -118,20 +118,20 @@ def sweep_point(point: dict) -> dict:
     return s.summary()
 
 
-def bench_sweep(rows, out_dir=None):
+def bench_sweep(rows, out_dir=None, workers=1):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
     points = [{"method": "nuts", "attention": "softmax", "T": SWEEP_T, "d": SWEEP_D, "P": P, "sigma2": SWEEP_SIGMA2,
                "init": "cold", "data_seed": 0, "sample_seed": 1} for P in Ps]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        recs = run_sweep(points, sweep_point, out_dir or tmp, progress=False)
+        recs = run_sweep(points, sweep_point, out_dir or tmp, progress=False, workers=workers)
         total = time.perf_counter() - t0
     compile_s = sum(r["result"]["diagnostics"]["compile_time_s"] for r in recs)
     rhat = max(r["result"]["m"]["r_hat"] for r in recs)
     ms = ", ".join(f"{r['point']['P']}:{r['result']['m']['mean']:.3f}" for r in recs)
     rows += [
-        ("sweep", f"{len(points)} points, T=32 d=8, 4 chains x (500+1000): total s", f"{total:.1f}",
-         f"target <= 180 s; compile {compile_s:.1f} s (once)"),
+        ("sweep", f"{len(points)} points, T=32 d=8, 4 chains x (500+1000), {workers} worker(s): total s", f"{total:.1f}",
+         f"target <= 180 s; compile {compile_s:.1f} s (once per worker)"),
         ("sweep", "max R-hat(m) over points", f"{rhat:.3f}", "cold starts"),
         ("sweep", "<m> by P", ms, f"sigma2 = {SWEEP_SIGMA2:.1f}"),
     ]
@@ -142,13 +142,14 @@ def main():
     ap.add_argument("--only", choices=["joint", "draws", "grad", "sweep"], action="append",
                     help="run only these sections (repeatable); default all")
     ap.add_argument("--sweep-dir", default=None, help="keep the sweep's result files here (default: a temp dir)")
+    ap.add_argument("--workers", type=int, default=1, help="sweep points run in this many worker processes")
     args = ap.parse_args()
     sections = args.only or ["joint", "draws", "grad", "sweep"]
     rows: list[tuple] = []
     for name in sections:
         t0 = time.perf_counter()
         if name == "sweep":
-            bench_sweep(rows, args.sweep_dir)
+            bench_sweep(rows, args.sweep_dir, args.workers)
         else:
             globals()[f"bench_{name}"](rows)
         print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
