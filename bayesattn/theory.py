@@ -23,7 +23,6 @@ differences between phases).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import warnings

@@ -10,7 +10,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from scipy import integrate, special
+from scipy import integrate
 
 import bayesattn as ba
 from bayesattn import theory as th
