@@ -118,6 +118,8 @@ def _cmd_sample(args) -> int:
     summ = s.summary()
     for x in ("m", "q", "u"):
         print(f"{x} = {summ[x]['mean']:.4f} +- {summ[x]['se']:.4f}   (ESS {summ[x]['ess_bulk']:.0f}, R-hat {summ[x]['r_hat']:.3f})")
+    if "log_evidence" in summ:
+        print(f"log evidence (per SMC run): {summ['log_evidence']}; mode weights: {summ.get('mode_weights')}")
     diag = summ["diagnostics"]
     print(f"divergences: {diag.get('num_divergent')}, gradient evaluations: {diag.get('num_grad_evals')}, "
           f"wall time {float(diag.get('wall_time_s', float('nan'))):.1f} s")

@@ -116,3 +116,15 @@ def test_config_overrides_are_typed():
     assert dataclasses.asdict(cfg)["prior"]["sigma2"] == 400.0
     with pytest.raises(ValueError, match="mcmc.num_chains"):
         RunConfig().override("mcmc.num_chains", "2.5")
+
+
+def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
+    small = ["--P", "50", "--T", "4", "--d", "2"]
+    assert main(["sample", *small, "--num-chains", "2", "--num-warmup", "50", "--num-samples", "50", "--quiet",
+                 "--init", "hot", "--out", str(tmp_path / "s.json")]) == 0
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["init"] == "hot" and 0 < s["result"]["m"]["mean"] < 1 and s["versions"]["blackjax"]
+    assert main(["train", *small, "--steps", "50", "--out", str(tmp_path / "t.json")]) == 0
+    t = json.loads((tmp_path / "t.json").read_text())
+    assert len(t["result"]["history"]["m"]) >= 1 and "final_order_parameters" in t["result"]
+    assert "final m =" in capsys.readouterr().out
