@@ -30,7 +30,7 @@ from .attention import ATTENTIONS
 from .posterior import Posterior, Prior
 from .sampling import sample
 from .sweep import package_versions, run_sweep, to_jsonable, write_json_atomic
-from .tasks import BOUNDARIES, TOKENS, CopyTask
+from .tasks import CopyTask
 from .training import train_sweep
 
 METHODS = ("theory", "mcmc", "adam")
@@ -39,22 +39,6 @@ CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parent.parent / 
 
 
 # ----------------------------------------------------------------------------------------------- config
-@dataclass
-class TaskConfig:
-    T: int = 32
-    d: int = 8
-    offset: int = 1
-    tokens: str = "gaussian"
-    boundary: str = "cyclic"
-
-
-@dataclass
-class PriorConfig:
-    sigma_A2: float = 1.0
-    sigma_V2: float = 100.0
-    sigma2: float = 400.0
-
-
 @dataclass
 class GridConfig:
     """P values: explicit ``values``, or ``num`` points from ``start`` to ``stop`` (log- or linearly spaced)."""
@@ -116,8 +100,9 @@ class RunConfig:
     methods: list[str] = field(default_factory=lambda: ["theory", "mcmc", "adam"])
     seed: int = 0
     workers: int = 1
-    task: TaskConfig = field(default_factory=TaskConfig)
-    prior: PriorConfig = field(default_factory=PriorConfig)
+    # the task and prior dataclasses themselves are the config sections (validated when built)
+    task: CopyTask = field(default_factory=lambda: CopyTask(T=32, d=8))
+    prior: Prior = field(default_factory=Prior)
     P: GridConfig = field(default_factory=GridConfig)
     theory: TheoryConfig = field(default_factory=TheoryConfig)
     mcmc: MCMCConfig = field(default_factory=MCMCConfig)
@@ -169,8 +154,6 @@ class RunConfig:
             check_choice("methods", m, METHODS)
         check_int("seed", self.seed, minimum=0)
         check_int("workers", self.workers, minimum=1)
-        self.make_task()
-        self.make_prior()
         self.P.grid()
         for i in self.mcmc.inits:
             check_choice("mcmc.inits", i, ("cold", "hot", "prior"))
@@ -187,12 +170,10 @@ class RunConfig:
         return self
 
     def make_task(self) -> CopyTask:
-        check_choice("task.tokens", self.task.tokens, TOKENS)
-        check_choice("task.boundary", self.task.boundary, BOUNDARIES)
-        return CopyTask(**dataclasses.asdict(self.task))
+        return self.task
 
     def make_prior(self) -> Prior:
-        return Prior(**dataclasses.asdict(self.prior))
+        return self.prior
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
