@@ -15,6 +15,8 @@ from ._validate import check_choice
 
 AttentionKind = Literal["softmax", "linear"]
 ATTENTIONS = ("softmax", "linear")
+# the order parameter that characterises each attention's transition (THEORY.md section 3)
+ORDER_PARAMETER = {"softmax": "m", "linear": "u"}
 
 
 def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:

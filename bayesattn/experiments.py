@@ -26,7 +26,7 @@ import numpy as np
 
 from . import theory as th
 from ._validate import check_choice, check_int
-from .attention import ATTENTIONS
+from .attention import ATTENTIONS, ORDER_PARAMETER
 from .posterior import Posterior, Prior
 from .sampling import sample
 from .sweep import package_versions, run_sweep, to_jsonable, write_json_atomic
@@ -253,9 +253,9 @@ def theory_point(point: dict) -> dict:
     if cfg.theory.vary_name:
         out["plane"] = th.phase_diagram(task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}).to_dict()
     if cfg.theory.T_values:
-        out["finite_size"] = to_jsonable(th.finite_size_scaling(task, prior, att, P_dense, cfg.theory.T_values))
-        out["curves_T"] = {str(T): th.phase_curve(task.replace(T=int(T)), prior, att, P_dense).to_dict()
-                           for T in cfg.theory.T_values}
+        fs = th.finite_size_scaling(task, prior, att, P_dense, cfg.theory.T_values)
+        out["curves_T"] = {str(T): curve.to_dict() for T, curve in fs.pop("curves").items()}
+        out["finite_size"] = to_jsonable(fs)
     return out
 
 
@@ -355,10 +355,6 @@ def summarize(cfg: RunConfig, records: dict[str, list[dict]]) -> dict:
             "points": {m: len(r) for m, r in records.items()}}
 
 
-def order_parameter_name(attention: str) -> str:
-    return "m" if attention == "softmax" else "u"
-
-
 def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
     """Where a sampled / trained order parameter rises over the P grid (per init).
 
@@ -366,7 +362,7 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
     ``P_onset``: the first grid P where it exceeds its value at the smallest P by 0.05 (None if it never does,
     or if it is already above 0.5 at the smallest P, i.e. the rise lies below the grid).
     """
-    x = order_parameter_name(attention)
+    x = ORDER_PARAMETER[attention]
     P = np.array([r["point"]["P"] for r in recs], dtype=float)
     out = {}
     for init in recs[0]["result"]:
@@ -397,7 +393,7 @@ def describe(summary: dict) -> list[str]:
             pc = f"P_c = {t['P_c']:.0f}" if t.get("P_c") else "no transition in the P range"
             lines.append(f"{a}: theory: {t['order']} order, {pc}{sp}")
         for method in ("mcmc", "adam"):
-            x = order_parameter_name(a)
+            x = ORDER_PARAMETER[a]
             for init, v in tr.get(method, {}).items():
                 if v["below_grid"]:
                     where = f"{x} > 0.5 already at the smallest P"

@@ -24,9 +24,9 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .attention import ORDER_PARAMETER  # noqa: E402
 from .sweep import load_results  # noqa: E402
 
-X_NAME = {"softmax": "m", "linear": "u"}
 X_LABEL = {"m": "copy weight m", "u": "alignment u = m²/q", "q": "self-overlap q"}
 COLORS = {"theory": "k", "cold": "tab:blue", "hot": "tab:red", "prior": "tab:purple", "small": "tab:green"}
 
@@ -112,7 +112,7 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.4), squeeze=False, layout="constrained")
     any_rec = None
     for ax, att in zip(axes[0], atts):
-        x = X_NAME[att]
+        x = ORDER_PARAMETER[att]
         th = runs.get("theory", {}).get(att)
         if th:
             any_rec = th[0]
@@ -155,7 +155,7 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
         lands = th[att][0]["result"]["landscapes"]
         for land, ls in zip(lands, ("-", "--", ":")):
             ax.plot(_arr(land["x"]), _arr(land["S"]), ls, lw=1.5, label=f"P = {_num(land['P']):.0f}")
-        ax.set_xlabel(X_LABEL[lands[0].get("x_name", X_NAME[att])])
+        ax.set_xlabel(X_LABEL[lands[0].get("x_name", ORDER_PARAMETER[att])])
         # zoom on the wells: the barrier between coexisting phases is a few nats, the walls hundreds
         S_all = np.concatenate([_arr(land["S"]) for land in lands])
         x_all = np.concatenate([_arr(land["x"]) for land in lands])
@@ -238,7 +238,7 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
         return []
     atts, fig, axes = panels
     for ax, att in zip(axes, atts):
-        x = X_NAME[att]
+        x = ORDER_PARAMETER[att]
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
         Pc = _num(curve["transition"].get("P_c")) if curve else math.nan
         P = np.array([r["point"]["P"] for r in mc[att]], dtype=float)
@@ -296,7 +296,7 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
         return []
     atts, fig, axes = panels
     for ax, att in zip(axes, atts):
-        x = X_NAME[att]
+        x = ORDER_PARAMETER[att]
         rec = th[att][0]
         c = rec["point"]["config"]
         curves = rec["result"]["curves_T"]

@@ -52,7 +52,7 @@ from blackjax.smc.tuning.from_particles import particles_stds
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ._validate import check_choice, check_int, check_positive
-from .attention import attention_weights
+from .attention import ORDER_PARAMETER, attention_weights
 from ._json import to_plain
 from .posterior import Posterior, Prior
 from .tasks import Dataset
@@ -567,7 +567,7 @@ def _assemble_smc(post, out, diag, opts, config) -> Samples:
     thr = opts["mode_threshold"]
     if thr is None:
         thr = 3.0 / post.T if post.attention == "softmax" else 0.5
-    by = "m" if post.attention == "softmax" else "u"
+    by = ORDER_PARAMETER[post.attention]
     op = np.asarray(post.order_parameters(jnp.asarray(out["particles"]))[by])  # (runs, N), weighted particles
     w = out["weights"]
     high = np.sum(w * (op > thr), axis=1)

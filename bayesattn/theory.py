@@ -35,7 +35,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ._validate import check_choice, check_int, check_positive
-from .attention import ATTENTIONS
+from .attention import ATTENTIONS, ORDER_PARAMETER
 from .posterior import Prior
 from .tasks import CopyTask
 
@@ -1179,20 +1179,21 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
     - "window": softmax, relative width of the coexistence window (P_high - P_low) / P_c;
     - "width": the width of the rise of the posterior mean in log P: 1 / max d<x>/dlog P (x = m or u);
     - "onset_slope": linear, du*/dP * P_c just above P_c from ``critical_exponent`` (amplitude * P_c);
-    - "exponent": linear, the fitted onset exponent.
+    - "exponent": linear, the fitted onset exponent;
+    - "curves": {T: PhaseCurve} the phase curves these were read from.
     """
     covered(task, attention)
     P = _check_grid("P_values", P_values)
     Ts = _check_grid("T_values", T_values, integer=True).astype(int)
     keys = ("P_c", "crossover", "jump", "window", "width", "onset_slope", "exponent")
     out = {k: np.full(len(Ts), np.nan) for k in keys}
-    order = []
+    order, curves = [], {}
     for k, T in enumerate(Ts):
         t = task.replace(T=int(T))
-        pc = phase_curve(t, prior, attention, P, **numerics)
+        pc = curves[int(T)] = phase_curve(t, prior, attention, P, **numerics)
         tr = pc.transition
         order.append(tr["order"])
-        x = pc.mean["m" if attention == "softmax" else "u"]
+        x = pc.mean[ORDER_PARAMETER[attention]]
         if len(P) >= 3:
             out["width"][k] = 1.0 / np.nanmax(np.gradient(x, np.log(P)))
         out["crossover"][k] = _crossover(pc)
@@ -1212,4 +1213,5 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
                 out["P_c"][k] = ce["P_c"]
     out["order"] = order
     out["T"] = Ts
+    out["curves"] = curves
     return out

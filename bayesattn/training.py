@@ -36,7 +36,7 @@ import numpy as np
 import optax
 
 from ._validate import check_array, check_choice, check_int, check_positive
-from .attention import ATTENTIONS, AttentionKind, attention_weights, order_parameters
+from .attention import ATTENTIONS, ORDER_PARAMETER, AttentionKind, attention_weights, order_parameters
 from ._json import to_plain
 from .posterior import Posterior, Prior
 from .tasks import Dataset, Task
@@ -671,7 +671,7 @@ def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, p
     and, if the theory has them, which of binodal / spinodals the small-init onset is closest to (in log P).
     """
     attention = sweep_small.config.get("attention", "softmax")
-    key = key or ("u" if attention == "linear" else "m")
+    key = key or ORDER_PARAMETER[attention]
     T = sweep_small.config["task"]["T"]
     threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
     min_q = (1e-4 if attention == "linear" else 0.0) if min_q is None else min_q

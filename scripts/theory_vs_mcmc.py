@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 
+from bayesattn.attention import ORDER_PARAMETER
+
 SIGMA2, D_TOK = 400.0, 8
 BETAS = {  # beta = P d / (2 sigma2) values that span each transition (sigma2 = 400, d = 8: P = 100 beta)
     ("softmax", 8): list(np.linspace(1.0, 14.0, 12)),
@@ -40,7 +42,7 @@ def mcmc_point(attention, T, P, warmup, draws, chains, seed):
     task = ba.CopyTask(T=T, d=D_TOK)
     data = task.sample(jax.random.key(seed + int(P)), int(P))
     post = ba.Posterior(data, attention, prior)
-    name = "m" if attention == "softmax" else "u"
+    name = ORDER_PARAMETER[attention]
     res = {"attention": attention, "T": T, "P": float(P)}
     for j, init in enumerate(("cold", "hot")):
         s = ba.sample(post, jax.random.key(seed + 100_000 + 7 * int(P) + j), num_chains=chains, num_warmup=warmup,
@@ -77,7 +79,7 @@ def summarise(r):
     from bayesattn import theory as th
 
     pc = th.PhaseCurve.from_dict(r["curve"])
-    name = "m" if r["attention"] == "softmax" else "u"
+    name = ORDER_PARAMETER[r["attention"]]
     tr = pc.transition
     away, window = [], []
     for p in r["points"]:
@@ -103,7 +105,7 @@ def plot(results, path):
 
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
     for ax, r in zip(axes[0], results):
-        name = "m" if r["attention"] == "softmax" else "u"
+        name = ORDER_PARAMETER[r["attention"]]
         pc = th.PhaseCurve.from_dict(r["curve"])
         for b in pc.branches:
             ax.plot(b["P"], b[name], "--", color="0.5", lw=1)
@@ -165,7 +167,7 @@ def main():
     for att, T in configs:
         P = grids[(att, T)]
         pc, pc_at = theory(att, T, P)
-        name = "m" if att == "softmax" else "u"
+        name = ORDER_PARAMETER[att]
         rows = sorted((p for p in points if p["attention"] == att and p["T"] == T), key=lambda p: p["P"])
         for i, p in enumerate(rows):
             p["theory_mean"] = float(pc_at.mean[name][i])
