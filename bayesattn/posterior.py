@@ -70,6 +70,57 @@ def sufficient_statistics(X: jax.Array, Y: jax.Array) -> tuple[jax.Array, jax.Ar
     return Sxx, Sxy, jnp.sum(Y**2)
 
 
+@jax.custom_vjp
+def _crossprod(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a^T b for (n, k) matrices, arranged so that every product XLA:CPU runs is a plain or a B^T product.
+
+    ``a.T @ b`` contracts the leading axis of both operands; XLA folds any transpose into that contraction
+    and runs it through a generic path: 11 us for 32 x 32 inside the value-and-grad at T = 32, against 2.4 us
+    for the same product in plain form. Here the forward pass transposes ``a`` behind an optimisation barrier
+    and the backward pass is written as b g^T and a g, both plain forms.
+    """
+    return _crossprod_fwd(a, b)[0]
+
+
+def _crossprod_fwd(a, b):
+    return jax.lax.optimization_barrier(a.T) @ b, (a, b)
+
+
+def _crossprod_bwd(res, g):
+    a, b = res
+    return b @ jax.lax.optimization_barrier(g.T), a @ g  # b g^T as a plain product too (6.8 -> 3.4 us)
+
+
+_crossprod.defvjp(_crossprod_fwd, _crossprod_bwd)
+
+
+@jax.custom_vjp
+def _ridge_terms(K: jax.Array, C: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(tr(C^T K^{-1} C), log det K) for a symmetric positive-definite K: (d, d) and C: (d, d_out).
+
+    Written with its adjoint, dK = -g_fit M M^T + g_logdet K^{-1}, dC = 2 g_fit M (M = K^{-1} C): one
+    Cholesky and one solve, instead of differentiating through the Cholesky factorisation (about 4 us less
+    per value-and-grad at d = 8 on XLA:CPU).
+    """
+    return _ridge_terms_fwd(K, C)[0]
+
+
+def _ridge_terms_fwd(K, C):
+    chol = jnp.linalg.cholesky(K)
+    Kinv = jsl.cho_solve((chol, True), jnp.eye(K.shape[0], dtype=K.dtype))
+    M = Kinv @ C
+    return (jnp.sum(C * M), 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))), (Kinv, M)
+
+
+def _ridge_terms_bwd(res, g):
+    Kinv, M = res
+    g_fit, g_logdet = g
+    return -g_fit * (M @ M.T) + g_logdet * Kinv, 2.0 * g_fit * M
+
+
+_ridge_terms.defvjp(_ridge_terms_fwd, _ridge_terms_bwd)
+
+
 @jax.tree_util.register_pytree_node_class
 class Posterior:
     """Posterior over the attention matrix L: (T, T) given a dataset, with the readout V integrated out.
@@ -96,15 +147,22 @@ class Posterior:
         # rows without a target never enter the likelihood, even in a Dataset built directly with junk there
         Y = jnp.asarray(dataset.Y, jnp.float64) * jnp.asarray(dataset.task.query_mask, jnp.float64)[None, :, None]
         Sxx, Sxy, yy = sufficient_statistics(jnp.asarray(dataset.X, jnp.float64), Y)
-        self._init(dataset.task, attention, prior, Sxx, Sxy, yy, jnp.asarray(dataset.n, jnp.float64))
+        Syx = jnp.swapaxes(Sxy, 0, 1)
+        self._init(dataset.task, attention, prior, Sxx, Syx, yy, jnp.asarray(dataset.n, jnp.float64))
 
-    def _init(self, task, attention, prior, Sxx, Sxy, yy, n):
+    def _init(self, task, attention, prior, Sxx, Syx, yy, n):
         self.task, self.attention, self.prior = task, attention, prior
-        self.Sxx, self.Sxy, self.yy, self.n = Sxx, Sxy, yy, n
+        self.Sxx, self.Syx, self.yy, self.n = Sxx, Syx, yy, n
+
+    @property
+    def Sxy(self) -> jax.Array:
+        """Sxy[s, t] = sum_mu x_s y_t^T: (T, T, d, d_out), as returned by :func:`sufficient_statistics`."""
+        return jnp.swapaxes(self.Syx, 0, 1)
 
     # --- pytree protocol: statistics are leaves, configuration is static ---
     def tree_flatten(self):
-        return (self.Sxx, self.Sxy, self.yy, self.n), (self.task, self.attention, self.prior)
+        """Leaves (Sxx, Syx, yy, n); Syx[t, s] = Sxy[s, t] is the layout the closed form reads."""
+        return (self.Sxx, self.Syx, self.yy, self.n), (self.task, self.attention, self.prior)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
@@ -153,11 +211,13 @@ class Posterior:
         """G = Z^T Z: (d, d) and C = Z^T Y: (d, d_out) from the sufficient statistics."""
         alpha = attention_weights(L, self.attention, self.task.key_mask)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
-        A2 = aw.T @ alpha  # (alpha^T W alpha)_{ss'}
+        A2 = _crossprod(aw, alpha)  # (alpha^T W alpha)_{ss'}
         T, d = self.T, self.d
         # flat mat-vec products: XLA's CPU dot with two contracting axes is ~10x slower than one plain GEMV
         G = (A2.reshape(1, T * T) @ self.Sxx.reshape(T * T, d * d)).reshape(d, d)
-        C = (aw.T.reshape(1, T * T) @ self.Sxy.reshape(T * T, -1)).reshape(d, -1)
+        # Syx is Sxy stored (t, s)-major, so that aw enters untransposed: a transpose of aw here (and
+        # its adjoint in the gradient) cost 20 us of 65 in a jitted value-and-grad at T = 32, d = 8
+        C = (aw.reshape(1, T * T) @ self.Syx.reshape(T * T, -1)).reshape(d, -1)
         return G, C
 
     def _readout(self, L):
@@ -178,10 +238,9 @@ class Posterior:
         """log p(D | L) with V integrated out: the log Gaussian-process evidence (normalised)."""
         L = self._check_L(L)
         s2, lam = self.prior.sigma2, self.prior.lam(self.d)
-        chol, C = self._readout(L)
-        w = jsl.solve_triangular(chol, C, lower=True)
-        fit = jnp.sum(w**2)
-        logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) - self.d * jnp.log(lam)
+        G, C = self._gram(L)
+        fit, logdet_K = _ridge_terms(G + lam * jnp.eye(self.d), C)
+        logdet = logdet_K - self.d * jnp.log(lam)  # log det(I + G / lam)
         return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))
 
     def log_density(self, L: jax.Array) -> jax.Array:

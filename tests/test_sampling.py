@@ -70,6 +70,7 @@ def small_post():
     (dict(num_samples=0), "num_samples=0"),
     (dict(num_samples=10.5), "num_samples=10.5"),
     (dict(thin=0), "thin=0"),
+    (dict(chains_per_batch=0), "chains_per_batch=0"),
     (dict(num_samples=10, thin=5), "num_samples // thin >= 4"),
     (dict(step_size=0.1), "not understood"),
     (dict(method="hmc", num_integration_steps=0), "num_integration_steps=0"),
@@ -132,6 +133,22 @@ def test_p0_gaussian_moments_and_easy_rhat(prior_softmax_run):
     summ = s.summary()
     assert len(summ["draws"]["m"]) == 4 and len(summ["m"]["chain_means"]) == 4
     assert summ["m"]["se"] == pytest.approx(summ["m"]["std"] / math.sqrt(summ["m"]["ess_bulk"]))
+
+
+@pytest.mark.parametrize("chains_per_batch", [2, 4])
+def test_vmapped_chain_batches_sample_the_prior(chains_per_batch):
+    """The default on a CPU runs chains one at a time; the vmapped batches (the default on a GPU) must sample
+    the same law: at P = 0 the prior's m and q (KS) and its N(0, sigma_A2) moments."""
+    post = posterior(3, 2, 0, "softmax", ba.Prior(2.5, 100.0, 10.0))
+    s = ba.sample(post, jax.random.key(1), chains_per_batch=chains_per_batch, **FAST)
+    assert s.L.shape == (4, 1000, 3, 3) and s.diagnostics["num_nan"] == 0
+    ref = prior_order_parameters(post, 20000)
+    for name in ("m", "q"):
+        assert stats.ks_2samp(ess_thin(s.order_parameters[name]), ref[name]).pvalue > ALPHA, name
+    x = s.L.reshape(-1, 9)
+    ess = float(effective_sample_size(s.L.reshape(4, 1000, 9)[..., 0]))
+    assert np.all(np.abs(x.mean(0)) < 5 * math.sqrt(2.5 / ess))
+    assert s.diagnostics["m"]["r_hat"] < 1.02
 
 
 @pytest.fixture(scope="module")
