@@ -8,7 +8,9 @@ wall time, NaN count).
 
 Design:
 
-- Chains run vectorised: one ``jax.jit`` program ``vmap``-s warmup + sampling over chains.
+- All chains run in one ``jax.jit`` program (warmup + sampling). On a GPU/TPU the chains are ``vmap``-ed; on
+  a CPU they run one after another inside that program (``lax.map``), because XLA:CPU executes vmapped NUTS
+  trees about 2x slower per chain-gradient (``chains_per_batch`` chooses; see :func:`default_chains_per_batch`).
 - The program takes the posterior's sufficient statistics *and the prior's three variances* as
   arguments, so posteriors that differ only in P or in the prior (a sweep over P at fixed beta changes
   sigma2) share one compilation. Compiled programs are cached per (method, counts, options, task,
@@ -305,8 +307,9 @@ def default_chains_per_batch(num_chains: int) -> int:
 
     On XLA:CPU a vmapped NUTS chain pays for the batched while-loops of the tree building (every carried
     array goes through a select at every leapfrog step): at T = 32, d = 8 a gradient inside NUTS cost
-    136 us vmapped over 1 chain and 162 us per chain-gradient over 4 vmapped chains, against 88 us for 4
-    chains run one after another (``benchmarks/bench_sampling.py --only grad``, 2-core CPU VM).
+    144 us per chain-gradient over 4 vmapped chains, against 70 us for the same 4 chains run one after
+    another (``benchmarks/bench_sampling.py --only grad``, 2-core CPU VM). On an accelerator a batch of
+    chains is what fills the device (not timed here: no GPU was available to this project yet).
     """
     return num_chains if jax.default_backend() != "cpu" else 1
 
