@@ -11,9 +11,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   nproc; } 2>&1 | tee "$OUT/env.txt"
 step() { local name=$1 limit=$2; shift 2; echo "=== $name"; local t0=$(date +%s)
          timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"; echo "=== $name: $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"; }
-step chains_gpu 100 python3 benchmarks/bench_chains.py --T 32 --chains 4,64,512,4096
-step draws_gpu 100 python3 benchmarks/bench_sampling.py --only draws
-step training_gpu 110 python3 benchmarks/bench_training.py
-step default_gpu 120 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
+step chains_gpu 90 python3 benchmarks/bench_chains.py --T 32 --chains 4,64,512,4096
+step draws_gpu 80 python3 benchmarks/bench_sampling.py --only draws
+step grad_gpu 90 python3 benchmarks/bench_sampling.py --only grad   # per-gradient times (the ideal printed is the CPU's)
+step training_gpu 100 python3 benchmarks/bench_training.py
+step default_gpu 110 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
 cp /tmp/pd/summary.json "$OUT/default_summary.json" 2>/dev/null
 
