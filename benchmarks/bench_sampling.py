@@ -5,7 +5,7 @@
 
 Sections
 - joint: ESS/s of m, marginal NUTS (blackjax, closed form, V integrated out) vs NUTS on the joint (L, V) model
-  (numpyro), same data and prior; target ratio >= 20.
+  (numpyro), same data and prior, both timed without their compilation; target ratio >= 20.
 - draws: seconds per 1000 NUTS iterations at T = 8, 16, 32 (d = 8, P = 1000, softmax, beta = 5), 1 chain and
   4 vmapped chains, compile time apart.
 - grad: time per gradient inside the sampler (wall / gradient evaluations, T = 32) vs the float64 flop count
@@ -26,6 +26,8 @@ import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+from numpyro.diagnostics import effective_sample_size
 
 import bayesattn as ba
 from bayesattn.sweep import run_sweep
@@ -40,28 +42,42 @@ def canonical(T, d, P, beta, attention="softmax", seed=0):
 
 
 def bench_joint(rows):
-    T, d, P, beta = 8, 4, 200, 5.0
+    """ESS/s of m, both samplers timed without compilation: the marginal's compile is reported apart by
+    ba.sample; numpyro compiles inside its first run, so the joint is run twice on one MCMC object
+    (numpyro's fastest CPU setting, vectorised chains) and the second, cached run is timed. Two cases: the
+    small one of the distribution test, and the README's example (the joint's cost grows with P)."""
+    for T, d, P, beta in ((8, 4, 200, 5.0), (8, 8, 1000, 5.0)):
+        _bench_joint_case(rows, T, d, P, beta)
+
+
+def _bench_joint_case(rows, T, d, P, beta):
     data, prior, post = canonical(T, d, P, beta)
     kw = dict(num_chains=4, num_warmup=500, num_samples=1000)
-    t0 = time.perf_counter()
     marg = ba.sample(post, jax.random.key(1), **kw)
-    marg_total = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    joint = ba.sample_joint(data, jax.random.key(2), attention="softmax", prior=prior, **kw)
-    joint_total = time.perf_counter() - t0  # numpyro compiles inside its run: this includes its compilation
-    ms, js = marg.summary(), joint.summary()
+    ms = marg.summary()
+    mcmc = numpyro.infer.MCMC(numpyro.infer.NUTS(ba.sampling.joint_model), num_warmup=500, num_samples=1000,
+                              num_chains=4, chain_method="vectorized", progress_bar=False)
+    model_kw = dict(X=data.X, Y=data.Y, task=data.task, attention="softmax", prior=prior)
+    times = []
+    for rep in range(2):
+        t0 = time.perf_counter()
+        mcmc.run(jax.random.key(2 + rep), **model_kw)
+        L = jax.block_until_ready(mcmc.get_samples(group_by_chain=True)["L"])
+        times.append(time.perf_counter() - t0)
+    m_joint = np.asarray(post.order_parameters(L)["m"])
+    ess_joint = float(effective_sample_size(m_joint))
     marg_rate = ms["m"]["ess_bulk"] / marg.diagnostics["wall_time_s"]
-    marg_rate_total = ms["m"]["ess_bulk"] / marg_total
-    joint_rate = js["m"]["ess_bulk"] / joint_total
+    joint_rate = ess_joint / times[1]
     case = f"T={T} d={d} P={P} beta={beta}, 4 chains x (500+1000)"
     rows += [
         ("joint", "marginal NUTS <m> (se), ESS, run s, compile s", f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
          f"{ms['m']['ess_bulk']:.0f}, {marg.diagnostics['wall_time_s']:.2f}, {marg.diagnostics['compile_time_s']:.1f}", case),
-        ("joint", "joint numpyro NUTS <m> (se), ESS, total s, divergent",
-         f"{js['m']['mean']:.4f} ({js['m']['se']:.4f}), {js['m']['ess_bulk']:.0f}, {joint_total:.1f}, "
-         f"{joint.diagnostics['num_divergent']}", case),
-        ("joint", "ESS/s ratio marginal/joint (marginal run only | incl. its compile)",
-         f"{marg_rate / joint_rate:.0f}x | {marg_rate_total / joint_rate:.0f}x", "target >= 20x"),
+        ("joint", "joint numpyro NUTS <m>, ESS, run s (cached), first run s (with compile)",
+         f"{m_joint.mean():.4f}, {ess_joint:.0f}, {times[1]:.2f}, {times[0]:.1f}", case),
+        ("joint", "ESS/s ratio marginal/joint (runs without compile | both first calls)",
+         f"{marg_rate / joint_rate:.0f}x | "
+         f"{(ms['m']['ess_bulk'] / (marg.diagnostics['wall_time_s'] + marg.diagnostics['compile_time_s'])) / (ess_joint / times[0]):.0f}x",
+         "target >= 20x"),
     ]
 
 
