@@ -523,7 +523,11 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     method_options: nuts: target_acceptance_rate (0.8), max_num_doublings (10), initial_step_size (0.1);
     hmc: target_acceptance_rate, num_integration_steps (16), initial_step_size; mala: target_acceptance_rate
     (0.574), initial_step_size (1e-3); smc: target_ess (0.5), num_mcmc_steps (10), num_integration_steps (8),
-    initial_step_size (0.1), max_steps (500), mode_threshold (softmax: m > 3/T is "high"; linear: u > 0.5);
+    initial_step_size (0.1), max_steps (500), mode_threshold (softmax: m > 3/T is "high"; linear: u > 0.5).
+    Near a first-order transition the tempering path from the prior crosses the transition too, and the
+    particles need enough moves per stage to follow the stable branch: softmax T = 64, P = 1000 (inside the
+    coexistence window) ends on the metastable branch with the defaults (m = 0.023) and on the stable one with
+    num_mcmc_steps=50, target_ess=0.9 (m = 0.198; theory 0.200);
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
