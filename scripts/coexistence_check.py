@@ -84,6 +84,34 @@ def reference_smc(post, key, low, high, runs, particles, mcmc_steps, target_ess,
             "tempering_steps": [int(r[2]) for r in rows], "mean_m_runs": [float(r[3]) for r in rows]}
 
 
+def branch_smc(post, key, branch, runs, particles, mcmc_steps, target_ess):
+    """SMC from one diagonal Gaussian q fitted to one branch's draws, to the posterior. Particles started in a
+    branch stay there (the barrier is not crossed), so the log evidence estimates log Z of that branch:
+    log int_branch p(L, D) dL. Returns per-run log evidence, tempering steps and <m>."""
+    import jax.numpy as jnp
+
+    from bayesattn.sampling import tempered_smc
+
+    mu, sd = jnp.asarray(branch[0]), jnp.asarray(branch[1])
+
+    def log_q(L):
+        return -0.5 * jnp.sum(((L - mu) / sd) ** 2 + 2 * jnp.log(sd) + jnp.log(2 * jnp.pi))
+
+    @jax.jit
+    def one(k):
+        k0, k1 = jax.random.split(k)
+        L0 = mu + sd * jax.random.normal(k0, (particles,) + mu.shape)
+        out = tempered_smc(log_q, lambda L: post.log_density(L) - log_q(L), k1, L0, target_ess=target_ess,
+                           num_mcmc_steps=mcmc_steps)
+        m = post.order_parameters(out["particles"])["m"]
+        return out["log_evidence"], out["tempering_steps"], jnp.sum(out["weights"] * m), jnp.min(m), jnp.max(m)
+
+    rows = [one(k) for k in jax.random.split(key, runs)]
+    return {"log_evidence_runs": [float(r[0]) for r in rows], "tempering_steps": [int(r[1]) for r in rows],
+            "mean_m_runs": [float(r[2]) for r in rows], "min_m": min(float(r[3]) for r in rows),
+            "max_m": max(float(r[4]) for r in rows)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--T", type=int, default=64, help="sequence length")
@@ -99,6 +127,9 @@ def main(argv=None):
     ap.add_argument("--threshold", type=float, default=None, help="m above which a state is on the copy branch "
                     "(default 3 / T, as the SMC's mode weights)")
     ap.add_argument("--reference", action="store_true", help="also run SMC from the two-Gaussian reference q")
+    ap.add_argument("--branch-runs", type=int, default=0,
+                    help="runs of SMC from a Gaussian fitted to each branch alone (the branch evidences)")
+    ap.add_argument("--skip-prior-smc", action="store_true", help="do not run SMC from the prior")
     a = ap.parse_args(argv)
     prior = ba.Prior(1.0, 100.0, 400.0)
     task = ba.CopyTask(T=a.T, d=8)
@@ -120,15 +151,16 @@ def main(argv=None):
         res["nuts_" + init] = {"chain_means": m.mean(axis=1).tolist(), "divergent": s.diagnostics["num_divergent"],
                                "r_hat": s.diagnostics["m"]["r_hat"], "wall_s": s.diagnostics["wall_time_s"]}
         print(f"NUTS {init}: chain means of m", np.round(m.mean(axis=1), 4).tolist(), flush=True)
-    s = ba.sample(post, jax.random.key(20), method="smc", num_chains=a.runs, num_samples=a.particles,
+    s = None if a.skip_prior_smc else ba.sample(post, jax.random.key(20), method="smc", num_chains=a.runs, num_samples=a.particles,
                   num_mcmc_steps=a.mcmc_steps, target_ess=a.target_ess, mode_threshold=thr)
-    mw = s.extra["mode_weights"]
-    res["smc"] = {"high_weight_runs": mw["high_runs"], "high_weight": mw["high"], "std_high": mw["std_high"],
+    mw = s.extra["mode_weights"] if s is not None else None
+    res["smc"] = None if s is None else {"high_weight_runs": mw["high_runs"], "high_weight": mw["high"], "std_high": mw["std_high"],
                   "threshold": mw["threshold"], "mean_m": float(np.mean(s.order_parameters["m"])),
                   "log_evidence": s.extra["log_evidence"], "complete": s.extra["complete"],
                   "tempering_steps": s.diagnostics["tempering_steps"], "wall_s": s.diagnostics["wall_time_s"]}
-    print("SMC: weight of the copy branch per run", np.round(mw["high_runs"], 3).tolist(),
-          f"mean {mw['high']:.3f} (sd {mw['std_high']:.3f}); <m> {res['smc']['mean_m']:.4f}", flush=True)
+    if s is not None:
+        print("SMC: weight of the copy branch per run", np.round(mw["high_runs"], 3).tolist(),
+              f"mean {mw['high']:.3f} (sd {mw['std_high']:.3f}); <m> {res['smc']['mean_m']:.4f}", flush=True)
     if a.reference and len(branch_draws) == 2:
         t1 = time.perf_counter()
         r = reference_smc(post, jax.random.key(30), _diag_gaussian(branch_draws["cold"]),
@@ -139,6 +171,24 @@ def main(argv=None):
         res["smc_reference"] = r
         print("SMC from the two-branch reference: weight of the copy branch per run", np.round(w, 3).tolist(),
               f"mean {w.mean():.3f}; log evidence per run", np.round(r["log_evidence_runs"], 2).tolist(), flush=True)
+    if a.branch_runs > 0 and len(branch_draws) == 2:
+        t1 = time.perf_counter()
+        br = {name: branch_smc(post, jax.random.key(40 + j), _diag_gaussian(branch_draws[init]), a.branch_runs,
+                               a.particles, a.mcmc_steps, a.target_ess)
+              for j, (name, init) in enumerate((("low", "cold"), ("high", "hot")))}
+        lz = {k: np.asarray(v["log_evidence_runs"]) for k, v in br.items()}
+        # combine runs in Z (the estimator is unbiased in Z), then the weight of the copy branch
+        from scipy.special import logsumexp
+        lz_mean = {k: float(logsumexp(v) - np.log(v.size)) for k, v in lz.items()}
+        br["high_weight"] = float(1.0 / (1.0 + np.exp(lz_mean["low"] - lz_mean["high"])))
+        br["log_Z_high_minus_low"] = lz_mean["high"] - lz_mean["low"]
+        br["wall_s"] = time.perf_counter() - t1
+        res["smc_branches"] = br
+        print("SMC per branch: log Z low runs", np.round(lz["low"], 2).tolist(), "high runs",
+              np.round(lz["high"], 2).tolist(), f"-> log Z_high - log Z_low = {br['log_Z_high_minus_low']:.2f}, "
+              f"weight of the copy branch {br['high_weight']:.3f}; m ranges "
+              f"{br['low']['min_m']:.3f}-{br['low']['max_m']:.3f} / {br['high']['min_m']:.3f}-{br['high']['max_m']:.3f}",
+              flush=True)
     res["wall_time_s"] = time.perf_counter() - t0
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"coexistence_T{a.T}_P{a.P}.json")
