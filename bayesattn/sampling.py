@@ -529,7 +529,8 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     coexistence window) ends on the metastable branch with the defaults (m = 0.023) and on the stable one with
     num_mcmc_steps=50, target_ess=0.9 (m = 0.198; theory 0.200). At the binodal (P = 929, 6.4 nats from either
     well) even those settings give the copy branch weight 0.01 +- 0.02 against the theory's 0.52: particles from
-    the prior reach a branch only through MCMC moves across the barrier;
+    the prior reach a branch only through MCMC moves across the barrier (per-branch evidences:
+    ``scripts/coexistence_check.py --branch-runs``);
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
