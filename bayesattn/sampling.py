@@ -10,7 +10,7 @@ Design:
 
 - All chains run in one ``jax.jit`` program (warmup + sampling). On a GPU/TPU the chains are ``vmap``-ed; on
   a CPU they run one after another inside that program (``lax.map``), because XLA:CPU executes vmapped NUTS
-  trees about 2x slower per chain-gradient (``chains_per_batch`` chooses; see :func:`default_chains_per_batch`).
+  trees about 2x slower per chain-gradient (``chains_per_batch`` chooses; see ``bayesattn._batching.default_batch``).
 - The program takes the posterior's sufficient statistics *and the prior's three variances* as
   arguments, so posteriors that differ only in P or in the prior (a sweep over P at fixed beta changes
   sigma2) share one compilation. Compiled programs are cached per (method, counts, options, task,
@@ -55,6 +55,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ._validate import check_choice, check_int, check_positive
 from .attention import ORDER_PARAMETER, attention_weights
+from ._batching import default_batch, map_batched
 from ._json import to_plain
 from .posterior import Posterior, Prior
 from .tasks import Dataset
@@ -293,25 +294,9 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
                 "num_grad_evals": grads.sum() + jnp.sum(wgrads), "step_size": step_size,
             }
 
-        if 1 < chains_per_batch >= keys.shape[0]:
-            return jax.vmap(one_chain)(keys, positions)
-        # batches of chains_per_batch vmapped chains (or single unbatched chains), one batch after another
-        return jax.lax.map(lambda kp: one_chain(*kp), (keys, positions),
-                           batch_size=chains_per_batch if chains_per_batch > 1 else None)
+        return map_batched(lambda kp: one_chain(*kp), (keys, positions), chains_per_batch)
 
     return run
-
-
-def default_chains_per_batch(num_chains: int) -> int:
-    """All chains in one vmap on an accelerator; one chain at a time (``lax.map``) on a CPU.
-
-    On XLA:CPU a vmapped NUTS chain pays for the batched while-loops of the tree building (every carried
-    array goes through a select at every leapfrog step): at T = 32, d = 8 a gradient inside NUTS cost
-    144 us per chain-gradient over 4 vmapped chains, against 70 us for the same 4 chains run one after
-    another (``benchmarks/bench_sampling.py --only grad``, 2-core CPU VM). On an accelerator a batch of
-    chains is what fills the device (not timed here: no GPU was available to this project yet).
-    """
-    return num_chains if jax.default_backend() != "cpu" else 1
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -534,7 +519,7 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
-    one at a time on a CPU, where vmapped chains are slower (:func:`default_chains_per_batch`). It changes
+    one at a time on a CPU, where vmapped chains are slower (``bayesattn._batching.default_batch``). It changes
     the speed, not the distribution; batched and unbatched arithmetic round differently, so the draws of a
     chain are not bit-identical across settings (each setting is deterministic given the key).
     progress: numpyro shows its progress bar; blackjax runs as one compiled call and prints one line per phase.
@@ -547,7 +532,7 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         raise ValueError(f"method={method!r} with backend='numpyro': numpyro supports only method='nuts'")
     num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
     if chains_per_batch is None:
-        chains_per_batch = default_chains_per_batch(num_chains)
+        chains_per_batch = default_batch(num_chains)
     chains_per_batch = min(check_int("chains_per_batch", chains_per_batch, minimum=1), num_chains)
     opts = _check_options(method, backend, method_options)
     init_key, run_key = jax.random.split(key)

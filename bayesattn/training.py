@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ._batching import default_batch, map_batched
 from ._validate import check_array, check_choice, check_int, check_positive
 from .attention import ATTENTIONS, ORDER_PARAMETER, AttentionKind, attention_weights, order_parameters
 from ._json import to_plain
@@ -248,10 +249,7 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
         pick = lambda tree: jax.tree.map(lambda a: a[si], tree)  # noqa: E731
         return _run(cfg, _RunData(post, pick(data.test), pick(data.X), pick(data.Y), P), keys[si])
 
-    xs = (data.post, data.P, seed_index)
-    if runs_per_batch >= seed_index.shape[0]:
-        return jax.vmap(one)(xs)
-    return jax.lax.map(one, xs, batch_size=runs_per_batch)
+    return map_batched(one, (data.post, data.P, seed_index), runs_per_batch)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -582,8 +580,8 @@ def train_sweep(
                     jnp.asarray(P_values * len(seeds)))
     seed_index = jnp.repeat(jnp.arange(len(seeds)), len(P_values))
     n_runs = len(seeds) * len(P_values)
-    if runs_per_batch is None:  # XLA:CPU runs batched small matmuls ~3x slower per run than one at a time
-        runs_per_batch = 1 if jax.default_backend() == "cpu" else n_runs
+    if runs_per_batch is None:
+        runs_per_batch = default_batch(n_runs)
     runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)
     state, recs = _run_grid(cfg, min(runs_per_batch, n_runs), data, seed_index, jnp.stack(keys))
     shape = (len(seeds), len(P_values))
