@@ -50,66 +50,40 @@ def _diag_gaussian(draws):
     return draws.mean(axis=0), np.maximum(draws.std(axis=0), 1e-3)
 
 
-def reference_smc(post, key, low, high, runs, particles, mcmc_steps, target_ess, thr):
-    """SMC from q = (N(low) + N(high)) / 2 (diagonal Gaussians, each (mean, std) of shape (T, T)) to the
-    posterior; returns per-run weight of m > thr and log evidence."""
+def gaussian_reference_smc(post, key, comps, runs, particles, mcmc_steps, target_ess, thr):
+    """SMC from q, an equal mixture of the diagonal Gaussians ``comps`` (each (mean, std) of shape (T, T)),
+    to the posterior: ``tempered_smc`` with prior q and likelihood p(L, D) / q(L), particles assigned to the
+    components in turn. Per run: weight of m > thr, log evidence, tempering steps, <m>; and the range of m.
+
+    With one component fitted to one branch the particles stay on it (the barrier is not crossed), so the log
+    evidence estimates that branch's log Z = log int_branch p(L, D) dL."""
     import jax.numpy as jnp
     from jax.scipy.special import logsumexp
 
     from bayesattn.sampling import tempered_smc
 
-    mus = jnp.stack([jnp.asarray(low[0]), jnp.asarray(high[0])])
-    sds = jnp.stack([jnp.asarray(low[1]), jnp.asarray(high[1])])
+    mus = jnp.stack([jnp.asarray(c[0]) for c in comps])
+    sds = jnp.stack([jnp.asarray(c[1]) for c in comps])
 
     def log_q(L):
-        comp = -0.5 * jnp.sum(((L[None] - mus) / sds) ** 2 + 2 * jnp.log(sds) + jnp.log(2 * jnp.pi), axis=(1, 2))
-        return logsumexp(comp) - jnp.log(2.0)
-
-    def loglik(L):
-        return post.log_density(L) - log_q(L)
+        each = -0.5 * jnp.sum(((L[None] - mus) / sds) ** 2 + 2 * jnp.log(sds) + jnp.log(2 * jnp.pi), axis=(1, 2))
+        return logsumexp(each) - jnp.log(len(comps))
 
     @jax.jit
     def one(k):
         k0, k1 = jax.random.split(k)
-        z = jax.random.normal(k0, (particles,) + mus.shape[1:])
-        comp = (jnp.arange(particles) % 2)[:, None, None]
-        L0 = jnp.where(comp == 0, mus[0] + sds[0] * z, mus[1] + sds[1] * z)
-        out = tempered_smc(log_q, loglik, k1, L0, target_ess=target_ess, num_mcmc_steps=mcmc_steps)
-        m = post.order_parameters(out["particles"])["m"]
-        return jnp.sum(out["weights"] * (m > thr)), out["log_evidence"], out["tempering_steps"], \
-            jnp.sum(out["weights"] * m)
-
-    rows = [one(k) for k in jax.random.split(key, runs)]
-    return {"high_weight_runs": [float(r[0]) for r in rows], "log_evidence_runs": [float(r[1]) for r in rows],
-            "tempering_steps": [int(r[2]) for r in rows], "mean_m_runs": [float(r[3]) for r in rows]}
-
-
-def branch_smc(post, key, branch, runs, particles, mcmc_steps, target_ess):
-    """SMC from one diagonal Gaussian q fitted to one branch's draws, to the posterior. Particles started in a
-    branch stay there (the barrier is not crossed), so the log evidence estimates log Z of that branch:
-    log int_branch p(L, D) dL. Returns per-run log evidence, tempering steps and <m>."""
-    import jax.numpy as jnp
-
-    from bayesattn.sampling import tempered_smc
-
-    mu, sd = jnp.asarray(branch[0]), jnp.asarray(branch[1])
-
-    def log_q(L):
-        return -0.5 * jnp.sum(((L - mu) / sd) ** 2 + 2 * jnp.log(sd) + jnp.log(2 * jnp.pi))
-
-    @jax.jit
-    def one(k):
-        k0, k1 = jax.random.split(k)
-        L0 = mu + sd * jax.random.normal(k0, (particles,) + mu.shape)
+        idx = jnp.arange(particles) % len(comps)
+        L0 = mus[idx] + sds[idx] * jax.random.normal(k0, (particles,) + mus.shape[1:])
         out = tempered_smc(log_q, lambda L: post.log_density(L) - log_q(L), k1, L0, target_ess=target_ess,
                            num_mcmc_steps=mcmc_steps)
         m = post.order_parameters(out["particles"])["m"]
-        return out["log_evidence"], out["tempering_steps"], jnp.sum(out["weights"] * m), jnp.min(m), jnp.max(m)
+        return (jnp.sum(out["weights"] * (m > thr)), out["log_evidence"], out["tempering_steps"],
+                jnp.sum(out["weights"] * m), jnp.min(m), jnp.max(m))
 
     rows = [one(k) for k in jax.random.split(key, runs)]
-    return {"log_evidence_runs": [float(r[0]) for r in rows], "tempering_steps": [int(r[1]) for r in rows],
-            "mean_m_runs": [float(r[2]) for r in rows], "min_m": min(float(r[3]) for r in rows),
-            "max_m": max(float(r[4]) for r in rows)}
+    return {"high_weight_runs": [float(r[0]) for r in rows], "log_evidence_runs": [float(r[1]) for r in rows],
+            "tempering_steps": [int(r[2]) for r in rows], "mean_m_runs": [float(r[3]) for r in rows],
+            "min_m": min(float(r[4]) for r in rows), "max_m": max(float(r[5]) for r in rows)}
 
 
 def main(argv=None):
@@ -163,8 +137,9 @@ def main(argv=None):
               f"mean {mw['high']:.3f} (sd {mw['std_high']:.3f}); <m> {res['smc']['mean_m']:.4f}", flush=True)
     if a.reference and len(branch_draws) == 2:
         t1 = time.perf_counter()
-        r = reference_smc(post, jax.random.key(30), _diag_gaussian(branch_draws["cold"]),
-                          _diag_gaussian(branch_draws["hot"]), a.runs, a.particles, a.mcmc_steps, a.target_ess, thr)
+        r = gaussian_reference_smc(post, jax.random.key(30), [_diag_gaussian(branch_draws["cold"]),
+                                   _diag_gaussian(branch_draws["hot"])], a.runs, a.particles, a.mcmc_steps,
+                                   a.target_ess, thr)
         w = np.asarray(r["high_weight_runs"])
         r.update({"high_weight": float(w.mean()), "std_high": float(w.std(ddof=1)) if w.size > 1 else None,
                   "wall_s": time.perf_counter() - t1})
@@ -173,8 +148,8 @@ def main(argv=None):
               f"mean {w.mean():.3f}; log evidence per run", np.round(r["log_evidence_runs"], 2).tolist(), flush=True)
     if a.branch_runs > 0 and len(branch_draws) == 2:
         t1 = time.perf_counter()
-        br = {name: branch_smc(post, jax.random.key(40 + j), _diag_gaussian(branch_draws[init]), a.branch_runs,
-                               a.particles, a.mcmc_steps, a.target_ess)
+        br = {name: gaussian_reference_smc(post, jax.random.key(40 + j), [_diag_gaussian(branch_draws[init])],
+                                           a.branch_runs, a.particles, a.mcmc_steps, a.target_ess, thr)
               for j, (name, init) in enumerate((("low", "cold"), ("high", "hot")))}
         lz = {k: np.asarray(v["log_evidence_runs"]) for k, v in br.items()}
         # combine runs in Z (the estimator is unbiased in Z), then the weight of the copy branch
