@@ -104,8 +104,8 @@ def _one_point(args):
 
 def _cmd_sample(args) -> int:
     from .experiments import MCMC, DATA, point_keys
-    from .posterior import Posterior
-    from .sampling import sample
+    from .bayes.posterior import Posterior
+    from .bayes.sampling import sample
     from .sweep import package_versions, write_json_atomic
 
     cfg, P = _one_point(args)

@@ -55,7 +55,7 @@ def _bench_joint_case(rows, T, d, P, beta):
     kw = dict(num_chains=4, num_warmup=500, num_samples=1000)
     marg = ba.sample(post, jax.random.key(1), **kw)
     ms = marg.summary()
-    mcmc = numpyro.infer.MCMC(numpyro.infer.NUTS(ba.sampling.joint_model), num_warmup=500, num_samples=1000,
+    mcmc = numpyro.infer.MCMC(numpyro.infer.NUTS(ba.joint_model), num_warmup=500, num_samples=1000,
                               num_chains=4, chain_method="vectorized", progress_bar=False)
     model_kw = dict(X=data.X, Y=data.Y, task=data.task, attention="softmax", prior=prior)
     times = []
@@ -118,7 +118,7 @@ def _nuts_floor(dim, num_warmup=500, num_samples=1000):
 def bench_grad(rows):
     T, d = 32, 8
     _, _, post = canonical(T, d, 1000, 5.0)
-    L0 = jnp.asarray(ba.sampling.hot_pattern(post)) * 0.3
+    L0 = jnp.asarray(ba.bayes.sampling.hot_pattern(post)) * 0.3
     vg = jax.value_and_grad(lambda L, p: p.log_density(L))
     cost = jax.jit(vg).lower(L0, post).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost

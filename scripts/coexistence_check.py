@@ -8,7 +8,7 @@ At one (T, P) of the softmax copy task (sigma_A2 = 1, sigma_V2 = 100, sigma2 = 4
   runs, <m> and the log evidence; once from the prior (``ba.sample(method="smc")``) and once from a
   reference q that covers both branches (``--reference``): an equal mixture of two diagonal Gaussians fitted
   to the cold-start and the hot-start NUTS draws, tempered from q to the posterior
-  (``bayesattn.sampling.tempered_smc`` with prior q and likelihood p(L, D) / q(L)). The prior puts almost no
+  (``bayesattn.bayes.tempered_smc`` with prior q and likelihood p(L, D) / q(L)). The prior puts almost no
   mass on the copy branch, so SMC from the prior can only reach it through MCMC moves across the barrier.
 
 Usage: python scripts/coexistence_check.py --T 64 --P 929 --out results/coexistence
@@ -60,7 +60,7 @@ def gaussian_reference_smc(post, key, comps, runs, particles, mcmc_steps, target
     import jax.numpy as jnp
     from jax.scipy.special import logsumexp
 
-    from bayesattn.sampling import tempered_smc
+    from bayesattn.bayes import tempered_smc
 
     mus = jnp.stack([jnp.asarray(c[0]) for c in comps])
     sds = jnp.stack([jnp.asarray(c[1]) for c in comps])

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from bayesattn.attention import ORDER_PARAMETER
+from bayesattn.models import ORDER_PARAMETER
 
 SIGMA2, D_TOK = 400.0, 8
 BETAS = {  # beta = P d / (2 sigma2) values that span each transition (sigma2 = 400, d = 8: P = 100 beta)

@@ -115,7 +115,7 @@ def test_gradient_in_the_prior_variances_matches_central_differences(attention, 
     """The closed form has hand-written adjoints (posterior._ridge_terms, _crossprod); the gradient in
     (sigma_A2, sigma_V2, sigma2), which reaches them through lam = d sigma2 / sigma_V2, must be right too
     (the sampler passes the variances as traced arguments)."""
-    from bayesattn.sampling import _rebuild, _split
+    from bayesattn.bayes._program import _rebuild, _split
     data, post = make(attention, T=4, d=2, P=6)
     (leaves, v0), static = _split(post)
     L = jnp.asarray(random_L(rng, 4))
@@ -135,7 +135,7 @@ def test_hand_written_adjoints_match_autodiff(rng):
     """_crossprod (a^T b) and _ridge_terms against JAX's own differentiation of the plain formulas, with
     non-symmetric cotangents (inside log_density they are symmetric up to rounding, which would hide a
     transposed adjoint)."""
-    from bayesattn.posterior import _crossprod, _ridge_terms
+    from bayesattn.bayes.posterior import _crossprod, _ridge_terms
     a, b, g = (jnp.asarray(rng.standard_normal((5, 4))), jnp.asarray(rng.standard_normal((5, 4))),
                jnp.asarray(rng.standard_normal((4, 4))))
     out, vjp = jax.vjp(_crossprod, a, b)

@@ -23,7 +23,7 @@ from numpyro.infer.util import log_density as numpyro_log_density
 from scipy import stats
 
 import bayesattn as ba
-from bayesattn.sampling import joint_model, tempered_smc
+from bayesattn.bayes import joint_model, tempered_smc
 
 # one set of counts for the fast tests, so that compiled programs are shared between them
 FAST = dict(num_chains=4, num_warmup=200, num_samples=1000)
@@ -172,7 +172,7 @@ def test_unmixed_linear_chains_are_flagged_by_rhat(prior_linear_run):
     modes are separated by a huge barrier: chains started at +hot and -hot stay put. Split R-hat of m must
     flag it, while u (symmetric) mixes. Same program as the P = 0 run (P and the prior are arguments)."""
     post = posterior(3, 2, 200, "linear", ba.Prior(1.0, 100.0, 1.0), key=3)
-    hot = ba.sampling.hot_pattern(post)
+    hot = ba.bayes.sampling.hot_pattern(post)
     init = np.stack([hot, -hot, hot, -hot])
     s = ba.sample(post, jax.random.key(4), init=init, **FAST)
     assert s.diagnostics["m"]["r_hat"] > 1.5

@@ -25,9 +25,10 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from ._validate import check_array, check_choice, check_positive
-from .attention import ATTENTIONS, AttentionKind, attention_weights, order_parameters
-from .tasks import Dataset
+from .._validate import check_array, check_choice, check_positive
+from ..models.attention import ATTENTIONS, AttentionKind, attention_weights
+from ..diagnostics.observables import order_parameters
+from ..tasks import Dataset
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -229,7 +230,7 @@ class Posterior:
 
     def log_prior(self, L: jax.Array) -> jax.Array:
         """log N(L; 0, sigma_A2 I), normalised over all T^2 entries."""
-        # jnp.log (not np.log) here and below: sampling.py may pass the prior's variances as traced jit arguments
+        # jnp.log (not np.log) here and below: the samplers may pass the prior's variances as traced jit arguments
         L = self._check_L(L)
         sA2 = self.prior.sigma_A2
         return -0.5 * jnp.sum(L**2) / sA2 - 0.5 * L.size * (LOG_2PI + jnp.log(sA2))

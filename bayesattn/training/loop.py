@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
 import blackjax
@@ -35,22 +35,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._batching import default_batch, map_batched
-from ._validate import check_array, check_choice, check_int, check_positive
-from .attention import ATTENTIONS, ORDER_PARAMETER, AttentionKind, attention_weights, order_parameters
-from ._json import to_plain
-from .posterior import Posterior, Prior
-from .tasks import Dataset, Task
+from .._batching import default_batch, map_batched
+from .._validate import check_array, check_choice, check_int, check_positive
+from ..models.attention import ATTENTIONS, AttentionKind, attention_weights
+from ..diagnostics.observables import order_parameters
+from ..bayes.posterior import Posterior, Prior
+from ..tasks import Dataset, Task
+from .objective import _batch_sq_error, _decay, _objective, _sq_error
+from .results import SweepResult, TrainResult
 
-__all__ = [
-    "TrainResult", "SweepResult", "train", "train_sweep", "training_objective", "emergence",
-    "final_vs_P", "training_curves", "emergence_vs_P", "OPTIMIZERS", "INITS",
-]
 
 OptimizerKind = Literal["adam", "langevin"]
 InitKind = Literal["small", "hot"]
 OPTIMIZERS = ("adam", "langevin")
-INITS = ("small", "hot")
+TRAIN_INITS = ("small", "hot")
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 
 
@@ -58,40 +56,14 @@ DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a
 # The objective
 # ----------------------------------------------------------------------------------------------------------
 
-def _sq_error(post: Posterior, L, V):
-    """sum over query rows of |y - V z|^2 from the statistics: |Y|^2 - 2 tr(V C) + tr(V G V^T)."""
-    G, C = post._gram(L)
-    return post.yy - 2.0 * jnp.sum(V * C.T) + jnp.sum((V @ G) * V)
 
 
-def _decay(prior: Prior, d: int, n, L, V):
-    """The prior as weight decay, in the per-row normalisation of J."""
-    s2 = prior.sigma2
-    return 0.5 * s2 / n * (jnp.sum(L**2) / prior.sigma_A2 + d * jnp.sum(V**2) / prior.sigma_V2)
 
 
-def _objective(post: Posterior, L, V):
-    return 0.5 * _sq_error(post, L, V) / post.n + _decay(post.prior, post.d, post.n, L, V)
 
 
-def _batch_sq_error(task: Task, attention: str, L, V, Xb, Yb):
-    alpha = attention_weights(L, attention, task.key_mask)
-    F = jnp.einsum("ts,bsi,ki->btk", alpha, Xb, V)
-    qm = jnp.asarray(task.query_mask, F.dtype)[None, :, None]
-    return jnp.sum(((Yb - F) * qm) ** 2)
 
 
-def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.Array:
-    """The full-batch training objective J(L, V) (module docstring) for L: (T, T), V: (d_out, d).
-
-    J = -(sigma2 / n) log p(L, V, D) + const, so ``training_objective`` and ``ba.joint_log_density`` have
-    the same minimisers and gradients up to the factor -sigma2 / n.
-    """
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
-    L = jnp.asarray(check_array("L", L, (posterior.T, posterior.T)), jnp.float64)
-    V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.d)), jnp.float64)
-    return _objective(posterior, L, V)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -256,104 +228,10 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 # Results
 # ----------------------------------------------------------------------------------------------------------
 
-def _thin_L(L: np.ndarray, max_records: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and L matrices of at most max_records evenly spaced records (first and last kept)."""
-    idx = np.unique(np.linspace(0, L.shape[0] - 1, min(max_records, L.shape[0])).round().astype(int))
-    return idx, L[idx]
 
 
-@dataclass
-class TrainResult:
-    """One training run.
-
-    history: numpy arrays over the recorded steps: "step", "loss" (train squared error per output coordinate),
-    "test_loss" (the same on fresh sequences), "objective" (J, with the decay), "m", "q", "u" and "L"
-    (records, T, T). final_params: (L (T, T), V (d_out, d)). failure: None or a message naming seed, P, step.
-    """
-
-    history: dict
-    final_order_parameters: dict
-    final_params: tuple
-    config: dict
-    failure: str | None = None
-    failed_at: int | None = None
-
-    def emergence(self, key: str = "m") -> dict:
-        return emergence(self.history, key=key)
-
-    def to_dict(self, max_L_records: int = 11) -> dict:
-        """JSON-serialisable summary; the L history is thinned to at most ``max_L_records`` records."""
-        hist = {k: v for k, v in self.history.items() if k != "L"}
-        idx, Ls = _thin_L(self.history["L"], max_L_records)
-        hist["L_steps"] = self.history["step"][idx]
-        hist["L"] = Ls
-        key = "m"
-        return to_plain({
-            "config": self.config, "history": hist, "final_order_parameters": self.final_order_parameters,
-            "final_L": self.final_params[0], "final_V": self.final_params[1],
-            "emergence": self.emergence(key), "emergence_key": key,
-            "failure": self.failure, "failed_at": self.failed_at,
-        }, nonfinite="none")
 
 
-@dataclass
-class SweepResult:
-    """A grid of runs: axis 0 over ``P_values``, axis 1 over ``seeds``.
-
-    history: numpy arrays (nP, nS, records, ...) with the keys of :class:`TrainResult`; final_order_parameters:
-    dict of (nP, nS) arrays; final_L: (nP, nS, T, T); final_V: (nP, nS, d_out, d); failures: list of dicts
-    {"seed", "P", "step", "message"} of runs that hit a NaN / divergence and were frozen there.
-    """
-
-    P_values: np.ndarray
-    seeds: np.ndarray
-    history: dict
-    final_order_parameters: dict
-    final_L: np.ndarray
-    final_V: np.ndarray
-    failures: list = field(default_factory=list)
-    config: dict = field(default_factory=dict)
-
-    def run(self, i_P: int, i_seed: int) -> TrainResult:
-        """The (P_values[i_P], seeds[i_seed]) run as a :class:`TrainResult`."""
-        P, s = int(self.P_values[i_P]), int(self.seeds[i_seed])
-        fail = [f for f in self.failures if f["P"] == P and f["seed"] == s]
-        return TrainResult(
-            history={k: v[i_P, i_seed] for k, v in self.history.items()},
-            final_order_parameters={k: float(v[i_P, i_seed]) for k, v in self.final_order_parameters.items()},
-            final_params=(self.final_L[i_P, i_seed], self.final_V[i_P, i_seed]),
-            config={**self.config, "P": P, "seed": s},
-            failure=fail[0]["message"] if fail else None, failed_at=fail[0]["step"] if fail else None,
-        )
-
-    def emergence(self, key: str = "m") -> dict:
-        """Emergence step and sharpness of every run: dict of (nP, nS) arrays (NaN where none).
-
-        The default is m for both attentions: for a trained (point-estimate) linear attention u is the cosine
-        of a matrix that starts near zero, so it jumps to ~1 within the first steps whatever P is, while m
-        rises with |L| (the copy weight actually learnt)."""
-        out = {"step": np.full(self.final_L.shape[:2], np.nan), "sharpness": np.full(self.final_L.shape[:2], np.nan),
-               "rise": np.zeros(self.final_L.shape[:2])}
-        for i in range(len(self.P_values)):
-            for j in range(len(self.seeds)):
-                e = emergence({"step": self.history["step"][i, j], key: self.history[key][i, j]}, key=key)
-                out["rise"][i, j] = e["rise"]
-                if e["emerged"]:
-                    out["step"][i, j], out["sharpness"][i, j] = e["step"], e["sharpness"]
-        return out
-
-    def to_dict(self, max_L_records: int = 0) -> dict:
-        """JSON-serialisable; the L history is omitted unless ``max_L_records`` > 0 (then thinned)."""
-        hist = {k: v for k, v in self.history.items() if k != "L"}
-        if max_L_records > 0:
-            idx, Ls = _thin_L(np.moveaxis(self.history["L"], 2, 0), max_L_records)
-            hist["L_steps"] = self.history["step"][0, 0][idx]
-            hist["L"] = np.moveaxis(Ls, 0, 2)
-        return to_plain({
-            "config": self.config, "P_values": self.P_values, "seeds": self.seeds, "history": hist,
-            "final_order_parameters": self.final_order_parameters, "final_L": self.final_L,
-            "emergence": self.emergence(), "failures": self.failures,
-        }, nonfinite="none")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -382,7 +260,7 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
     steps = check_int("steps", steps, minimum=1)
     record_every = min(check_int("record_every", record_every, minimum=1), steps)
     if isinstance(init, str):
-        init_kind = check_choice("init", init, INITS)
+        init_kind = check_choice("init", init, TRAIN_INITS)
     else:
         init_kind = "array"
     scale = _default_init_scale(init_kind, attention, T) if init_scale is None else check_positive("init_scale", init_scale)
@@ -607,131 +485,13 @@ def train_sweep(
 # Emergence and comparisons (plain data; the plots module draws them)
 # ----------------------------------------------------------------------------------------------------------
 
-def _crossing(steps: np.ndarray, frac: np.ndarray, level: float) -> float:
-    """First step where frac reaches level, linearly interpolated between records."""
-    above = np.flatnonzero(frac >= level)
-    if above.size == 0:
-        return float("nan")
-    i = int(above[0])
-    if i == 0:
-        return float(steps[0])
-    f0, f1 = frac[i - 1], frac[i]
-    return float(steps[i - 1] + (level - f0) / (f1 - f0) * (steps[i] - steps[i - 1]))
 
 
-def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
-    """When the order parameter ``key`` rises: step where it crosses half-way between its initial and final
-    values, and the sharpness = steps from 10% to 90% of the rise (linear interpolation between records).
-
-    Returns {"emerged", "step", "sharpness", "step_10", "step_90", "initial", "final", "rise"}; "emerged" is
-    False (and the steps NaN) when |final - initial| < min_rise.
-    """
-    steps = np.asarray(history["step"], dtype=float)
-    x = np.asarray(history[key], dtype=float)
-    if steps.ndim != 1 or x.shape != steps.shape or steps.size < 2:
-        raise ValueError(f"history: expected 1-D 'step' and '{key}' of equal length >= 2, got {steps.shape}, {x.shape}")
-    x0, x1 = float(x[0]), float(x[-1])
-    rise = x1 - x0
-    out = {"initial": x0, "final": x1, "rise": rise, "emerged": bool(abs(rise) >= min_rise)}
-    if not out["emerged"]:
-        return {**out, "step": float("nan"), "sharpness": float("nan"), "step_10": float("nan"),
-                "step_90": float("nan")}
-    frac = (x - x0) / rise
-    s10, s50, s90 = (_crossing(steps, frac, lv) for lv in (0.1, 0.5, 0.9))
-    return {**out, "step": s50, "sharpness": s90 - s10, "step_10": s10, "step_90": s90}
 
 
-def _phase_curve_dict(phase_curve) -> dict:
-    if phase_curve is None:
-        return {}
-    if isinstance(phase_curve, dict):
-        return phase_curve
-    if hasattr(phase_curve, "to_dict"):
-        return phase_curve.to_dict()
-    return {"branches": getattr(phase_curve, "branches", None), "transition": getattr(phase_curve, "transition", None)}
 
 
-def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, phase_curve=None, *,
-               key: str | None = None, threshold: float | None = None, min_q: float | None = None) -> dict:
-    """Final order parameter vs P for Adam from small (and hot) init, next to the theory's phase curve.
-
-    key: "m" (softmax default) or "u" (linear default). threshold: the order parameter above which a run
-    "has found the copy head" (default: 2/T for m, 0.5 for u). min_q: a run also needs q > min_q (default
-    1e-4 for linear, 0 for softmax): a collapsed linear attention (L -> 0, the trivial minimum of J below
-    its instability) has an arbitrary cosine u. phase_curve: a ``ba.theory.PhaseCurve`` or
-    its dict (``branches``, ``transition`` {"order", "P_c", "spinodals"}) or None. The theory's reference
-    points are reported as "binodal" (first order) or "P_c" (second order; ``P_c_exact`` if P_c is off the
-    grid) and "spinodal_lower" / "spinodal_upper".
-
-    Returns plain data: P, per-seed finals, mean / std / min / max across seeds, ``onset_small`` (smallest P at
-    which every seed from small init is above threshold; ``onset_small_any``: at least one seed),
-    ``onset_hot`` (smallest P at which every hot seed stays above threshold), the theory's P_c and spinodals,
-    and, if the theory has them, which of binodal / spinodals the small-init onset is closest to (in log P).
-    """
-    attention = sweep_small.config.get("attention", "softmax")
-    key = key or ORDER_PARAMETER[attention]
-    T = sweep_small.config["task"]["T"]
-    threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
-    min_q = (1e-4 if attention == "linear" else 0.0) if min_q is None else min_q
-
-    def summary(sw):
-        x = sw.final_order_parameters[key]
-        above = (x > threshold) & (sw.final_order_parameters["q"] > min_q)
-        P = sw.P_values
-        all_idx = np.flatnonzero(above.all(axis=1))
-        any_idx = np.flatnonzero(above.any(axis=1))
-        return {"P": P, "final": x, "mean": x.mean(1), "std": x.std(1), "min": x.min(1), "max": x.max(1),
-                "final_m": sw.final_order_parameters["m"], "final_q": sw.final_order_parameters["q"],
-                "frac_above": above.mean(1),
-                "onset_all": float(P[all_idx[0]]) if all_idx.size else None,
-                "onset_any": float(P[any_idx[0]]) if any_idx.size else None,
-                "failures": sw.failures}
-
-    out = {"key": key, "threshold": threshold, "min_q": min_q, "attention": attention, "small": summary(sweep_small)}
-    out["onset_small"] = out["small"]["onset_all"]
-    out["onset_small_any"] = out["small"]["onset_any"]
-    if sweep_hot is not None:
-        out["hot"] = summary(sweep_hot)
-        hot = (sweep_hot.final_order_parameters[key] > threshold) & (sweep_hot.final_order_parameters["q"] > min_q)
-        # hot runs stay copying down to the lower stability edge: smallest P above which all hot seeds copy
-        stays = np.flatnonzero(np.array([hot[i:].all() for i in range(hot.shape[0])]))
-        out["onset_hot"] = float(sweep_hot.P_values[stays[0]]) if stays.size else None
-    pc = _phase_curve_dict(phase_curve)
-    out["theory"] = pc
-    trans = pc.get("transition") or {}
-    refs = {}
-    Pc = trans.get("P_c") if trans.get("P_c") is not None else trans.get("P_c_exact")
-    if Pc is not None:
-        refs["binodal" if trans.get("order") == "first" else "P_c"] = float(Pc)
-    spin = [s for s in (trans.get("spinodals") or []) if s is not None and np.isfinite(s)]
-    for name, s in zip(("spinodal_lower", "spinodal_upper"), sorted(spin)):
-        refs[name] = float(s)  # lower: the copy branch appears; upper: the uniform branch disappears
-    out["theory_P"] = refs
-    if refs and out["onset_small"] is not None:
-        dist = {k: abs(np.log(out["onset_small"] / v)) for k, v in refs.items()}
-        out["onset_small_closest"] = min(dist, key=dist.get)
-        out["onset_small_log_distance"] = dist
-    return out
 
 
-def training_curves(task: Task, prior: Prior, attention: AttentionKind, P_values, key: jax.Array, *,
-                    seeds=(0,), **train_kwargs) -> dict:
-    """Training curves at a few P (e.g. below, near and above the transition): for each P and seed the
-    history of step, loss, test_loss, objective, m, q, u and the emergence of m."""
-    sw = train_sweep(task, prior, attention, P_values, seeds, key, **train_kwargs)
-    em = sw.emergence()
-    curves = {k: v for k, v in sw.history.items() if k != "L"}
-    return {"P": sw.P_values, "seeds": sw.seeds, "curves": curves, "emergence_step": em["step"],
-            "sharpness": em["sharpness"], "rise": em["rise"], "failures": sw.failures, "config": sw.config}
 
 
-def emergence_vs_P(sweep: SweepResult, key: str = "m") -> dict:
-    """Emergence step and sharpness against P: per-seed arrays (nP, nS) and the median over seeds that rose."""
-    em = sweep.emergence(key)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no seed rose at that P
-        med_step = np.nanmedian(em["step"], axis=1)
-        med_sharp = np.nanmedian(em["sharpness"], axis=1)
-    return {"P": sweep.P_values, "step": em["step"], "sharpness": em["sharpness"], "rise": em["rise"],
-            "median_step": med_step, "median_sharpness": med_sharp,
-            "frac_emerged": np.mean(np.isfinite(em["step"]), axis=1)}

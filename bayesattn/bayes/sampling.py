@@ -35,10 +35,8 @@ Design:
 
 from __future__ import annotations
 
-import functools
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import blackjax
@@ -46,32 +44,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
-import numpyro.distributions as dist
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 from blackjax.adaptation.step_size import dual_averaging_adaptation
-from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
-from blackjax.smc.tuning.from_particles import particles_stds
-from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
-from ._validate import check_choice, check_int, check_positive
-from .attention import ORDER_PARAMETER, attention_weights
-from ._batching import default_batch, map_batched
-from ._json import to_plain
-from .posterior import Posterior, Prior
-from .tasks import Dataset
+from .._validate import check_choice, check_int, check_positive
+from .._batching import default_batch, map_batched
+from .posterior import Posterior
+from ._program import _compiled, _rebuild, _split
+from .joint import _numpyro_nuts
+from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
+from .smc import _assemble_smc, _smc_program
 
-jax.config.update("jax_enable_x64", True)  # posterior energies are O(n d / sigma^2): float32 loses the O(1) differences
-
-__all__ = ["Samples", "sample", "sample_joint", "initial_positions", "joint_model", "tempered_smc",
-           "METHODS", "BACKENDS", "INITS"]
 
 Method = Literal["nuts", "hmc", "mala", "smc"]
 Backend = Literal["blackjax", "numpyro"]
 METHODS = ("nuts", "hmc", "mala", "smc")
 BACKENDS = ("blackjax", "numpyro")
-INITS = ("cold", "hot", "prior")
-ORDER_PARAMETERS = ("m", "q", "u")
-MAX_SUMMARY_DRAWS = 1000  # per chain, in Samples.summary()["draws"]
+SAMPLER_INITS = ("cold", "hot", "prior")
 
 # method_options each method accepts, with defaults
 _OPTIONS = {
@@ -87,99 +76,19 @@ _NUMPYRO_OPTIONS = {"target_acceptance_rate": 0.8, "max_num_doublings": 10}
 # ---------------------------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------------------------
-@dataclass
-class Samples:
-    """Draws of L and their order parameters, with diagnostics.
-
-    L: (chains, draws, T, T) numpy; order_parameters: {"m", "q", "u"} -> (chains, draws);
-    diagnostics: per order parameter {"ess_bulk", "r_hat"}, plus "num_divergent", "num_divergent_warmup",
-    "acceptance_rate", "step_size" (per chain), "num_grad_evals", "wall_time_s", "compile_time_s",
-    "num_nan"; method; config (everything needed to rerun, keys included); extra: method-specific results
-    (SMC: "log_evidence", "mode_weights", "tempering_steps").
-    For SMC a "chain" is one independent SMC run and its "draws" are its particles (resampled to equal
-    weight), so R-hat compares runs and ESS is only indicative.
-    """
-
-    L: np.ndarray
-    order_parameters: dict
-    diagnostics: dict
-    method: str
-    config: dict
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def num_chains(self) -> int:
-        return int(self.L.shape[0])
-
-    @property
-    def num_draws(self) -> int:
-        return int(self.L.shape[1])
-
-    def summary(self) -> dict:
-        """JSON-serialisable summary: per order parameter mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
-        chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
-        diagnostics; "draws" of m, q, u thinned to at most 1000 per chain; SMC extras; method and config."""
-        out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
-        for name in ORDER_PARAMETERS:
-            x = np.asarray(self.order_parameters[name], dtype=np.float64)
-            good = np.isfinite(x)
-            ess = float(self.diagnostics[name]["ess_bulk"])
-            std = float(np.std(x[good])) if good.any() else math.nan
-            out[name] = {
-                "mean": float(np.mean(x[good])) if good.any() else math.nan,
-                "std": std,
-                "se": std / math.sqrt(ess) if ess > 0 and math.isfinite(ess) else math.nan,
-                "ess_bulk": ess,
-                "r_hat": float(self.diagnostics[name]["r_hat"]),
-                "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
-            }
-        out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in ORDER_PARAMETERS})
-        stride = max(1, math.ceil(self.num_draws / MAX_SUMMARY_DRAWS))
-        out["draws"] = {name: np.asarray(self.order_parameters[name])[:, ::stride].tolist() for name in ORDER_PARAMETERS}
-        out["draws_stride"] = stride
-        out.update(to_plain(self.extra))
-        return out
 
 
-def _key_data(key) -> list[int]:
-    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.key_data(key)
-    return np.asarray(key).ravel().tolist()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The posterior as jit arguments: statistics and the prior's variances are traced, task/attention static
 # ---------------------------------------------------------------------------------------------------------
-def _split(posterior: Posterior):
-    leaves, (task, attention, prior) = posterior.tree_flatten()
-    prior_values = jnp.asarray([prior.sigma_A2, prior.sigma_V2, prior.sigma2], jnp.float64)
-    return (tuple(leaves), prior_values), (task, attention)
 
 
-def _rebuild(static, dynamic) -> Posterior:
-    task, attention = static
-    leaves, prior_values = dynamic
-    prior = object.__new__(Prior)  # the values were validated when the caller's Prior was built
-    for name, v in zip(("sigma_A2", "sigma_V2", "sigma2"), prior_values):
-        object.__setattr__(prior, name, v)
-    return Posterior.tree_unflatten((task, attention, prior), leaves)
 
 
-_COMPILED: dict = {}  # compiled programs, keyed by everything static; a cache only (no numbers depend on it)
 
 
-def _compiled(builder, static_key, *args):
-    """Lower and compile ``builder(*static_key)`` once per static key and argument shapes; return
-    (compiled, compile seconds)."""
-    signature = (static_key, tuple((np.shape(x), str(x.dtype)) for x in jax.tree.leaves(args)))
-    if signature in _COMPILED:
-        return _COMPILED[signature], 0.0
-    t0 = time.perf_counter()
-    fn = jax.jit(builder(*static_key))
-    compiled = fn.lower(*args).compile()
-    _COMPILED[signature] = compiled
-    return compiled, time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -210,7 +119,7 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
     T = posterior.T
     num_chains = check_int("num_chains", num_chains, minimum=1)
     if isinstance(init, str):
-        check_choice("init", init, INITS)
+        check_choice("init", init, SAMPLER_INITS)
         if init == "cold":
             return jnp.zeros((num_chains, T, T))
         if init == "hot":
@@ -219,7 +128,7 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
     try:
         arr = np.asarray(init, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"init={init!r}: expected one of {', '.join(map(repr, INITS))} or an array") from None
+        raise ValueError(f"init={init!r}: expected one of {', '.join(map(repr, SAMPLER_INITS))} or an array") from None
     if arr.shape == (T, T):
         arr = np.broadcast_to(arr, (num_chains, T, T))
     if arr.shape != (num_chains, T, T):
@@ -302,156 +211,22 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
 # ---------------------------------------------------------------------------------------------------------
 # numpyro NUTS through a potential function (and the joint (L, V) reference model)
 # ---------------------------------------------------------------------------------------------------------
-def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_samples, thin, progress, model_kwargs):
-    """Run numpyro's MCMC (vectorised chains) with warmup fields collected; return a dict of raw outputs."""
-    mcmc = numpyro.infer.MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                              chain_method="vectorized", thinning=thin, progress_bar=progress)
-    wkey, skey = jax.random.split(key)
-    t0 = time.perf_counter()
-    mcmc.warmup(wkey, init_params=init_params, extra_fields=("num_steps", "diverging"), collect_warmup=True,
-                **model_kwargs)
-    wf = mcmc.get_extra_fields(group_by_chain=True)
-    mcmc.run(skey, extra_fields=("num_steps", "diverging", "accept_prob", "adapt_state.step_size"), **model_kwargs)
-    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    wall = time.perf_counter() - t0
-    f = mcmc.get_extra_fields(group_by_chain=True)
-    # numpyro thins the extra fields with the draws: with thin > 1 the sampling-phase counts are estimates
-    return samples, {
-        "num_divergent": int(np.sum(f["diverging"])), "num_divergent_warmup": int(np.sum(wf["diverging"])),
-        "acceptance_rate": float(np.mean(f["accept_prob"])),
-        "step_size": np.asarray(f["adapt_state.step_size"])[:, -1],
-        "num_grad_evals": int(np.sum(f["num_steps"]) * thin + np.sum(wf["num_steps"])),
-        "wall_time_s": wall, "compile_time_s": math.nan,  # numpyro compiles inside the timed run
-    }
 
 
-def joint_model(X, Y, task, attention, prior):
-    """numpyro model of the joint posterior of (L, V) given the data, written from the model's definition
-    (THEORY.md section 1): L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows.
-    X: (P, T, d), Y: (P, T, d_out)."""
-    T, d = task.T, task.d
-    L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand([T, T]).to_event(2))
-    V = numpyro.sample("V", dist.Normal(0.0, math.sqrt(prior.sigma_V2 / d)).expand([task.d_out, d]).to_event(2))
-    rows = np.flatnonzero(task.query_mask)
-    alpha = attention_weights(L, attention, task.key_mask)[rows]
-    F = jnp.einsum("ts,psi,ki->ptk", alpha, X, V)
-    numpyro.sample("Y", dist.Normal(F, math.sqrt(prior.sigma2)).to_event(3), obs=Y[:, rows])
 
 
-def sample_joint(dataset: Dataset, key: jax.Array, *, attention="softmax", prior: Prior | None = None,
-                 num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000, thin: int = 1,
-                 progress: bool = False) -> Samples:
-    """Reference sampler: numpyro NUTS on :func:`joint_model` (L and V together; cost grows with P).
-    Returns the L draws as :class:`Samples` (method "joint_nuts")."""
-    if not isinstance(dataset, Dataset):
-        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
-    prior = Prior() if prior is None else prior
-    post = Posterior(dataset, attention, prior)  # only for the order parameters and validation
-    num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
-    kernel = numpyro.infer.NUTS(joint_model)
-    samples, diag = _numpyro_nuts(kernel, key, None, num_chains=num_chains, num_warmup=num_warmup,
-                                  num_samples=num_samples, thin=thin, progress=progress,
-                                  model_kwargs=dict(X=dataset.X, Y=dataset.Y, task=dataset.task,
-                                                    attention=attention, prior=prior))
-    L = np.asarray(samples["L"])
-    logdens = np.zeros(L.shape[:2])  # finiteness of L is what is checked for the reference
-    config = {"method": "joint_nuts", "backend": "numpyro", "num_chains": num_chains, "num_warmup": num_warmup,
-              "num_samples": num_samples, "thin": thin, "key": _key_data(key), **_problem_config(post)}
-    return _assemble(post, L, logdens, diag, "joint_nuts", config)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Adaptive tempered SMC (blackjax) from the prior to the posterior
 # ---------------------------------------------------------------------------------------------------------
-def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.Array, *, target_ess: float = 0.5,
-                 num_mcmc_steps: int = 10, num_integration_steps: int = 8, initial_step_size: float = 0.1,
-                 max_steps: int = 500) -> dict:
-    """blackjax adaptive tempered SMC from the prior (``particles`` drawn from it) to prior x likelihood.
-
-    The mutation kernel is HMC with a diagonal inverse mass matrix set to the particles' variances and
-    per-particle step sizes tuned from the acceptance rate after every tempering step (blackjax.smc.tuning's
-    ``particles_stds`` and ``update_scale_from_acceptance_rate``, target 0.65).
-    Pure jax (jit/vmap-able). particles: (N, ...) pytree leaves.
-
-    Returns {"particles" (N, ...), "weights" (N,) normalised, "log_evidence" (sum of the log-likelihood
-    increments, an unbiased-in-Z estimate of log int prior x likelihood), "tempering_steps",
-    "tempering_param" (1.0 unless max_steps was hit), "acceptance_rate" (mean of the last step),
-    "num_grad_evals"}.
-    """
-    n = jax.tree.leaves(particles)[0].shape[0]
-    step_fn = functools.partial(blackjax.hmc.build_kernel(), num_integration_steps=num_integration_steps)
-
-    def smc_step(k, st, params):
-        # blackjax.inner_kernel_tuning does this too, but its update hook cannot see the previous step sizes
-        algo = blackjax.adaptive_tempered_smc(
-            logprior_fn, loglikelihood_fn, step_fn, blackjax.hmc.init, params,
-            blackjax.smc.resampling.systematic, target_ess, num_mcmc_steps=num_mcmc_steps)
-        st, info = algo.step(k, st)
-        acc = jnp.mean(info.update_info.acceptance_rate, axis=-1)
-        acc = jnp.where(jnp.isfinite(acc), acc, 0.0)
-        params = {"step_size": update_scale_from_acceptance_rate(params["step_size"], acc, 0.65),
-                  "inverse_mass_matrix": particles_stds(st.particles)[None] ** 2}
-        return st, params, info
-
-    def cond(carry):
-        _, st, _, _, steps, _ = carry
-        return (st.tempering_param < 1.0) & (steps < max_steps)
-
-    def body(carry):
-        k, st, params, logz, steps, _ = carry
-        k, sub = jax.random.split(k)
-        st, params, info = smc_step(sub, st, params)
-        return k, st, params, logz + info.log_likelihood_increment, steps + 1, jnp.mean(info.update_info.acceptance_rate)
-
-    params = {"step_size": jnp.full((n,), initial_step_size),
-              "inverse_mass_matrix": particles_stds(particles)[None] ** 2}
-    init = (key, blackjax.adaptive_tempered_smc.init(particles), params, jnp.zeros(()),
-            jnp.zeros((), jnp.int64), jnp.zeros(()))
-    _, st, _, logz, steps, acc = jax.lax.while_loop(cond, body, init)
-    return {"particles": st.particles, "weights": st.weights, "log_evidence": logz, "tempering_steps": steps,
-            "tempering_param": st.tempering_param, "acceptance_rate": acc,
-            "num_grad_evals": steps * n * num_mcmc_steps * num_integration_steps}
 
 
-def _smc_program(num_particles, options, task, attention):
-    opts = dict(options)
-
-    def run(dynamic, keys):
-        post = _rebuild((task, attention), dynamic)
-        sA = jnp.sqrt(dynamic[1][0])
-
-        def one_run(key):
-            pkey, skey, rkey = jax.random.split(key, 3)
-            particles = sA * jax.random.normal(pkey, (num_particles, task.T, task.T), jnp.float64)
-            out = tempered_smc(post.log_prior, post.log_likelihood, skey, particles,
-                               target_ess=opts["target_ess"], num_mcmc_steps=opts["num_mcmc_steps"],
-                               num_integration_steps=opts["num_integration_steps"],
-                               initial_step_size=opts["initial_step_size"], max_steps=opts["max_steps"])
-            # equal-weight draws for the returned samples; the mode weights use the exact weights
-            idx = blackjax.smc.resampling.systematic(rkey, out["weights"], num_particles)
-            out["L"] = out["particles"][idx]
-            out["logdensity"] = jax.vmap(post.log_density)(out["L"])
-            return out
-
-        # runs one after another (lax.map): particles are already vectorised within a run, and vmapping the
-        # runs' adaptive while-loops made the batched program stall (seen with 4 runs x 500 particles)
-        return jax.lax.map(one_run, keys)
-
-    return run
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The public entry point
 # ---------------------------------------------------------------------------------------------------------
-def _check_counts(num_chains, num_warmup, num_samples, thin):
-    num_chains = check_int("num_chains", num_chains, minimum=1)
-    num_warmup = check_int("num_warmup", num_warmup, minimum=1)
-    num_samples = check_int("num_samples", num_samples, minimum=1)
-    thin = check_int("thin", thin, minimum=1)
-    if num_samples // thin < 4:
-        raise ValueError(f"num_samples={num_samples}, thin={thin}: expected num_samples // thin >= 4 "
-                         "(split R-hat needs 4 kept draws per chain)")
-    return num_chains, num_warmup, num_samples, thin
 
 
 def _check_options(method, backend, method_options):
@@ -476,21 +251,8 @@ def _check_options(method, backend, method_options):
     return opts
 
 
-def _problem_config(post: Posterior) -> dict:
-    return {"task": post.task.config(), "attention": post.attention, "prior": post.prior.config(),
-            "n": int(post.n), "T": post.T, "d": post.d}
 
 
-def _assemble(post, L, logdens, diag, method, config, extra=None) -> Samples:
-    L = np.asarray(L)
-    ops = {k: np.asarray(v) for k, v in post.order_parameters(jnp.asarray(L)).items()}
-    bad = ~np.isfinite(L).all(axis=(-2, -1)) | ~np.isfinite(np.asarray(logdens))
-    diagnostics = {name: {"ess_bulk": float(effective_sample_size(ops[name])),
-                          "r_hat": float(split_gelman_rubin(ops[name]))} for name in ORDER_PARAMETERS}
-    diagnostics["num_nan"] = int(bad.sum())
-    diagnostics.update(diag)
-    return Samples(L=L, order_parameters=ops, diagnostics=diagnostics, method=method, config=config,
-                   extra=extra or {})
 
 
 def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", backend: Backend = "blackjax",
@@ -583,23 +345,3 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     return _assemble(posterior, out["L"], out["logdensity"], diag, method, config)
 
 
-def _assemble_smc(post, out, diag, opts, config) -> Samples:
-    thr = opts["mode_threshold"]
-    if thr is None:
-        thr = 3.0 / post.T if post.attention == "softmax" else 0.5
-    by = ORDER_PARAMETER[post.attention]
-    op = np.asarray(post.order_parameters(jnp.asarray(out["particles"]))[by])  # (runs, N), weighted particles
-    w = out["weights"]
-    high = np.sum(w * (op > thr), axis=1)
-    logz = out["log_evidence"]
-    diag.update({"num_divergent": 0, "num_divergent_warmup": 0, "step_size": None,
-                 "tempering_steps": out["tempering_steps"], "tempering_param": out["tempering_param"]})
-    extra = {
-        "log_evidence": {"mean": float(np.mean(logz)), "std": float(np.std(logz, ddof=1)) if logz.size > 1 else math.nan,
-                         "runs": logz},
-        "mode_weights": {"low": float(np.mean(1 - high)), "high": float(np.mean(high)),
-                         "high_runs": high, "std_high": float(np.std(high, ddof=1)) if high.size > 1 else math.nan,
-                         "by": by, "threshold": float(thr)},
-        "complete": bool(np.all(out["tempering_param"] >= 1.0)),
-    }
-    return _assemble(post, out["L"], out["logdensity"], diag, "smc", config, extra)

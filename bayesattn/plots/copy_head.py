@@ -24,8 +24,8 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .attention import ORDER_PARAMETER  # noqa: E402
-from .sweep import load_results  # noqa: E402
+from ..models.attention import ORDER_PARAMETER  # noqa: E402
+from ..sweep import load_results  # noqa: E402
 
 X_LABEL = {"m": "copy weight m", "u": "alignment u = m²/q", "q": "self-overlap q"}
 COLORS = {"theory": "k", "cold": "tab:blue", "hot": "tab:red", "prior": "tab:purple", "small": "tab:green"}

@@ -24,18 +24,18 @@ from typing import Any, get_type_hints
 import jax
 import numpy as np
 
-from . import theory as th
-from ._validate import check_choice, check_int
-from .attention import ATTENTIONS, ORDER_PARAMETER
-from .posterior import Posterior, Prior
-from .sampling import sample
-from .sweep import package_versions, run_sweep, to_jsonable, write_json_atomic
-from .tasks import CopyTask
-from .training import train_sweep
+from ..bayes import theory as th
+from .._validate import check_choice, check_int
+from ..models.attention import ATTENTIONS, ORDER_PARAMETER
+from ..bayes.posterior import Posterior, Prior
+from ..bayes.sampling import sample
+from ..sweep import package_versions, run_sweep, to_jsonable, write_json_atomic
+from ..tasks import CopyTask
+from ..training import train_sweep
 
 METHODS = ("theory", "mcmc", "adam")
 # named configs: phase_diagrams/NAME.toml in the working directory, else in the source checkout
-CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parent.parent / "phase_diagrams")
+CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
 
 
 # ----------------------------------------------------------------------------------------------- config
@@ -327,7 +327,7 @@ def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = T
     summary["wall_time_s"] = time.perf_counter() - t0
     write_json_atomic(out / "summary.json", summary)
     if figures:
-        from .plots import draw_all
+        from ..plots import draw_all
 
         summary["figures"] = [str(p.relative_to(out)) for p in draw_all(out)]
         write_json_atomic(out / "summary.json", summary)

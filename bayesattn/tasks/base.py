@@ -22,9 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_array, check_choice, check_int
-
-jax.config.update("jax_enable_x64", True)  # posterior energies are O(n d / sigma^2): float32 loses the O(1) differences
+from .._validate import check_array, check_int
 
 TokenKind = Literal["gaussian", "onehot"]
 Boundary = Literal["cyclic", "causal"]
@@ -103,9 +101,21 @@ class Task:
         return np.ones(self.T, dtype=bool)
 
     @property
+    def target_patterns(self) -> dict[str, np.ndarray]:
+        """Named (T, T) attention patterns that solve the task, or part of it (one per lag or span); may be
+        empty. Observables such as the mass on each pattern are declared from these."""
+        return {}
+
+    @property
     def target_pattern(self) -> np.ndarray:
-        """(T, T) float: the attention pattern that solves the task (rows of query_mask sum to 1)."""
-        raise NotImplementedError
+        """(T, T) float: the single attention pattern that solves the task (rows of query_mask sum to 1).
+
+        Only tasks solved by one pattern have it; the order parameters m, q, u are defined against it."""
+        pats = self.target_patterns
+        if len(pats) != 1:
+            raise ValueError(f"{type(self).__name__} has {len(pats)} target patterns ({', '.join(pats) or 'none'}): "
+                             "expected exactly one for a single target pattern")
+        return next(iter(pats.values()))
 
     def sample(self, key: jax.Array, P: int) -> Dataset:
         """Draw P sequences. Pure function of ``key``: the same key gives the same data."""
@@ -123,58 +133,36 @@ class Task:
         return {"name": type(self).__name__, **dataclasses.asdict(self)}
 
 
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Class decorator: make ``cls`` known by its class name to :func:`task_from_config`."""
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ValueError(f"register_task({cls!r}): expected a subclass of bayesattn.Task")
+    TASKS[cls.__name__] = cls
+    return cls
+
+
+def task_from_config(config: dict) -> Task:
+    """The task a ``Task.config()`` dict describes: {"name": class name, **fields}."""
+    if not isinstance(config, dict) or "name" not in config:
+        raise ValueError(f"task config={config!r}: expected a dict with a 'name' key (one of {', '.join(sorted(TASKS))})")
+    fields = dict(config)
+    name = fields.pop("name")
+    if name not in TASKS:
+        raise ValueError(f"task name={name!r}: expected one of {', '.join(map(repr, sorted(TASKS)))}")
+    cls = TASKS[name]
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValueError(f"task {name}: unknown field(s) {unknown}: expected some of {sorted(known)}")
+    return cls(**fields)
+
+
 def draw_tokens(key: jax.Array, shape: tuple[int, ...], d: int, tokens: str) -> jax.Array:
     """Tokens of shape (*shape, d): i.i.d. N(0, I_d) or uniform one-hot over d symbols."""
     if tokens == "gaussian":
         return jax.random.normal(key, (*shape, d), dtype=jnp.float64)
     idx = jax.random.randint(key, shape, 0, d)
     return jax.nn.one_hot(idx, d, dtype=jnp.float64)
-
-
-@dataclass(frozen=True)
-class CopyTask(Task):
-    """Copy task: the target at query t is the token ``offset`` positions back.
-
-    >>> import jax, bayesattn as ba
-    >>> ds = ba.CopyTask(T=4, d=3).sample(jax.random.key(0), P=2)
-    >>> ds.X.shape, ds.Y.shape, bool((ds.Y[:, 1] == ds.X[:, 0]).all())
-    ((2, 4, 3), (2, 4, 3), True)
-    """
-
-    offset: int = 1
-    tokens: TokenKind = "gaussian"
-    boundary: Boundary = "cyclic"
-
-    def __post_init__(self):
-        super().__post_init__()
-        object.__setattr__(self, "offset", check_int("offset", self.offset, minimum=1, maximum=self.T - 1))
-        check_choice("tokens", self.tokens, TOKENS)
-        check_choice("boundary", self.boundary, BOUNDARIES)
-
-    @property
-    def key_mask(self) -> np.ndarray:
-        if self.boundary == "cyclic":
-            return np.ones((self.T, self.T), dtype=bool)
-        return np.tril(np.ones((self.T, self.T), dtype=bool))
-
-    @property
-    def query_mask(self) -> np.ndarray:
-        qm = np.ones(self.T, dtype=bool)
-        if self.boundary == "causal":
-            qm[: self.offset] = False
-        return qm
-
-    @property
-    def source(self) -> np.ndarray:
-        """(T,) int: the source key of each query (t - offset mod T; meaningless where query_mask is False)."""
-        return (np.arange(self.T) - self.offset) % self.T
-
-    @property
-    def target_pattern(self) -> np.ndarray:
-        pat = np.zeros((self.T, self.T))
-        pat[np.arange(self.T), self.source] = 1.0
-        return pat * self.query_mask[:, None]
-
-    def _sample(self, key, P):
-        X = draw_tokens(key, (P, self.T), self.d, self.tokens)
-        return X, X[:, self.source, :]

@@ -1,0 +1,75 @@
+"""numpyro NUTS through a potential function, and the joint (L, V) reference model."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from ..models.attention import attention_weights
+from .posterior import Posterior, Prior
+from ..tasks import Dataset
+from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
+
+
+def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_samples, thin, progress, model_kwargs):
+    """Run numpyro's MCMC (vectorised chains) with warmup fields collected; return a dict of raw outputs."""
+    mcmc = numpyro.infer.MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                              chain_method="vectorized", thinning=thin, progress_bar=progress)
+    wkey, skey = jax.random.split(key)
+    t0 = time.perf_counter()
+    mcmc.warmup(wkey, init_params=init_params, extra_fields=("num_steps", "diverging"), collect_warmup=True,
+                **model_kwargs)
+    wf = mcmc.get_extra_fields(group_by_chain=True)
+    mcmc.run(skey, extra_fields=("num_steps", "diverging", "accept_prob", "adapt_state.step_size"), **model_kwargs)
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    wall = time.perf_counter() - t0
+    f = mcmc.get_extra_fields(group_by_chain=True)
+    # numpyro thins the extra fields with the draws: with thin > 1 the sampling-phase counts are estimates
+    return samples, {
+        "num_divergent": int(np.sum(f["diverging"])), "num_divergent_warmup": int(np.sum(wf["diverging"])),
+        "acceptance_rate": float(np.mean(f["accept_prob"])),
+        "step_size": np.asarray(f["adapt_state.step_size"])[:, -1],
+        "num_grad_evals": int(np.sum(f["num_steps"]) * thin + np.sum(wf["num_steps"])),
+        "wall_time_s": wall, "compile_time_s": math.nan,  # numpyro compiles inside the timed run
+    }
+
+
+def joint_model(X, Y, task, attention, prior):
+    """numpyro model of the joint posterior of (L, V) given the data, written from the model's definition
+    (THEORY.md section 1): L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows.
+    X: (P, T, d), Y: (P, T, d_out)."""
+    T, d = task.T, task.d
+    L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand([T, T]).to_event(2))
+    V = numpyro.sample("V", dist.Normal(0.0, math.sqrt(prior.sigma_V2 / d)).expand([task.d_out, d]).to_event(2))
+    rows = np.flatnonzero(task.query_mask)
+    alpha = attention_weights(L, attention, task.key_mask)[rows]
+    F = jnp.einsum("ts,psi,ki->ptk", alpha, X, V)
+    numpyro.sample("Y", dist.Normal(F, math.sqrt(prior.sigma2)).to_event(3), obs=Y[:, rows])
+
+
+def sample_joint(dataset: Dataset, key: jax.Array, *, attention="softmax", prior: Prior | None = None,
+                 num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000, thin: int = 1,
+                 progress: bool = False) -> Samples:
+    """Reference sampler: numpyro NUTS on :func:`joint_model` (L and V together; cost grows with P).
+    Returns the L draws as :class:`Samples` (method "joint_nuts")."""
+    if not isinstance(dataset, Dataset):
+        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
+    prior = Prior() if prior is None else prior
+    post = Posterior(dataset, attention, prior)  # only for the order parameters and validation
+    num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
+    kernel = numpyro.infer.NUTS(joint_model)
+    samples, diag = _numpyro_nuts(kernel, key, None, num_chains=num_chains, num_warmup=num_warmup,
+                                  num_samples=num_samples, thin=thin, progress=progress,
+                                  model_kwargs=dict(X=dataset.X, Y=dataset.Y, task=dataset.task,
+                                                    attention=attention, prior=prior))
+    L = np.asarray(samples["L"])
+    logdens = np.zeros(L.shape[:2])  # finiteness of L is what is checked for the reference
+    config = {"method": "joint_nuts", "backend": "numpyro", "num_chains": num_chains, "num_warmup": num_warmup,
+              "num_samples": num_samples, "thin": thin, "key": _key_data(key), **_problem_config(post)}
+    return _assemble(post, L, logdens, diag, "joint_nuts", config)

@@ -1,0 +1,111 @@
+"""Results of the samplers: :class:`Samples` (draws, observables, diagnostics) and how they are assembled."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+from .._validate import check_int
+from .._json import to_plain
+from .posterior import Posterior
+
+
+ORDER_PARAMETERS = ("m", "q", "u")
+
+
+MAX_SUMMARY_DRAWS = 1000  # per chain, in Samples.summary()["draws"]
+
+
+@dataclass
+class Samples:
+    """Draws of L and their order parameters, with diagnostics.
+
+    L: (chains, draws, T, T) numpy; order_parameters: {"m", "q", "u"} -> (chains, draws);
+    diagnostics: per order parameter {"ess_bulk", "r_hat"}, plus "num_divergent", "num_divergent_warmup",
+    "acceptance_rate", "step_size" (per chain), "num_grad_evals", "wall_time_s", "compile_time_s",
+    "num_nan"; method; config (everything needed to rerun, keys included); extra: method-specific results
+    (SMC: "log_evidence", "mode_weights", "tempering_steps").
+    For SMC a "chain" is one independent SMC run and its "draws" are its particles (resampled to equal
+    weight), so R-hat compares runs and ESS is only indicative.
+    """
+
+    L: np.ndarray
+    order_parameters: dict
+    diagnostics: dict
+    method: str
+    config: dict
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.L.shape[0])
+
+    @property
+    def num_draws(self) -> int:
+        return int(self.L.shape[1])
+
+    def summary(self) -> dict:
+        """JSON-serialisable summary: per order parameter mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
+        chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
+        diagnostics; "draws" of m, q, u thinned to at most 1000 per chain; SMC extras; method and config."""
+        out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
+        for name in ORDER_PARAMETERS:
+            x = np.asarray(self.order_parameters[name], dtype=np.float64)
+            good = np.isfinite(x)
+            ess = float(self.diagnostics[name]["ess_bulk"])
+            std = float(np.std(x[good])) if good.any() else math.nan
+            out[name] = {
+                "mean": float(np.mean(x[good])) if good.any() else math.nan,
+                "std": std,
+                "se": std / math.sqrt(ess) if ess > 0 and math.isfinite(ess) else math.nan,
+                "ess_bulk": ess,
+                "r_hat": float(self.diagnostics[name]["r_hat"]),
+                "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
+            }
+        out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in ORDER_PARAMETERS})
+        stride = max(1, math.ceil(self.num_draws / MAX_SUMMARY_DRAWS))
+        out["draws"] = {name: np.asarray(self.order_parameters[name])[:, ::stride].tolist() for name in ORDER_PARAMETERS}
+        out["draws_stride"] = stride
+        out.update(to_plain(self.extra))
+        return out
+
+
+def _key_data(key) -> list[int]:
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return np.asarray(key).ravel().tolist()
+
+
+def _check_counts(num_chains, num_warmup, num_samples, thin):
+    num_chains = check_int("num_chains", num_chains, minimum=1)
+    num_warmup = check_int("num_warmup", num_warmup, minimum=1)
+    num_samples = check_int("num_samples", num_samples, minimum=1)
+    thin = check_int("thin", thin, minimum=1)
+    if num_samples // thin < 4:
+        raise ValueError(f"num_samples={num_samples}, thin={thin}: expected num_samples // thin >= 4 "
+                         "(split R-hat needs 4 kept draws per chain)")
+    return num_chains, num_warmup, num_samples, thin
+
+
+def _problem_config(post: Posterior) -> dict:
+    return {"task": post.task.config(), "attention": post.attention, "prior": post.prior.config(),
+            "n": int(post.n), "T": post.T, "d": post.d}
+
+
+def _assemble(post, L, logdens, diag, method, config, extra=None) -> Samples:
+    L = np.asarray(L)
+    ops = {k: np.asarray(v) for k, v in post.order_parameters(jnp.asarray(L)).items()}
+    bad = ~np.isfinite(L).all(axis=(-2, -1)) | ~np.isfinite(np.asarray(logdens))
+    diagnostics = {name: {"ess_bulk": float(effective_sample_size(ops[name])),
+                          "r_hat": float(split_gelman_rubin(ops[name]))} for name in ORDER_PARAMETERS}
+    diagnostics["num_nan"] = int(bad.sum())
+    diagnostics.update(diag)
+    return Samples(L=L, order_parameters=ops, diagnostics=diagnostics, method=method, config=config,
+                   extra=extra or {})

@@ -1,0 +1,44 @@
+"""Order-parameter theory of the copy-head transition (THEORY.md section 4; derivation in docs/theory.md).
+
+The closed-form posterior over the attention matrix L is reduced, at large n, to a density over the
+order parameters. With beta = P d / (2 sigma2) and eps = lam / n (lam = d sigma2 / sigma_V2, n = P T_q,
+T_q the number of query rows) the log density of the order parameters is -T_q Phi, with the per-row action
+
+    Phi = beta_eff [1 - m^2 / (q + eps)] + (d^2 / (2 T_q)) log(1 + q / eps) + entropy term,
+    beta_eff = beta - noise_fit * d^2 / (2 sigma2 T_q)   (the O(d^2/sigma^2) noise-fit term, off by default).
+
+- softmax: the entropy term is the rate function I(m, q) of the row averages of a_t = alpha_{t,src} and
+  b_t = sum_s alpha_ts^2 under the prior, exact over the T-1 other logits at finite T (prior samples of
+  S1 = sum e^l, S2 = sum e^{2l}, a quadrature over the source logit). It is handled in its dual variables
+  (h, g): a table of Lambda(h, g) = log E exp(h a + g b) and its gradient (m, q) is built once per
+  (T, sigma_A2) and reused for every P, since P enters only through beta and eps.
+- linear: the order parameters are the squared cosine u between L and the shift pattern and the radius;
+  under the isotropic prior the cosine c = +-sqrt(u) has density (1 - c^2)^{(D-3)/2} (D = the number of
+  free logits), exact at every T, and the radius is integrated exactly.
+
+Covered: ``CopyTask`` with Gaussian tokens; softmax with the cyclic boundary; linear with cyclic or causal
+boundary. Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
+differences between phases).
+"""
+
+from .common import Attention, action, covered
+from .curves import PhaseCurve, phase_curve
+from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
+from .landscape import landscape
+from .linear import linear_log_density
+from .softmax_table import softmax_action_table
+
+__all__ = [
+    "action",
+    "softmax_action_table",
+    "linear_log_density",
+    "phase_curve",
+    "PhaseCurve",
+    "landscape",
+    "phase_diagram",
+    "PhaseDiagram",
+    "critical_exponent",
+    "finite_size_scaling",
+    "covered",
+    "Attention",
+]

@@ -1,0 +1,92 @@
+"""Input checks, P-scaling and the reduced action shared by both attentions (docs/theory.md section 4)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..._validate import check_choice
+from ...models.attention import ATTENTIONS
+from ..posterior import Prior
+from ...tasks import CopyTask
+
+Attention = Literal["softmax", "linear"]
+
+# ----------------------------------------------------------------------------------------------------
+# input checks
+# ----------------------------------------------------------------------------------------------------
+
+COVERED = (
+    "the reduced theory covers CopyTask with tokens='gaussian'; softmax attention with boundary='cyclic'; "
+    "linear attention with boundary='cyclic' or 'causal'"
+)
+
+
+def covered(task, attention: str) -> None:
+    """Raise ValueError unless the reduced theory is derived for this task and attention."""
+    check_choice("attention", attention, ATTENTIONS)
+    if not isinstance(task, CopyTask):
+        raise ValueError(f"task={task!r}: not covered; {COVERED}")
+    if task.tokens != "gaussian":
+        raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
+    if attention == "softmax" and task.boundary != "cyclic":
+        raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered; {COVERED}")
+
+
+def _check_prior(prior):
+    if not isinstance(prior, Prior):
+        raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
+    return prior
+
+
+def _check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
+    """A non-empty, strictly increasing, positive, finite 1-D grid."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={values!r}: expected a 1-D sequence of positive numbers") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name}={values!r}: expected a non-empty 1-D sequence of positive numbers")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name}={values!r}: expected finite positive values")
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"{name}={values!r}: expected strictly increasing values (sorted, no repeats)")
+    if integer and np.any(arr != np.round(arr)):
+        raise ValueError(f"{name}={values!r}: expected integers")
+    return arr
+
+
+def _scales(task, prior, P):
+    """beta = P d / (2 sigma2) and eps = lam / n as arrays over P; T_q = number of query rows."""
+    Tq = int(np.sum(task.query_mask))
+    P = np.asarray(P, dtype=np.float64)
+    beta = P * task.d_out / (2.0 * prior.sigma2)
+    eps = prior.lam(task.d) / (P * Tq)
+    return beta, eps, Tq
+
+
+# ----------------------------------------------------------------------------------------------------
+# the reduced action (energy part) -- shared by both attentions
+# ----------------------------------------------------------------------------------------------------
+
+
+def action(m, q, entropy, *, beta, eps, d: int, T_q: int, noise_fit_coef=0.0):
+    """The reduced per-row action Phi(m, q) = E(m, q) / T_q + entropy (vectorised in JAX, broadcasting).
+
+    m, q: order parameters; entropy: the entropy term at (m, q) (the rate function I(m, q) for softmax,
+    -(1/T_q) log of the prior density of the order parameters for linear); beta = P d / (2 sigma2);
+    eps = lam / n; d: output dimension; T_q: query rows; noise_fit_coef = d^2 / (2 sigma2 T_q) switches on
+    the O(d^2/sigma^2) noise-fit term. The log density of (m, q) is -T_q * Phi.
+    """
+    m, q = jnp.asarray(m), jnp.asarray(q)
+    be = beta - noise_fit_coef
+    return be * (1.0 - m**2 / (q + eps)) + d**2 / (2.0 * T_q) * jnp.log1p(q / eps) + entropy
+
+
+def _energy_grads(m, q, beta, eps, d, Tq, nf):
+    be = beta - nf
+    dm = -2.0 * be * m / (q + eps)
+    dq = be * m**2 / (q + eps) ** 2 + d**2 / (2.0 * Tq) / (q + eps)
+    return dm, dq

@@ -1,0 +1,276 @@
+"""Phase curves in P: branches of minima, the transition (order, P_c, spinodals) and posterior means."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..._validate import check_int
+from .common import Attention, _check_grid, _check_prior, _scales, covered
+from .linear import _linear_curves, _linear_dims
+from .softmax_minima import _softmax_minima
+from .softmax_table import _cached_table, _softmax_tables
+
+# ----------------------------------------------------------------------------------------------------
+# phase curves
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseCurve:
+    """Branches, stable branch, posterior means and the transition over a grid of P.
+
+    free energies are T_q * Phi in nats (differences are log posterior odds between the phases).
+    """
+
+    attention: str
+    P: np.ndarray
+    branches: list = field(default_factory=list)
+    stable: dict = field(default_factory=dict)
+    mean: dict = field(default_factory=dict)
+    transition: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        def conv(x):
+            if isinstance(x, np.ndarray):
+                return [None if (isinstance(v, float) and not math.isfinite(v)) else v for v in x.tolist()]
+            if isinstance(x, dict):
+                return {k: conv(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [conv(v) for v in x]
+            if isinstance(x, (np.floating, float)):
+                return None if not math.isfinite(float(x)) else float(x)
+            if isinstance(x, np.integer):
+                return int(x)
+            return x
+
+        return {"attention": self.attention, "P": conv(self.P), "branches": conv(self.branches),
+                "stable": conv(self.stable), "mean": conv(self.mean), "transition": conv(self.transition),
+                "config": conv(self.config)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PhaseCurve":
+        def arr(v):
+            return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+
+        return cls(
+            attention=d["attention"],
+            P=arr(d["P"]),
+            branches=[{k: arr(v) for k, v in b.items()} for b in d["branches"]],
+            stable={k: arr(v) for k, v in d["stable"].items()},
+            mean={k: arr(v) for k, v in d["mean"].items()},
+            transition=dict(d["transition"]),
+            config=dict(d.get("config", {})),
+        )
+
+
+def _track_branches(P, minima, tol):
+    """Link the local minima at successive P into branches (nearest m, within tol)."""
+    branches = []  # each: dict of lists
+    active = []
+    for i, mins in enumerate(minima):
+        new_active = []
+        used = set()
+        for (m, q, F) in sorted(mins):
+            best, bd = None, tol
+            for b in active:
+                if id(b) in used:
+                    continue
+                dist = abs(b["m"][-1] - m)
+                if dist < bd:
+                    best, bd = b, dist
+            if best is None:
+                best = {"P": [], "m": [], "q": [], "u": [], "free_energy": []}
+                branches.append(best)
+            used.add(id(best))
+            best["P"].append(float(P[i]))
+            best["m"].append(m)
+            best["q"].append(q)
+            best["u"].append(m * m / q if q > 0 else 0.0)
+            best["free_energy"].append(F)
+            new_active.append(best)
+        active = new_active
+    return [{k: np.asarray(v) for k, v in b.items()} for b in branches]
+
+
+def _first_order(P, branches):
+    """Binodal and spinodals from two branches that overlap in P."""
+    if len(branches) < 2:
+        return None
+    lo = min(branches, key=lambda b: b["m"][0] if b["m"].size else np.inf)
+    hi = max(branches, key=lambda b: b["m"][-1] if b["m"].size else -np.inf)
+    if lo is hi:
+        return None
+    Ps = np.intersect1d(lo["P"], hi["P"])
+    if Ps.size == 0:
+        return None
+    spin = [float(hi["P"][0]), float(lo["P"][-1])]
+    Flo = np.interp(Ps, lo["P"], lo["free_energy"])
+    Fhi = np.interp(Ps, hi["P"], hi["free_energy"])
+    diff = Fhi - Flo  # > 0 below the binodal
+    Pc = None
+    for i in range(len(Ps) - 1):
+        if diff[i] > 0 >= diff[i + 1]:
+            Pc = float(Ps[i] + diff[i] / (diff[i] - diff[i + 1]) * (Ps[i + 1] - Ps[i]))
+    if Pc is None:
+        # no sign change on the overlap grid (window narrower than the P spacing): the binodal lies at
+        # the end of the window where |F_hi - F_lo| is smallest
+        Pc = float(Ps[int(np.argmin(np.abs(diff)))])
+    return {"order": "first", "P_c": Pc, "spinodals": spin}
+
+
+def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
+    """Assemble a PhaseCurve from the minima (per P) and the posterior means (NP, 3) of one configuration."""
+    if edge_hit:
+        warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=4)
+    if np.any(edge_mass > 2e-2):
+        warnings.warn("theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be "
+                      "biased", stacklevel=4)
+    branches = _track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
+    for b in branches:
+        b["free_energy"] = b["free_energy"] * Tq
+    stable = {k: np.full(len(P), np.nan) for k in ("m", "q", "u", "free_energy")}
+    for i, mins in enumerate(minima):
+        if not mins:
+            continue
+        m_, q_, F_, _ = min(mins, key=lambda t: t[2])
+        stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_ * Tq
+    # posterior means: the saddle-point density integrated over the whole dual grid (not only the Laplace
+    # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
+    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy()}
+    trans = _first_order(P, branches)
+    if trans is None:
+        trans = {"order": "crossover", "P_c": None, "spinodals": []}
+    return PhaseCurve("softmax", np.asarray(P), branches, stable, mean, trans)
+
+
+def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
+    """Phase curves of several (task, prior) configurations over one P grid, in a few compiled calls."""
+    num_samples, seed = numerics.get("num_samples", 20000), numerics.get("seed", 0)
+    nh, ng = numerics.get("nh", 241), numerics.get("ng", 121)
+    betas, epss, Tqs = [], [], []
+    for task, prior in zip(tasks, priors):
+        beta, eps, Tq = _scales(task, prior, P)
+        # the noise-fit term only shifts beta: beta_eff = beta - d^2 / (2 sigma2 T_q)
+        betas.append(beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq))
+        epss.append(eps)
+        Tqs.append(Tq)
+    beta, eps = np.stack(betas), np.stack(epss)
+    d = tasks[0].d_out
+    beta_max = float(beta.max())
+    if len(tasks) == 1:
+        tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800)]
+    else:
+        tabs = _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples,
+                               seed, 200, 96, 800)
+    minima, edge_hit, means, edge_mass = _softmax_minima(tabs, beta, eps, Tqs, d)
+    return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c]) for c in range(len(tasks))]
+
+
+def _softmax_phase_curve(task, prior, P, nf_flag, numerics):
+    return _softmax_phase_curves([task], [prior], P, nf_flag, numerics)[0]
+
+
+def _linear_critical_P(task, prior, nf_flag):
+    """P where the curvature of the c-action at c = 0 changes sign: (D - 3) = 2 T_q beta_eff <q/(q+eps)>_{c=0}."""
+    from scipy.optimize import brentq
+
+    D, Tq = _linear_dims(task)
+
+    def curv(P):
+        beta, eps, _ = _scales(task, prior, P)
+        nf = nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
+        lt = np.linspace(np.log(D) - 12 / np.sqrt(D) - 4, np.log(D) + 12 / np.sqrt(D) + 1, 400)
+        t = np.exp(lt)
+        q = prior.sigma_A2 * t / (task.T * Tq)
+        lw = 0.5 * D * lt - 0.5 * t - 0.5 * task.d_out**2 * np.log1p(q / eps)
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
+        return 2 * Tq * (beta - nf) * np.sum(w * q / (q + eps)) - (D - 3)
+
+    P0 = prior.sigma2 * (D - 3) / (task.d_out * Tq)
+    lo, hi = P0 * 0.5, P0 * 2.0
+    while curv(lo) > 0:
+        lo /= 2
+    while curv(hi) < 0:
+        hi *= 2
+    return float(brentq(curv, lo, hi, xtol=1e-10 * P0))
+
+
+def _linear_phase_curves(tasks, priors, P, nf_flag):
+    return [_linear_phase_curve(t, p, P, nf_flag) for t, p in zip(tasks, priors)]
+
+
+def _linear_phase_curve(task, prior, P, nf_flag):
+    c, logp, mean_u, Tq, D = _linear_curves(task, prior, P, nf_flag)
+    Pc = _linear_critical_P(task, prior, nf_flag)
+    S = -logp  # total action in nats on the cosine grid
+    beta, eps, _ = _scales(task, prior, P)
+    # minimum in c per P, refined by a parabola through the grid minimum and its neighbours
+    rows = np.arange(len(P))
+    j = np.argmin(S, axis=1)
+    inner = (j > 0) & (j < len(c) - 1)
+    jm, jp = np.clip(j - 1, 0, len(c) - 1), np.clip(j + 1, 0, len(c) - 1)
+    y0, y1, y2 = S[rows, jm], S[rows, j], S[rows, jp]
+    den = y0 - 2 * y1 + y2
+    dt = np.where(inner & (den > 0), 0.5 * (y0 - y2) / np.where(den > 0, den, 1.0), 0.0)
+    cs = c[j] + dt * (c[jp] - c[jm]) / 2
+    Fs = y1 - 0.25 * (y0 - y2) * dt
+    us = cs**2
+    # radius at the minimum: the conditional mean of q given c
+    qs = _linear_q_given_c(task, prior, beta, eps, cs, D, Tq)
+    # zero of the free energy: -log of the normalisation of the Beta law at c = 0 is not tracked;
+    # free energies are reported relative to the c = 0 point of the same P
+    F0 = S[:, 0]
+    stable = {"m": np.sqrt(us * qs), "q": qs, "u": us, "free_energy": Fs - F0}
+    branch = {"P": np.asarray(P, float), **{k: v.copy() for k, v in stable.items()}}
+    qbar = _linear_q_given_c(task, prior, beta, eps, np.zeros(len(P)), D, Tq)
+    mean = {"u": mean_u, "q": qbar, "m": np.sqrt(mean_u * qbar)}
+    inside = P[0] <= Pc <= P[-1]
+    trans = {"order": "second", "P_c": float(Pc) if inside else None, "spinodals": [], "P_c_exact": float(Pc)}
+    return PhaseCurve("linear", np.asarray(P), [branch], stable, mean, trans)
+
+
+def _linear_q_given_c(task, prior, beta, eps, c, D, Tq):
+    """Conditional mean of q given the cosine c (beta, eps, c: scalars or arrays of one shape)."""
+    lt = np.linspace(np.log(D) - 12 / np.sqrt(D) - 4, np.log(D) + 12 / np.sqrt(D) + 1, 400)
+    t = np.exp(lt)
+    q = prior.sigma_A2 * t / (task.T * Tq)
+    beta, eps, c = (np.asarray(x, float)[..., None] for x in (beta, eps, c))
+    E = Tq * beta * (1 - c**2 * q / (q + eps)) + 0.5 * task.d_out**2 * np.log1p(q / eps)
+    lw = 0.5 * D * lt - 0.5 * t - E
+    w = np.exp(lw - lw.max(axis=-1, keepdims=True))
+    out = np.sum(w * q, axis=-1) / np.sum(w, axis=-1)
+    return float(out) if out.ndim == 0 else out
+
+
+def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool = False, num_samples: int = 20000,
+                seed: int = 0, nh: int = 241, ng: int = 121) -> PhaseCurve:
+    """Branches of local minima of the reduced action over P, the stable branch, the posterior means from
+    the reduced density and the transition.
+
+    task: CopyTask (Gaussian tokens; softmax needs boundary='cyclic'); prior: Prior (sigma2 fixed, so
+    beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
+    O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
+    ``nh``, ``ng``: dual grid sizes (softmax).
+
+    >>> import bayesattn as ba
+    >>> pc = ba.theory.phase_curve(ba.CopyTask(T=16, d=8), ba.Prior(1, 100, 400), "linear", [100, 400, 1000])
+    >>> pc.transition["order"]
+    'second'
+    """
+    covered(task, attention)
+    prior = _check_prior(prior)
+    P = _check_grid("P_values", P_values)
+    num_samples = check_int("num_samples", num_samples, minimum=100)
+    if attention == "softmax":
+        pc = _softmax_phase_curve(task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
+    else:
+        pc = _linear_phase_curve(task, prior, P, float(noise_fit))
+    pc.config = {"task": task.config(), "prior": prior.config(), "attention": attention, "noise_fit": bool(noise_fit),
+                 "num_samples": num_samples, "seed": seed}
+    return pc

@@ -1,0 +1,101 @@
+"""Linear attention: exact Beta law of the cosine and the exact radius integral."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from .common import _scales, covered
+
+# ----------------------------------------------------------------------------------------------------
+# linear: exact Beta law of the cosine and exact radius integral
+# ----------------------------------------------------------------------------------------------------
+
+
+def _linear_dims(task):
+    """D = number of free logits (unmasked entries in query rows) and T_q."""
+    km = task.key_mask & task.query_mask[:, None]
+    return int(km.sum()), int(task.query_mask.sum())
+
+
+@functools.partial(jax.jit, static_argnames=("D", "Tq", "T", "d", "nt"))
+def _linear_log_density_c(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nt=400):
+    """log p(c) up to a constant, c = cosine between L and the shift pattern, radius integrated exactly.
+
+    c: (Nc,), beta/eps/nf scalars. t = |L|^2 / sigma_A2 ~ chi^2_D, q = sigma_A2 t / (T T_q), u = c^2.
+    """
+    # radius quadrature in log t around the chi^2_D bulk (the energy tilts it only mildly)
+    lt = jnp.linspace(jnp.log(D) - 12.0 / jnp.sqrt(D) - 4.0, jnp.log(D) + 12.0 / jnp.sqrt(D) + 1.0, nt)
+    t = jnp.exp(lt)
+    log_pt = 0.5 * D * lt - 0.5 * t  # density of log t
+    qv = sigma_A2 * t / (T * Tq)
+    u = c[:, None] ** 2
+    be = beta - nf
+    E = Tq * be * (1.0 - u * qv / (qv + eps)) + 0.5 * d**2 * jnp.log1p(qv / eps)
+    lr = logsumexp(log_pt[None, :] - E, axis=1)
+    return 0.5 * (D - 3) * jnp.log1p(-c**2) + lr
+
+
+def linear_log_density(task, prior, P, u):
+    """Reduced log density of u for linear attention, up to a constant, with respect to du / sqrt(u)
+    (i.e. the density of the cosine c = sqrt(u)); exact Beta law of the direction, exact radius integral."""
+    covered(task, "linear")
+    D, Tq = _linear_dims(task)
+    beta, eps, _ = _scales(task, prior, P)
+    c = jnp.sqrt(jnp.asarray(u, jnp.float64))
+    return _linear_log_density_c(c, float(beta), float(eps), float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("D", "Tq", "T", "d", "nu", "nt"))
+def _linear_log_density_hermite(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nu=65, nt=400):
+    """``_linear_log_density_c`` for a batch of P (beta, eps, nf: (NP,)) on a fixed cosine grid c: (Nc,).
+
+    The radius integral r(u) = log Int dt p(t) exp(-E(u, t)) is a log-sum-exp of functions linear in u = c^2,
+    so it is smooth and convex in u: it is computed exactly on nu nodes in u, with its exact derivative
+    dr/du = <T_q beta q/(q+eps)>, and interpolated by cubic Hermite polynomials instead of being summed at
+    every c (nt x Nc -> nt x nu work per P)."""
+    lt = jnp.linspace(jnp.log(D) - 12.0 / jnp.sqrt(D) - 4.0, jnp.log(D) + 12.0 / jnp.sqrt(D) + 1.0, nt)
+    t = jnp.exp(lt)
+    log_pt = 0.5 * D * lt - 0.5 * t
+    qv = sigma_A2 * t / (T * Tq)
+    ug = jnp.linspace(0.0, 1.0, nu)
+    hu = ug[1] - ug[0]
+    u = c**2
+    k = jnp.clip(jnp.floor(u / hu).astype(jnp.int32), 0, nu - 2)
+    s = u / hu - k
+
+    def one(be, ep, f):
+        w = qv / (qv + ep)
+        A = log_pt - Tq * (be - f) - 0.5 * d**2 * jnp.log1p(qv / ep)
+        B = Tq * (be - f) * w
+        X = A[None, :] + ug[:, None] * B[None, :]  # (nu, nt)
+        r = logsumexp(X, axis=1)
+        dr = jnp.sum(jnp.exp(X - r[:, None]) * B[None, :], axis=1)
+        r0, r1, d0, d1 = r[k], r[k + 1], dr[k] * hu, dr[k + 1] * hu
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        return 0.5 * (D - 3) * jnp.log1p(-u) + h00 * r0 + h10 * d0 + h01 * r1 + h11 * d1
+
+    return jax.vmap(one)(beta, eps, nf)
+
+
+def _linear_curves(task, prior, P_values, nf_flag, nc=2001):
+    D, Tq = _linear_dims(task)
+    beta, eps, _ = _scales(task, prior, P_values)
+    nf = nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq) * np.ones_like(beta)
+    # the cosine grid: c in [0, 1), dense near 0 and resolving the Beta law width 1/sqrt(D)
+    c = jnp.asarray(np.sin(np.linspace(0.0, np.pi / 2, nc))[:-1])
+    logp = np.asarray(_linear_log_density_hermite(c, jnp.asarray(beta), jnp.asarray(eps), float(prior.sigma_A2), D,
+                                                  Tq, task.T, task.d_out, jnp.asarray(nf)))
+    c = np.asarray(c)
+    # the density of c is symmetric; integrate over c in [0, 1) with trapezoid weights dc
+    wc = np.gradient(c)
+    lw = logp + np.log(wc)[None, :]
+    w = np.exp(lw - lw.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    u = c**2
+    mean_u = w @ u
+    return c, logp, mean_u, Tq, D

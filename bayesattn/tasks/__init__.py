@@ -1,0 +1,9 @@
+"""Tasks: pure functions of a PRNG key that return a :class:`Dataset`, one module per family.
+
+A config names a task by its class name; :func:`task_from_config` turns it back into the task.
+"""
+
+from .base import TASKS, Dataset, Task, draw_tokens, register_task, task_from_config
+from .copy import CopyTask
+
+__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "draw_tokens", "register_task", "task_from_config"]

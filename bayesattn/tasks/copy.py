@@ -1,0 +1,60 @@
+"""The copy task: each query must output the token ``offset`` positions back (docs/theory.md section 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import check_choice, check_int
+from .base import BOUNDARIES, TOKENS, Boundary, Task, TokenKind, draw_tokens, register_task
+
+
+@register_task
+@dataclass(frozen=True)
+class CopyTask(Task):
+    """Copy task: the target at query t is the token ``offset`` positions back.
+
+    >>> import jax, bayesattn as ba
+    >>> ds = ba.CopyTask(T=4, d=3).sample(jax.random.key(0), P=2)
+    >>> ds.X.shape, ds.Y.shape, bool((ds.Y[:, 1] == ds.X[:, 0]).all())
+    ((2, 4, 3), (2, 4, 3), True)
+    """
+
+    offset: int = 1
+    tokens: TokenKind = "gaussian"
+    boundary: Boundary = "cyclic"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "offset", check_int("offset", self.offset, minimum=1, maximum=self.T - 1))
+        check_choice("tokens", self.tokens, TOKENS)
+        check_choice("boundary", self.boundary, BOUNDARIES)
+
+    @property
+    def key_mask(self) -> np.ndarray:
+        if self.boundary == "cyclic":
+            return np.ones((self.T, self.T), dtype=bool)
+        return np.tril(np.ones((self.T, self.T), dtype=bool))
+
+    @property
+    def query_mask(self) -> np.ndarray:
+        qm = np.ones(self.T, dtype=bool)
+        if self.boundary == "causal":
+            qm[: self.offset] = False
+        return qm
+
+    @property
+    def source(self) -> np.ndarray:
+        """(T,) int: the source key of each query (t - offset mod T; meaningless where query_mask is False)."""
+        return (np.arange(self.T) - self.offset) % self.T
+
+    @property
+    def target_patterns(self) -> dict[str, np.ndarray]:
+        pat = np.zeros((self.T, self.T))
+        pat[np.arange(self.T), self.source] = 1.0
+        return {"copy": pat * self.query_mask[:, None]}
+
+    def _sample(self, key, P):
+        X = draw_tokens(key, (P, self.T), self.d, self.tokens)
+        return X, X[:, self.source, :]
