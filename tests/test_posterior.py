@@ -88,7 +88,7 @@ def test_sufficient_statistics_path_equals_direct_path(attention, boundary, rng)
     np.testing.assert_allclose(yy, np.sum(Y**2), rtol=1e-14)
     L = random_L(rng, 5)
     Z, Yr = np_design(L, data, attention)
-    G, C = post._gram(jnp.asarray(L))
+    G, C = post.gram(jnp.asarray(L))
     np.testing.assert_allclose(G, Z.T @ Z, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(C, Z.T @ Yr, rtol=1e-12, atol=1e-12)
 

@@ -208,7 +208,7 @@ class Posterior:
         return order_parameters(alpha, self.task.target_pattern, self.task.query_mask)
 
     # --- the closed form ---
-    def _gram(self, L):
+    def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
         """G = Z^T Z: (d, d) and C = Z^T Y: (d, d_out) from the sufficient statistics."""
         alpha = attention_weights(L, self.attention, self.task.key_mask)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
@@ -223,7 +223,7 @@ class Posterior:
 
     def _readout(self, L):
         """Cholesky factor of G + lam I and C."""
-        G, C = self._gram(L)
+        G, C = self.gram(L)
         lam = self.prior.lam(self.d)
         chol = jnp.linalg.cholesky(G + lam * jnp.eye(self.d))
         return chol, C
@@ -239,7 +239,7 @@ class Posterior:
         """log p(D | L) with V integrated out: the log Gaussian-process evidence (normalised)."""
         L = self._check_L(L)
         s2, lam = self.prior.sigma2, self.prior.lam(self.d)
-        G, C = self._gram(L)
+        G, C = self.gram(L)
         fit, logdet_K = _ridge_terms(G + lam * jnp.eye(self.d), C)
         logdet = logdet_K - self.d * jnp.log(lam)  # log det(I + G / lam)
         return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))

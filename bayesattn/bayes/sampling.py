@@ -49,6 +49,7 @@ from blackjax.adaptation.step_size import dual_averaging_adaptation
 
 from .._validate import check_choice, check_int, check_positive
 from .._batching import default_batch, map_batched
+from ..models.attention import hot_logits
 from .posterior import Posterior
 from ._program import _compiled, _rebuild, _split
 from .joint import _numpyro_nuts
@@ -95,21 +96,18 @@ _NUMPYRO_OPTIONS = {"target_acceptance_rate": 0.8, "max_num_doublings": 10}
 # Initial positions
 # ---------------------------------------------------------------------------------------------------------
 def hot_pattern(posterior: Posterior) -> np.ndarray:
-    """A strong copy pattern L: (T, T).
+    """A strong copy pattern L: (T, T) (:func:`bayesattn.models.attention.hot_logits`).
 
-    softmax: c_t * target_pattern with c_t = log(9 (k_t - 1)), k_t the allowed keys of row t, so each query
-    row puts 0.9 on its source; linear: the target direction scaled to the prior's typical radius
-    sqrt(sigma_A2 * D) (D = allowed entries), i.e. u = 1 at the radius where the posterior mass sits for q >> eps.
+    softmax: 0.9 on the source in every query row; linear: the target direction scaled to the prior's typical
+    radius sqrt(sigma_A2 * D) (D = allowed entries), i.e. u = 1 at the radius where the posterior mass sits for
+    q >> eps.
     """
     task = posterior.task
     pat = np.asarray(task.target_pattern, np.float64)
-    if posterior.attention == "softmax":
-        k = task.key_mask.sum(axis=1)
-        c = np.log(9.0 * np.maximum(k - 1, 1))
-        return pat * c[:, None]
-    D = int(task.key_mask.sum())
-    norm = np.sqrt(pat.sum())
-    return pat / max(norm, 1e-300) * np.sqrt(float(posterior.prior.sigma_A2) * D)
+    scale = None
+    if posterior.attention == "linear":
+        scale = np.sqrt(float(posterior.prior.sigma_A2) * int(task.key_mask.sum())) / max(np.sqrt(pat.sum()), 1e-300)
+    return hot_logits(pat, task.key_mask, posterior.attention, scale)
 
 
 def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chains: int) -> jax.Array:

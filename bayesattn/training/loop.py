@@ -37,7 +37,7 @@ import optax
 
 from .._batching import default_batch, map_batched
 from .._validate import check_array, check_choice, check_int, check_positive
-from ..models.attention import ATTENTIONS, AttentionKind, attention_weights
+from ..models.attention import hot_logits, ATTENTIONS, AttentionKind, attention_weights
 from ..diagnostics.observables import order_parameters
 from ..bayes.posterior import Posterior, Prior
 from ..tasks import Dataset, Task
@@ -80,7 +80,7 @@ class _Config:
     record_every: int
     batch_size: int | None
     init: str  # "small", "hot" or "array"
-    init_scale: float
+    init_scale: float | None  # None: the default hot pattern (hot_logits)
 
 
 class _RunData(NamedTuple):
@@ -106,7 +106,7 @@ def _init_params(cfg: _Config, post: Posterior, key, L0, V0):
         V = cfg.init_scale * jax.random.normal(kV, (d_out, d))
         return L, V
     if cfg.init == "hot":
-        L = cfg.init_scale * jnp.asarray(post.task.target_pattern)
+        L = jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention, cfg.init_scale))
     else:
         L = L0
     if V0 is None:  # start the readout at its conditional mode given the attention
@@ -243,10 +243,9 @@ def _default_lr(optimizer: str) -> float:
     return 1e-2 if optimizer == "adam" else 3e-2
 
 
-def _default_init_scale(init: str, attention: str, T: int) -> float:
-    if init == "hot":  # a source logit that already copies: alpha_source ~ 0.9 (softmax), alpha = pattern (linear)
-        return float(np.log(9.0 * (T - 1))) if attention == "softmax" else float(np.sqrt(T))
-    return 1e-2
+def _default_init_scale(init: str) -> float | None:
+    # hot: None lets hot_logits put 0.9 on the source in every row (softmax) or alpha = pattern (linear)
+    return None if init == "hot" else 1e-2
 
 
 def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max):
@@ -263,7 +262,7 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
         init_kind = check_choice("init", init, TRAIN_INITS)
     else:
         init_kind = "array"
-    scale = _default_init_scale(init_kind, attention, T) if init_scale is None else check_positive("init_scale", init_scale)
+    scale = _default_init_scale(init_kind) if init_scale is None else check_positive("init_scale", init_scale)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
     return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale)

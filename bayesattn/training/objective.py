@@ -15,7 +15,7 @@ from ..tasks import Task
 
 def _sq_error(post: Posterior, L, V):
     """sum over query rows of |y - V z|^2 from the statistics: |Y|^2 - 2 tr(V C) + tr(V G V^T)."""
-    G, C = post._gram(L)
+    G, C = post.gram(L)
     return post.yy - 2.0 * jnp.sum(V * C.T) + jnp.sum((V @ G) * V)
 
 
