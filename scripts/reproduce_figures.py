@@ -1,4 +1,4 @@
-"""Reproduce every figure of the theory (THEORY.md section 5) from the named configs in phase_diagrams/.
+"""Reproduce every figure of the theory (docs/model.md section 5) from the named configs in phase_diagrams/.
 
     python scripts/reproduce_figures.py                    # all configs, results in phase_diagrams/NAME/
     python scripts/reproduce_figures.py --only default finite_size

@@ -1,7 +1,7 @@
 """Shared, independent numpy/scipy references for the core tests.
 
 Nothing here calls bayesattn's numerics: attention maps, the explicit n x d design matrix Z and the
-n x n Gaussian-process evidence are written from THEORY.md sections 1-2 in plain numpy, so a test that
+n x n Gaussian-process evidence are written from docs/model.md sections 1-2 in plain numpy, so a test that
 compares the package against them checks two separate code paths.
 """
 

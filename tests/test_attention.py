@@ -1,4 +1,4 @@
-"""Attention maps and order parameters (THEORY.md sections 1 and 3) against numpy and exact values."""
+"""Attention maps and order parameters (docs/model.md sections 1 and 3) against numpy and exact values."""
 
 from __future__ import annotations
 

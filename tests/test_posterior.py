@@ -1,4 +1,4 @@
-"""The closed-form posterior over L against independent references (THEORY.md section 2)."""
+"""The closed-form posterior over L against independent references (docs/model.md section 2)."""
 
 from __future__ import annotations
 

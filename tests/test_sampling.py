@@ -319,7 +319,7 @@ def test_p0_prior_laws_thorough():
 
 @pytest.mark.slow
 def test_theory_reference_number_t8():
-    """THEORY.md's checked number: T = 8 softmax, beta = 5 -> <m> = 0.243 (cold and hot starts agree)."""
+    """docs/model.md's checked number: T = 8 softmax, beta = 5 -> <m> = 0.243 (cold and hot starts agree)."""
     post = posterior(8, 8, 1000, "softmax", ba.Prior(1.0, 100.0, 1000 * 8 / (2 * 5.0)))
     for init in ("cold", "hot"):
         s = ba.sample(post, jax.random.key(40), init=init).summary()

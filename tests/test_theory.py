@@ -1,4 +1,4 @@
-"""Tests of the order-parameter theory against independent references: THEORY.md's checked exact-MCMC
+"""Tests of the order-parameter theory against independent references: docs/model.md's checked exact-MCMC
 numbers, exact laws (Beta law of the linear cosine, prior means by symmetry), brute-force Monte Carlo
 of one softmax row, and exact-posterior MCMC (ba.sample)."""
 
@@ -19,11 +19,11 @@ D_TOK, P_REF = 8, 1000
 
 
 def prior_at(beta, P=P_REF, d=D_TOK, **kw):
-    """THEORY.md's checked setting: sigma2 = P d / (2 beta)."""
+    """docs/model.md's checked setting: sigma2 = P d / (2 beta)."""
     return ba.Prior(kw.get("sigma_A2", 1.0), kw.get("sigma_V2", 100.0), P * d / (2 * beta))
 
 
-# --- THEORY.md section 4 table (LDP / Beta-law column), to 0.005 ----------------------------------
+# --- docs/model.md section 4 table (LDP / Beta-law column), to 0.005 ----------------------------------
 
 @pytest.mark.parametrize("T, betas, ref", [
     (8, [5, 10], [0.247, 0.414]),

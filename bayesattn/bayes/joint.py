@@ -42,7 +42,7 @@ def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_sampl
 
 def joint_model(X, Y, task, attention, prior):
     """numpyro model of the joint posterior of (L, V) given the data, written from the model's definition
-    (THEORY.md section 1): L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows.
+    (docs/model.md section 1): L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows.
     X: (P, T, d), Y: (P, T, d_out)."""
     T, d = task.T, task.d
     L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand([T, T]).to_event(2))

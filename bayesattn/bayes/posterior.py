@@ -1,4 +1,4 @@
-"""The closed-form posterior over the attention matrix L (THEORY.md section 2).
+"""The closed-form posterior over the attention matrix L (docs/model.md section 2).
 
 Model: alpha = a(L), z_{mu,t} = sum_s alpha_ts x_{mu,s}, y_{mu,t} ~ N(V z_{mu,t}, sigma2 I),
 priors L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2 / d). Integrating V out exactly,

@@ -1,4 +1,4 @@
-"""Exact-posterior sampling of the attention matrix L (THEORY.md section 2) with blackjax and numpyro.
+"""Exact-posterior sampling of the attention matrix L (docs/model.md section 2) with blackjax and numpyro.
 
 ``sample(posterior, key, ...)`` runs NUTS / HMC / MALA (blackjax) or NUTS (numpyro) on the closed-form
 log density over L (the readout V integrated out), or adaptive tempered SMC (blackjax) from the prior to

@@ -1,13 +1,19 @@
-"""Observables: functions of attention weights alpha: (..., T, T) and of the task (docs/theory.md section 3).
+"""Observables: functions of attention weights and of the task (docs/model.md section 3).
 
-Used alike by the samplers, the training loop and the experiments; nothing here knows a network or a sampler.
+An observable maps attention weights alpha: (..., T, T) for one head, or (..., H, T, T) for H heads, to an
+array of shape (...). The task and the attention model declare theirs (:func:`declared`); the samplers, the
+training loop and the sweeps record whatever is declared. Nothing here knows a network or a sampler.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+Observable = Callable[[jax.Array], jax.Array]
 
 
 def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: np.ndarray) -> dict:
@@ -22,3 +28,81 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     safe_q = jnp.where(q > 0, q, 1.0)
     u = jnp.where(q > 0, m**2 / safe_q, 0.0)
     return {"m": m, "q": q, "u": u}
+
+
+def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
+    """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
+    w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
+    return jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(pattern, alpha.dtype), w)
+
+
+def attention_entropy(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
+    """Mean over query rows of -sum_s alpha_ts log alpha_ts (nats; rows of a softmax sum to 1)."""
+    w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
+    safe = jnp.where(alpha > 0, alpha, 1.0)
+    return -jnp.einsum("...ts,t->...", jnp.where(alpha > 0, alpha * jnp.log(safe), 0.0), w)
+
+
+def head_overlap(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
+    """Mean over head pairs h < h' of the cosine between the heads' (query-row) attention maps. alpha:
+    (..., H, T, T) with H >= 2 -> (...). 1: the heads attend alike; 0: disjoint."""
+    a = alpha * jnp.asarray(query_mask, alpha.dtype)[:, None]
+    flat = a.reshape(*a.shape[:-2], -1)
+    norm = jnp.sqrt(jnp.sum(flat**2, axis=-1))
+    unit = flat / jnp.where(norm > 0, norm, 1.0)[..., None]
+    gram = jnp.einsum("...hi,...gi->...hg", unit, unit)
+    H = alpha.shape[-3]
+    iu = np.triu_indices(H, 1)
+    return jnp.mean(gram[..., iu[0], iu[1]], axis=-1)
+
+
+def declared(task, model) -> dict[str, Observable]:
+    """The observables of ``task`` under the attention ``model`` (a :class:`bayesattn.models.AttentionModel`).
+
+    One head, a task with one target pattern (the copy task): "m", "q", "u", and "entropy" for softmax.
+    H heads, one pattern: per head "m_h0", ..., "u_h0", ...; and, independent of the head labels (the posterior
+    is symmetric under permuting heads), "m" and "u" of the best head (largest m), "q" the mean over heads,
+    "overlap" (:func:`head_overlap`) and "entropy" (softmax, mean over heads).
+    Several named patterns p (one per lag or span): "mass:p" for one head; for H heads "mass_h0:p", ... and
+    "mass_max:p" (the best head's mass on p). Every function maps alpha: (..., *logit shape) to (...).
+    """
+    pats = task.target_patterns
+    qm = task.query_mask
+    H = model.heads
+    out: dict[str, Observable] = {}
+    if len(pats) == 1:
+        pat = next(iter(pats.values()))
+        if H == 1:
+            for name in ("m", "q", "u"):
+                out[name] = (lambda a, name=name: order_parameters(a, pat, qm)[name])
+        else:
+            def best(a, name):
+                op = order_parameters(a, pat, qm)
+                i = jnp.argmax(op["m"], axis=-1)[..., None]
+                return jnp.take_along_axis(op[name], i, axis=-1)[..., 0]
+
+            out["m"] = lambda a: best(a, "m")
+            out["q"] = lambda a: jnp.mean(order_parameters(a, pat, qm)["q"], axis=-1)
+            out["u"] = lambda a: best(a, "u")
+            for h in range(H):
+                for name in ("m", "q", "u"):
+                    out[f"{name}_h{h}"] = (lambda a, h=h, name=name: order_parameters(a[..., h, :, :], pat, qm)[name])
+    elif pats:
+        for p, pat in pats.items():
+            if H == 1:
+                out[f"mass:{p}"] = (lambda a, pat=pat: pattern_mass(a, pat, qm))
+            else:
+                out[f"mass_max:{p}"] = (lambda a, pat=pat: jnp.max(pattern_mass(a, pat, qm), axis=-1))
+                for h in range(H):
+                    out[f"mass_h{h}:{p}"] = (lambda a, h=h, pat=pat: pattern_mass(a[..., h, :, :], pat, qm))
+    if H > 1:
+        out["overlap"] = lambda a: head_overlap(a, qm)
+    if model.kind == "softmax":
+        out["entropy"] = ((lambda a: attention_entropy(a, qm)) if H == 1
+                          else (lambda a: jnp.mean(attention_entropy(a, qm), axis=-1)))
+    return out
+
+
+def evaluate(observables: dict[str, Observable], alpha: jax.Array) -> dict[str, jax.Array]:
+    """{name: f(alpha)} for every declared observable."""
+    return {name: f(alpha) for name, f in observables.items()}

@@ -1,4 +1,4 @@
-"""Figures of THEORY.md section 5, drawn from the saved results of a phase-diagram run only.
+"""Figures of docs/model.md section 5, drawn from the saved results of a phase-diagram run only.
 
 Nothing here computes anything expensive: every function reads the point files written by
 :mod:`bayesattn.experiments` (``DIR/points/<method>/*.json``) and draws what is there, skipping a figure whose
@@ -302,7 +302,7 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
         curves = rec["result"]["curves_T"]
         cmap = plt.get_cmap("plasma")
         for k, (T, curve) in enumerate(sorted(curves.items(), key=lambda kv: int(kv[0]))):
-            # P in units of the linear critical point sigma2 T / d (THEORY.md section 4)
+            # P in units of the linear critical point sigma2 T / d (docs/model.md section 4)
             scale = c["prior"]["sigma2"] * int(T) / c["task"]["d"]
             ax.plot(_arr(curve["P"]) / scale, _arr(curve["mean"][x]), color=cmap(k / max(1, len(curves))),
                     label=f"T = {T}")

@@ -1,4 +1,4 @@
-"""Adam and Langevin training of the attention network (THEORY.md section 1), vectorised over seeds and P.
+"""Adam and Langevin training of the attention network (docs/model.md section 1), vectorised over seeds and P.
 
 The network is the model of the posterior: alpha = a(L), f_{mu,t} = V sum_s alpha_ts x_{mu,s}, with L: (T, T)
 and V: (d_out, d) trained. The objective is minus the joint log density, rescaled per query row:

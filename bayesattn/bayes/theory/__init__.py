@@ -1,4 +1,4 @@
-"""Order-parameter theory of the copy-head transition (THEORY.md section 4; derivation in docs/theory.md).
+"""Order-parameter theory of the copy-head transition (docs/model.md section 4; derivation in docs/theory.md).
 
 The closed-form posterior over the attention matrix L is reduced, at large n, to a density over the
 order parameters. With beta = P d / (2 sigma2) and eps = lam / n (lam = d sigma2 / sigma_V2, n = P T_q,
