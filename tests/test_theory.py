@@ -138,8 +138,20 @@ def test_softmax_transition_order_depends_on_T():
     assert w64 > w32
     st = pcs[64].stable["m"]
     assert st[P == 800][0] < 3 / 64 and st[P == 1000][0] > 0.15
-    # the posterior mean lies between the branches and is continuous at the binodal only through the mixture
-    assert np.all(np.isfinite(pcs[64].mean["m"]))
+    # inside the coexistence window the posterior mean lies between the branches (a mixture of the two wells)
+    mean = pcs[64].mean["m"]
+    assert np.all(np.isfinite(mean))
+    lo_s, hi_s = pcs[64].transition["spinodals"]
+    checked = 0
+    for i, p in enumerate(P):
+        ms = [b["m"][b["P"] == p][0] for b in pcs[64].branches if np.any(b["P"] == p)]
+        if lo_s < p < hi_s and len(ms) >= 2:
+            assert min(ms) - 2e-3 <= mean[i] <= max(ms) + 2e-3, (p, ms, mean[i])
+            checked += 1
+    assert checked >= 3  # the window holds several grid points with two branches
+    # and the mean rises across the window, from near the low branch to near the high branch
+    inside = (P > lo_s) & (P < hi_s)
+    assert mean[inside][-1] > mean[inside][0]
 
 
 def test_softmax_landscape_double_well_in_window():

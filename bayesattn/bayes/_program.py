@@ -13,18 +13,15 @@ from .posterior import Posterior, Prior
 
 
 def _split(posterior: Posterior):
-    leaves, (task, attention, prior) = posterior.tree_flatten()
-    prior_values = jnp.asarray([prior.sigma_A2, prior.sigma_V2, prior.sigma2], jnp.float64)
-    return (tuple(leaves), prior_values), (task, attention)
+    """(dynamic, static): the statistics and the prior (pytrees of arrays, traced) and (task, attention model)."""
+    children, static = posterior.tree_flatten()
+    prior = children[1]
+    values = Prior.tree_unflatten(None, [jnp.asarray(v, jnp.float64) for v in prior.tree_flatten()[0]])
+    return (children[0], values), static
 
 
 def _rebuild(static, dynamic) -> Posterior:
-    task, attention = static
-    leaves, prior_values = dynamic
-    prior = object.__new__(Prior)  # the values were validated when the caller's Prior was built
-    for name, v in zip(("sigma_A2", "sigma_V2", "sigma2"), prior_values):
-        object.__setattr__(prior, name, v)
-    return Posterior.tree_unflatten((task, attention, prior), leaves)
+    return Posterior.tree_unflatten(static, dynamic)
 
 
 _COMPILED: dict = {}  # compiled programs, keyed by everything static; a cache only (no numbers depend on it)

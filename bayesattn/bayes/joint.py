@@ -11,7 +11,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ..models.attention import attention_weights
+from ..models.attention import AttentionModel
 from .posterior import Posterior, Prior
 from ..tasks import Dataset
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
@@ -40,34 +40,38 @@ def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_sampl
     }
 
 
-def joint_model(X, Y, task, attention, prior):
+def joint_model(X, Y, task, attention, prior, heads: int | None = None):
     """numpyro model of the joint posterior of (L, V) given the data, written from the model's definition
-    (docs/model.md section 1): L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows.
-    X: (P, T, d), Y: (P, T, d_out)."""
-    T, d = task.T, task.d
-    L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand([T, T]).to_event(2))
-    V = numpyro.sample("V", dist.Normal(0.0, math.sqrt(prior.sigma_V2 / d)).expand([task.d_out, d]).to_event(2))
+    (docs/model.md section 1): L^h_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2/d), y ~ N(V z, sigma2 I) on query rows,
+    z = [z^1, ..., z^H] the concatenated head outputs. X: (P, T, d), Y: (P, T, d_out); L: (T, T) or (H, T, T),
+    V: (d_out, H d). ``attention``: a kind string (with ``heads``) or an AttentionModel."""
+    model = AttentionModel.coerce(attention, heads)
+    T, d, H = task.T, task.d, model.heads
+    L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand(list(model.logit_shape(T))).to_event(
+        len(model.logit_shape(T))))
+    V = numpyro.sample("V", dist.Normal(0.0, math.sqrt(prior.sigma_V2 / d)).expand([task.d_out, H * d]).to_event(2))
     rows = np.flatnonzero(task.query_mask)
-    alpha = attention_weights(L, attention, task.key_mask)[rows]
-    F = jnp.einsum("ts,psi,ki->ptk", alpha, X, V)
-    numpyro.sample("Y", dist.Normal(F, math.sqrt(prior.sigma2)).to_event(3), obs=Y[:, rows])
+    alpha = model.weights(L, task.key_mask).reshape(H, T, T)[:, rows]
+    Z = jnp.einsum("hts,psi->pthi", alpha, X).reshape(X.shape[0], len(rows), H * d)
+    numpyro.sample("Y", dist.Normal(Z @ V.T, math.sqrt(prior.sigma2)).to_event(3), obs=Y[:, rows])
 
 
 def sample_joint(dataset: Dataset, key: jax.Array, *, attention="softmax", prior: Prior | None = None,
-                 num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000, thin: int = 1,
-                 progress: bool = False) -> Samples:
+                 heads: int | None = None, num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000,
+                 thin: int = 1, progress: bool = False) -> Samples:
     """Reference sampler: numpyro NUTS on :func:`joint_model` (L and V together; cost grows with P).
-    Returns the L draws as :class:`Samples` (method "joint_nuts")."""
+    Returns the L draws as :class:`Samples` (method "joint_nuts"), with the same observables as
+    :func:`~bayesattn.sample`."""
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
     prior = Prior() if prior is None else prior
-    post = Posterior(dataset, attention, prior)  # only for the order parameters and validation
+    post = Posterior(dataset, attention, prior, heads=heads)  # only for the observables and validation
     num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
     kernel = numpyro.infer.NUTS(joint_model)
     samples, diag = _numpyro_nuts(kernel, key, None, num_chains=num_chains, num_warmup=num_warmup,
                                   num_samples=num_samples, thin=thin, progress=progress,
                                   model_kwargs=dict(X=dataset.X, Y=dataset.Y, task=dataset.task,
-                                                    attention=attention, prior=prior))
+                                                    attention=post.model, prior=prior))
     L = np.asarray(samples["L"])
     logdens = np.zeros(L.shape[:2])  # finiteness of L is what is checked for the reference
     config = {"method": "joint_nuts", "backend": "numpyro", "num_chains": num_chains, "num_warmup": num_warmup,

@@ -1,43 +1,51 @@
-"""The closed-form posterior over the attention matrix L (docs/model.md section 2).
+"""The closed-form posterior over the attention logits L (docs/model.md section 2), for one or H heads.
 
-Model: alpha = a(L), z_{mu,t} = sum_s alpha_ts x_{mu,s}, y_{mu,t} ~ N(V z_{mu,t}, sigma2 I),
-priors L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2 / d). Integrating V out exactly,
+Model: alpha^h = a(L^h) for heads h = 1..H, z_{mu,t} = [z^1; ...; z^H] with z^h_{mu,t} = sum_s alpha^h_ts x_{mu,s},
+y_{mu,t} ~ N(V z_{mu,t}, sigma2 I), priors L^h_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2 / d) (V: (d_out, H d), each
+entry with the one-head variance, so lam is the same for every H). Integrating V out exactly,
 
     log p(L, D) = log N(L; 0, sigma_A2) + tr(C^T (G + lam I)^{-1} C) / (2 sigma2)
                   - (d_out/2) log det(I + G/lam) - (n d_out/2) log(2 pi sigma2) - |Y|^2 / (2 sigma2),
 
-with G = Z^T Z, C = Z^T Y, lam = d sigma2 / sigma_V2. G and C are contractions of alpha with
-sufficient statistics computed once from the data, so one evaluation costs O(T^3 + T^2 d^2 + d^3),
-independent of P. ``log_density`` returns this *normalised* joint log density of (L, data), so it
-equals the log Gaussian-process evidence plus the log prior exactly (no dropped constant).
+with G = Z^T Z (H d x H d, blocks G^{hh'} = sum_t sum_{s,s'} alpha^h_ts alpha^h'_ts' Sxx_ss'), C = Z^T Y (H d x
+d_out, blocks C^h = sum_t sum_s alpha^h_ts Sxy_{s,t}) and lam = d sigma2 / sigma_V2. G and C are contractions of
+alpha with sufficient statistics computed once from the data (:class:`SufficientStats`), so one evaluation costs
+O(H^2 T^3 + H^2 T^2 d^2 + H^3 d^3), independent of P. The targets Y may be anything (not only a copy).
+``log_density`` returns this *normalised* joint log density of (L, data), so it equals the log Gaussian-process
+evidence plus the log prior exactly (no dropped constant).
 
-:class:`Posterior` is a JAX pytree (the statistics are leaves), so it can be passed through ``jit``
-and ``vmap``: posteriors of different P but the same task shape stack into one batch.
+:class:`Posterior`, :class:`Prior` and :class:`SufficientStats` are JAX pytrees, so a posterior can be passed
+through ``jit``, ``grad`` (in the prior's variances too) and ``vmap``: posteriors of different P but the same task
+shape stack into one batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .._validate import check_array, check_choice, check_positive
-from ..models.attention import ATTENTIONS, AttentionKind, attention_weights
-from ..diagnostics.observables import order_parameters
+from .._validate import check_array, check_positive, is_traced
+from ..diagnostics.observables import declared, evaluate, order_parameters
+from ..models.attention import AttentionKind, AttentionModel
 from ..tasks import Dataset
 
 LOG_2PI = float(np.log(2 * np.pi))
 
 
+@jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True)
 class Prior:
     """Prior and noise variances: L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2 / d), noise N(0, sigma2).
 
-    sigma2 is also the temperature of the equivalent Langevin training.
+    sigma2 is also the temperature of the equivalent Langevin training. A pytree with the three variances as
+    leaves (so a compiled sampler takes them as arguments and ``jax.grad`` reaches them); concrete values are
+    validated when built, traced ones are not.
     """
 
     sigma_A2: float = 1.0
@@ -46,7 +54,19 @@ class Prior:
 
     def __post_init__(self):
         for name in ("sigma_A2", "sigma_V2", "sigma2"):
-            object.__setattr__(self, name, check_positive(name, getattr(self, name)))
+            v = getattr(self, name)
+            if not is_traced(v):
+                object.__setattr__(self, name, check_positive(name, v))
+
+    def tree_flatten(self):
+        return (self.sigma_A2, self.sigma_V2, self.sigma2), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        obj = object.__new__(cls)  # leaves may be tracers or placeholders: no validation here
+        for name, v in zip(("sigma_A2", "sigma_V2", "sigma2"), leaves):
+            object.__setattr__(obj, name, v)
+        return obj
 
     def lam(self, d: int) -> float:
         """Ridge of the readout, lam = d sigma2 / sigma_V2."""
@@ -56,7 +76,39 @@ class Prior:
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
-        return dataclasses.asdict(self)
+        return {name: float(getattr(self, name)) for name in ("sigma_A2", "sigma_V2", "sigma2")}
+
+
+class SufficientStats(NamedTuple):
+    """What the closed form and the full-batch training objective need of the data, whatever P is.
+
+    Sxx[s, s'] = sum_mu x_s x_s'^T: (T, T, d, d); Syx[t, s] = sum_mu x_s y_t^T: (T, T, d, d_out) (stored
+    (t, s)-major, the layout the closed form reads; :attr:`Sxy` is the (s, t) view); YY = sum over query rows of
+    y y^T: (d_out, d_out); n: the number of (sequence, query) rows. A pytree (a NamedTuple of arrays).
+    """
+
+    Sxx: jax.Array
+    Syx: jax.Array
+    YY: jax.Array
+    n: jax.Array
+
+    @property
+    def Sxy(self) -> jax.Array:
+        return jnp.swapaxes(self.Syx, 0, 1)
+
+    @property
+    def yy(self) -> jax.Array:
+        """|Y|^2 = tr YY."""
+        return jnp.trace(self.YY)
+
+    @classmethod
+    def from_data(cls, X: jax.Array, Y: jax.Array, query_mask: np.ndarray) -> "SufficientStats":
+        """Statistics of X: (P, T, d) and Y: (P, T, d_out); rows outside ``query_mask`` (T,) are ignored."""
+        qm = np.asarray(query_mask, bool)
+        Y = jnp.asarray(Y, jnp.float64) * jnp.asarray(qm, jnp.float64)[None, :, None]
+        Sxx, Sxy, _ = sufficient_statistics(jnp.asarray(X, jnp.float64), Y)
+        Yf = Y.reshape(-1, Y.shape[-1])
+        return cls(Sxx, jnp.swapaxes(Sxy, 0, 1), Yf.T @ Yf, jnp.asarray(X.shape[0] * int(qm.sum()), jnp.float64))
 
 
 def sufficient_statistics(X: jax.Array, Y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -124,7 +176,10 @@ _ridge_terms.defvjp(_ridge_terms_fwd, _ridge_terms_bwd)
 
 @jax.tree_util.register_pytree_node_class
 class Posterior:
-    """Posterior over the attention matrix L: (T, T) given a dataset, with the readout V integrated out.
+    """Posterior over the attention logits L given a dataset, with the readout V integrated out.
+
+    attention: "softmax" | "linear" or a :class:`~bayesattn.models.AttentionModel`; heads: H (default 1). L has
+    shape (T, T) for one head and (H, T, T) for H heads (``L_shape``).
 
     >>> import jax, jax.numpy as jnp, bayesattn as ba
     >>> data = ba.CopyTask(T=8, d=8).sample(jax.random.key(0), P=1000)
@@ -134,46 +189,50 @@ class Posterior:
     True
     >>> round(float(post.order_parameters(L)["m"]), 2)
     0.28
+    >>> ba.Posterior(data, "softmax", heads=2).L_shape
+    (2, 8, 8)
     """
 
-    def __init__(self, dataset: Dataset, attention: AttentionKind = "softmax", prior: Prior | None = None):
+    def __init__(self, dataset: Dataset, attention: AttentionKind | AttentionModel = "softmax",
+                 prior: Prior | None = None, heads: int | None = None):
         if not isinstance(dataset, Dataset):
             raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
-        check_choice("attention", attention, ATTENTIONS)
+        model = AttentionModel.coerce(attention, heads)
         prior = Prior() if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
         check_array("dataset.X", dataset.X, (None, dataset.T, dataset.d))
         check_array("dataset.Y", dataset.Y, (dataset.P, dataset.T, dataset.d_out))
         # rows without a target never enter the likelihood, even in a Dataset built directly with junk there
-        Y = jnp.asarray(dataset.Y, jnp.float64) * jnp.asarray(dataset.task.query_mask, jnp.float64)[None, :, None]
-        Sxx, Sxy, yy = sufficient_statistics(jnp.asarray(dataset.X, jnp.float64), Y)
-        Syx = jnp.swapaxes(Sxy, 0, 1)
-        self._init(dataset.task, attention, prior, Sxx, Syx, yy, jnp.asarray(dataset.n, jnp.float64))
+        stats = SufficientStats.from_data(dataset.X, dataset.Y, dataset.task.query_mask)
+        self._init(dataset.task, model, stats, prior)
 
-    def _init(self, task, attention, prior, Sxx, Syx, yy, n):
-        self.task, self.attention, self.prior = task, attention, prior
-        self.Sxx, self.Syx, self.yy, self.n = Sxx, Syx, yy, n
+    def _init(self, task, model, stats, prior):
+        self.task, self.model, self.stats, self.prior = task, model, stats, prior
 
-    @property
-    def Sxy(self) -> jax.Array:
-        """Sxy[s, t] = sum_mu x_s y_t^T: (T, T, d, d_out), as returned by :func:`sufficient_statistics`."""
-        return jnp.swapaxes(self.Syx, 0, 1)
-
-    # --- pytree protocol: statistics are leaves, configuration is static ---
+    # --- pytree protocol: statistics and the prior's variances are leaves; task and attention model static ---
     def tree_flatten(self):
-        """Leaves (Sxx, Syx, yy, n); Syx[t, s] = Sxy[s, t] is the layout the closed form reads."""
-        return (self.Sxx, self.Syx, self.yy, self.n), (self.task, self.attention, self.prior)
+        return (self.stats, self.prior), (self.task, self.model)
 
     @classmethod
-    def tree_unflatten(cls, aux, leaves):
+    def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        obj._init(*aux, *leaves)
+        obj._init(aux[0], aux[1], *children)
         return obj
 
     def with_prior(self, prior: Prior) -> "Posterior":
         """The same data under another prior (statistics reused)."""
-        return Posterior.tree_unflatten((self.task, self.attention, prior), self.tree_flatten()[0])
+        return Posterior.tree_unflatten((self.task, self.model), (self.stats, prior))
+
+    # --- shapes and views ---
+    @property
+    def attention(self) -> str:
+        """The attention kind, "softmax" or "linear" (the model is :attr:`model`)."""
+        return self.model.kind
+
+    @property
+    def heads(self) -> int:
+        return self.model.heads
 
     @property
     def T(self) -> int:
@@ -187,49 +246,100 @@ class Posterior:
     def d_out(self) -> int:
         return self.task.d_out
 
+    @property
+    def L_shape(self) -> tuple[int, ...]:
+        """(T, T) for one head, (H, T, T) for H heads."""
+        return self.model.logit_shape(self.T)
+
+    @property
+    def key_mask(self) -> np.ndarray:
+        return self.model.key_mask(self.task.key_mask)
+
+    @property
+    def Sxx(self) -> jax.Array:
+        return self.stats.Sxx
+
+    @property
+    def Syx(self) -> jax.Array:
+        return self.stats.Syx
+
+    @property
+    def Sxy(self) -> jax.Array:
+        """Sxy[s, t] = sum_mu x_s y_t^T: (T, T, d, d_out), as returned by :func:`sufficient_statistics`."""
+        return self.stats.Sxy
+
+    @property
+    def yy(self) -> jax.Array:
+        return self.stats.yy
+
+    @property
+    def n(self) -> jax.Array:
+        return self.stats.n
+
     def __repr__(self):
-        return f"Posterior(task={self.task!r}, attention={self.attention!r}, prior={self.prior!r}, n={self.n})"
+        return f"Posterior(task={self.task!r}, model={self.model!r}, prior={self.prior!r}, n={self.n})"
 
     def _check_L(self, L):
-        return jnp.asarray(check_array("L", L, (self.T, self.T)), jnp.float64)
+        shape = self.L_shape
+        if tuple(np.shape(L)) != shape:
+            raise ValueError(f"L has shape {tuple(np.shape(L))}: expected {shape} for heads={self.heads}, "
+                             f"T={self.T} (no broadcasting)")
+        return jnp.asarray(check_array("L", L, shape), jnp.float64)
 
-    # --- attention and order parameters ---
+    def _check_batch_L(self, L):
+        shape, want = tuple(np.shape(L)), self.L_shape
+        if len(shape) < len(want) or shape[len(shape) - len(want):] != want:
+            raise ValueError(f"L has shape {shape}: expected (..., {', '.join(map(str, want))}) for "
+                             f"heads={self.heads}, T={self.T}")
+        check_array("L", L, (None,) * (len(shape) - len(want)) + want)  # NaN / inf
+        return jnp.asarray(L, jnp.float64)
+
+    # --- attention and observables ---
     def attention_weights(self, L: jax.Array) -> jax.Array:
-        """alpha = a(L): (T, T)."""
-        return attention_weights(self._check_L(L), self.attention, self.task.key_mask)
+        """alpha = a(L), the shape of L."""
+        return self.model.weights(self._check_L(L), self.task.key_mask)
+
+    def observables(self, L: jax.Array) -> dict:
+        """Every observable the task and the attention model declare
+        (:func:`bayesattn.diagnostics.observables.declared`); L: (..., *L_shape) gives arrays of shape (...)."""
+        alpha = self.model.weights(self._check_batch_L(L), self.task.key_mask)
+        return evaluate(declared(self.task, self.model), alpha)
 
     def order_parameters(self, L: jax.Array) -> dict:
-        """{"m", "q", "u"} of a(L); L: (..., T, T) gives arrays of shape L.shape[:-2]."""
-        shape = tuple(np.shape(L))
-        if len(shape) < 2 or shape[-2:] != (self.T, self.T):
-            raise ValueError(f"L has shape {shape}: expected (..., {self.T}, {self.T})")
-        check_array("L", L, (None,) * (len(shape) - 2) + (self.T, self.T))  # NaN / inf
-        alpha = attention_weights(jnp.asarray(L, jnp.float64), self.attention, self.task.key_mask)
-        return order_parameters(alpha, self.task.target_pattern, self.task.query_mask)
+        """{"m", "q", "u"} of a(L) (for H heads: m and u of the best head, q averaged over heads);
+        L: (..., *L_shape) gives arrays of shape (...)."""
+        if self.heads == 1:
+            alpha = self.model.weights(self._check_batch_L(L), self.task.key_mask)
+            return order_parameters(alpha, self.task.target_pattern, self.task.query_mask)
+        obs = self.observables(L)
+        return {k: obs[k] for k in ("m", "q", "u")}
 
     # --- the closed form ---
     def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """G = Z^T Z: (d, d) and C = Z^T Y: (d, d_out) from the sufficient statistics."""
-        alpha = attention_weights(L, self.attention, self.task.key_mask)
+        """G = Z^T Z: (H d, H d) and C = Z^T Y: (H d, d_out) from the sufficient statistics (H = 1: (d, d), (d, d_out))."""
+        T, d, H = self.T, self.d, self.heads
+        alpha = self.model.weights(L, self.task.key_mask).reshape(H, T, T)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
-        A2 = _crossprod(aw, alpha)  # (alpha^T W alpha)_{ss'}
-        T, d = self.T, self.d
+        # (aw^T alpha) over t for every head pair, as one (T, H T)^T (T, H T) product: [(h, s), (h', s')]
+        flat = lambda a: jnp.transpose(a, (1, 0, 2)).reshape(T, H * T)  # noqa: E731
+        A2 = _crossprod(flat(aw), flat(alpha)).reshape(H, T, H, T).transpose(0, 2, 1, 3)
         # flat mat-vec products: XLA's CPU dot with two contracting axes is ~10x slower than one plain GEMV
-        G = (A2.reshape(1, T * T) @ self.Sxx.reshape(T * T, d * d)).reshape(d, d)
+        G = (A2.reshape(H * H, T * T) @ self.Sxx.reshape(T * T, d * d)).reshape(H, H, d, d)
+        G = G.transpose(0, 2, 1, 3).reshape(H * d, H * d)
         # Syx is Sxy stored (t, s)-major, so that aw enters untransposed: a transpose of aw here (and
         # its adjoint in the gradient) cost 20 us of 65 in a jitted value-and-grad at T = 32, d = 8
-        C = (aw.reshape(1, T * T) @ self.Syx.reshape(T * T, -1)).reshape(d, -1)
+        C = (aw.reshape(H, T * T) @ self.Syx.reshape(T * T, -1)).reshape(H * d, -1)
         return G, C
 
     def _readout(self, L):
         """Cholesky factor of G + lam I and C."""
         G, C = self.gram(L)
         lam = self.prior.lam(self.d)
-        chol = jnp.linalg.cholesky(G + lam * jnp.eye(self.d))
+        chol = jnp.linalg.cholesky(G + lam * jnp.eye(G.shape[0]))
         return chol, C
 
     def log_prior(self, L: jax.Array) -> jax.Array:
-        """log N(L; 0, sigma_A2 I), normalised over all T^2 entries."""
+        """log N(L; 0, sigma_A2 I), normalised over all H T^2 entries."""
         # jnp.log (not np.log) here and below: the samplers may pass the prior's variances as traced jit arguments
         L = self._check_L(L)
         sA2 = self.prior.sigma_A2
@@ -240,25 +350,32 @@ class Posterior:
         L = self._check_L(L)
         s2, lam = self.prior.sigma2, self.prior.lam(self.d)
         G, C = self.gram(L)
-        fit, logdet_K = _ridge_terms(G + lam * jnp.eye(self.d), C)
-        logdet = logdet_K - self.d * jnp.log(lam)  # log det(I + G / lam)
+        k = G.shape[0]
+        fit, logdet_K = _ridge_terms(G + lam * jnp.eye(k), C)
+        logdet = logdet_K - k * jnp.log(lam)  # log det(I + G / lam)
         return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))
 
     def log_density(self, L: jax.Array) -> jax.Array:
         """log p(L, D) = log prior + log evidence; equals log p(L | D) up to the L-independent log p(D).
 
-        L: (T, T). Jit-, grad- and vmap-able (vmap over L or over stacked posteriors).
+        L: ``L_shape``. Jit-, grad- and vmap-able (vmap over L or over stacked posteriors).
         """
         return self.log_prior(L) + self.log_likelihood(L)
 
     # --- the readout given L ---
     def readout_posterior(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Conditional posterior of V given L: mean (d_out, d) and the covariance (d, d) shared by
+        """Conditional posterior of V given L: mean (d_out, H d) and the covariance (H d, H d) shared by
         every row of V (rows are independent): V_k | L, D ~ N(mean[k], cov)."""
         chol, C = self._readout(self._check_L(L))
         mean = jsl.cho_solve((chol, True), C).T
-        cov = self.prior.sigma2 * jsl.cho_solve((chol, True), jnp.eye(self.d))
+        cov = self.prior.sigma2 * jsl.cho_solve((chol, True), jnp.eye(chol.shape[0]))
         return mean, cov
+
+    def features(self, L: jax.Array, X: jax.Array) -> jax.Array:
+        """The readout's inputs z = [z^1, ..., z^H]: (P', T, H d) for sequences X: (P', T, d)."""
+        alpha = self.attention_weights(L).reshape(self.heads, self.T, self.T)
+        Z = jnp.einsum("hts,psi->pthi", alpha, X)
+        return Z.reshape(*Z.shape[:2], -1)
 
     def predict(self, L: jax.Array, X: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Posterior predictive of the outputs for new sequences X: (P', T, d) at fixed L.
@@ -267,38 +384,48 @@ class Posterior:
         """
         X = check_array("X", X, (None, self.T, self.d))
         mean_V, cov_V = self.readout_posterior(L)
-        Z = jnp.einsum("ts,psi->pti", self.attention_weights(L), X)
+        Z = self.features(L, X)
         return Z @ mean_V.T, jnp.einsum("pti,ij,ptj->pt", Z, cov_V, Z) + self.prior.sigma2
 
 
-def joint_log_density(L: jax.Array, V: jax.Array, dataset: Dataset, attention: AttentionKind, prior: Prior) -> jax.Array:
+def _direct_features(model: AttentionModel, task, L, X) -> jax.Array:
+    """z = [z^1, ..., z^H]: (P, T, H d) straight from the data (the references below; cost grows with P)."""
+    alpha = model.weights(L, task.key_mask).reshape(model.heads, task.T, task.T)
+    Z = jnp.einsum("hts,psi->pthi", alpha, X)
+    return Z.reshape(*Z.shape[:2], -1)
+
+
+def joint_log_density(L: jax.Array, V: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel,
+                      prior: Prior, heads: int | None = None) -> jax.Array:
     """Reference: log p(L, V, D) computed directly from the data (cost grows with P).
 
-    L: (T, T), V: (d_out, d). Integrating exp of this over V gives ``Posterior.log_density``.
+    L: (T, T) or (H, T, T), V: (d_out, H d). Integrating exp of this over V gives ``Posterior.log_density``.
     """
+    model = AttentionModel.coerce(attention, heads)
     task = dataset.task
-    T, d = task.T, task.d
-    alpha = attention_weights(L, attention, task.key_mask)
-    F = jnp.einsum("ts,psi,ki->ptk", alpha, dataset.X, V)
+    F = _direct_features(model, task, L, dataset.X) @ V.T
     qm = jnp.asarray(task.query_mask, F.dtype)[None, :, None]
     r2 = jnp.sum(((dataset.Y - F) * qm) ** 2)
-    s2, sA2, sV = prior.sigma2, prior.sigma_A2, prior.sigma_V2 / d
+    s2, sA2, sV = prior.sigma2, prior.sigma_A2, prior.sigma_V2 / task.d
     return (
-        -0.5 * jnp.sum(L**2) / sA2 - 0.5 * T * T * (LOG_2PI + np.log(sA2))
-        - 0.5 * jnp.sum(V**2) / sV - 0.5 * V.size * (LOG_2PI + np.log(sV))
-        - 0.5 * r2 / s2 - 0.5 * dataset.n * task.d_out * (LOG_2PI + np.log(s2))
+        -0.5 * jnp.sum(L**2) / sA2 - 0.5 * L.size * (LOG_2PI + jnp.log(sA2))
+        - 0.5 * jnp.sum(V**2) / sV - 0.5 * V.size * (LOG_2PI + jnp.log(sV))
+        - 0.5 * r2 / s2 - 0.5 * dataset.n * task.d_out * (LOG_2PI + jnp.log(s2))
     )
 
 
-def gp_log_evidence(L: jax.Array, dataset: Dataset, attention: AttentionKind, prior: Prior) -> jax.Array:
-    """Baseline: the n x n Gaussian-process evidence log p(D | L) by a dense Cholesky (cost O(n^3)).
+def gp_log_evidence(L: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel, prior: Prior,
+                    heads: int | None = None) -> jax.Array:
+    """Baseline: the n x n Gaussian-process evidence log p(D | L) by a dense Cholesky (cost O(n^3)), on the
+    concatenated features of all heads (each readout entry with prior variance sigma_V2 / d).
 
     Used by the benchmarks as the brute-force path the closed form replaces.
     """
+    model = AttentionModel.coerce(attention, heads)
     task = dataset.task
-    alpha = attention_weights(L, attention, task.key_mask)
     rows = np.flatnonzero(task.query_mask)
-    Z = jnp.einsum("ts,psi->pti", alpha, dataset.X)[:, rows].reshape(-1, task.d)
+    Zf = _direct_features(model, task, L, dataset.X)
+    Z = Zf[:, rows].reshape(-1, Zf.shape[-1])
     Y = dataset.Y[:, rows].reshape(-1, task.d_out)
     n = Z.shape[0]
     K = (prior.sigma_V2 / task.d) * Z @ Z.T + prior.sigma2 * jnp.eye(n)

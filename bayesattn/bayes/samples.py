@@ -13,10 +13,8 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from .._validate import check_int
 from .._json import to_plain
+from ..diagnostics.observables import declared, evaluate
 from .posterior import Posterior
-
-
-ORDER_PARAMETERS = ("m", "q", "u")
 
 
 MAX_SUMMARY_DRAWS = 1000  # per chain, in Samples.summary()["draws"]
@@ -24,10 +22,12 @@ MAX_SUMMARY_DRAWS = 1000  # per chain, in Samples.summary()["draws"]
 
 @dataclass
 class Samples:
-    """Draws of L and their order parameters, with diagnostics.
+    """Draws of L and their observables, with diagnostics.
 
-    L: (chains, draws, T, T) numpy; order_parameters: {"m", "q", "u"} -> (chains, draws);
-    diagnostics: per order parameter {"ess_bulk", "r_hat"}, plus "num_divergent", "num_divergent_warmup",
+    L: (chains, draws, *L_shape) numpy (L_shape = (T, T) for one head, (H, T, T) for H heads);
+    order_parameters: every observable the task and attention model declare
+    (:func:`bayesattn.diagnostics.observables.declared`; for the one-head copy task "m", "q", "u", and "entropy"
+    for softmax) -> (chains, draws); diagnostics: per observable {"ess_bulk", "r_hat"}, plus "num_divergent", "num_divergent_warmup",
     "acceptance_rate", "step_size" (per chain), "num_grad_evals", "wall_time_s", "compile_time_s",
     "num_nan"; method; config (everything needed to rerun, keys included); extra: method-specific results
     (SMC: "log_evidence", "mode_weights", "tempering_steps").
@@ -43,6 +43,11 @@ class Samples:
     extra: dict = field(default_factory=dict)
 
     @property
+    def observables(self) -> dict:
+        """The same dict as :attr:`order_parameters` (every declared observable)."""
+        return self.order_parameters
+
+    @property
     def num_chains(self) -> int:
         return int(self.L.shape[0])
 
@@ -51,11 +56,12 @@ class Samples:
         return int(self.L.shape[1])
 
     def summary(self) -> dict:
-        """JSON-serialisable summary: per order parameter mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
+        """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
         chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
-        diagnostics; "draws" of m, q, u thinned to at most 1000 per chain; SMC extras; method and config."""
+        diagnostics; "draws" of every observable thinned to at most 1000 per chain; SMC extras; method and config."""
         out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
-        for name in ORDER_PARAMETERS:
+        names = tuple(self.order_parameters)
+        for name in names:
             x = np.asarray(self.order_parameters[name], dtype=np.float64)
             good = np.isfinite(x)
             ess = float(self.diagnostics[name]["ess_bulk"])
@@ -68,9 +74,9 @@ class Samples:
                 "r_hat": float(self.diagnostics[name]["r_hat"]),
                 "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
             }
-        out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in ORDER_PARAMETERS})
+        out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in names})
         stride = max(1, math.ceil(self.num_draws / MAX_SUMMARY_DRAWS))
-        out["draws"] = {name: np.asarray(self.order_parameters[name])[:, ::stride].tolist() for name in ORDER_PARAMETERS}
+        out["draws"] = {name: np.asarray(self.order_parameters[name])[:, ::stride].tolist() for name in names}
         out["draws_stride"] = stride
         out.update(to_plain(self.extra))
         return out
@@ -95,16 +101,24 @@ def _check_counts(num_chains, num_warmup, num_samples, thin):
 
 
 def _problem_config(post: Posterior) -> dict:
-    return {"task": post.task.config(), "attention": post.attention, "prior": post.prior.config(),
-            "n": int(post.n), "T": post.T, "d": post.d}
+    return {"task": post.task.config(), "attention": post.attention, "heads": post.heads,
+            "model": post.model.config(), "prior": post.prior.config(), "n": int(post.n), "T": post.T, "d": post.d}
+
+
+def draw_observables(post: Posterior, L) -> dict:
+    """Every declared observable of draws L: (..., *L_shape) -> (...) numpy arrays (NaN where L is not finite:
+    no input check here, so that non-finite draws are counted rather than raised on)."""
+    alpha = post.model.weights(jnp.asarray(L, jnp.float64), post.task.key_mask)
+    return {k: np.asarray(v) for k, v in evaluate(declared(post.task, post.model), alpha).items()}
 
 
 def _assemble(post, L, logdens, diag, method, config, extra=None) -> Samples:
     L = np.asarray(L)
-    ops = {k: np.asarray(v) for k, v in post.order_parameters(jnp.asarray(L)).items()}
-    bad = ~np.isfinite(L).all(axis=(-2, -1)) | ~np.isfinite(np.asarray(logdens))
+    ops = draw_observables(post, L)
+    event = tuple(range(L.ndim - len(post.L_shape), L.ndim))
+    bad = ~np.isfinite(L).all(axis=event) | ~np.isfinite(np.asarray(logdens))
     diagnostics = {name: {"ess_bulk": float(effective_sample_size(ops[name])),
-                          "r_hat": float(split_gelman_rubin(ops[name]))} for name in ORDER_PARAMETERS}
+                          "r_hat": float(split_gelman_rubin(ops[name]))} for name in ops}
     diagnostics["num_nan"] = int(bad.sum())
     diagnostics.update(diag)
     return Samples(L=L, order_parameters=ops, diagnostics=diagnostics, method=method, config=config,

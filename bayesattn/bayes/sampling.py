@@ -82,55 +82,46 @@ _NUMPYRO_OPTIONS = {"target_acceptance_rate": 0.8, "max_num_doublings": 10}
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The posterior as jit arguments: statistics and the prior's variances are traced, task/attention static
-# ---------------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Initial positions
 # ---------------------------------------------------------------------------------------------------------
 def hot_pattern(posterior: Posterior) -> np.ndarray:
-    """A strong copy pattern L: (T, T) (:func:`bayesattn.models.attention.hot_logits`).
+    """A strong copy pattern L: ``posterior.L_shape`` (:func:`bayesattn.models.attention.hot_logits`), the same
+    in every head.
 
     softmax: 0.9 on the source in every query row; linear: the target direction scaled to the prior's typical
     radius sqrt(sigma_A2 * D) (D = allowed entries), i.e. u = 1 at the radius where the posterior mass sits for
     q >> eps.
     """
-    task = posterior.task
+    task, mask = posterior.task, posterior.key_mask
     pat = np.asarray(task.target_pattern, np.float64)
     scale = None
     if posterior.attention == "linear":
-        scale = np.sqrt(float(posterior.prior.sigma_A2) * int(task.key_mask.sum())) / max(np.sqrt(pat.sum()), 1e-300)
-    return hot_logits(pat, task.key_mask, posterior.attention, scale)
+        scale = np.sqrt(float(posterior.prior.sigma_A2) * int(mask.sum())) / max(np.sqrt(pat.sum()), 1e-300)
+    return np.broadcast_to(hot_logits(pat, mask, posterior.attention, scale), posterior.L_shape).copy()
 
 
 def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chains: int) -> jax.Array:
-    """Starting points (num_chains, T, T): "cold" (L = 0, uniform softmax attention), "hot"
-    (:func:`hot_pattern`), "prior" (an independent prior draw per chain), or an array of shape (T, T)
-    (same for every chain) or (num_chains, T, T)."""
-    T = posterior.T
+    """Starting points (num_chains, *L_shape): "cold" (L = 0, uniform softmax attention), "hot"
+    (:func:`hot_pattern`), "prior" (an independent prior draw per chain), or an array of shape L_shape
+    (same for every chain) or (num_chains, *L_shape). L_shape is (T, T) for one head, (H, T, T) for H."""
+    shape = posterior.L_shape
     num_chains = check_int("num_chains", num_chains, minimum=1)
     if isinstance(init, str):
         check_choice("init", init, SAMPLER_INITS)
         if init == "cold":
-            return jnp.zeros((num_chains, T, T))
+            return jnp.zeros((num_chains, *shape))
         if init == "hot":
-            return jnp.broadcast_to(jnp.asarray(hot_pattern(posterior)), (num_chains, T, T))
-        return math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(key, (num_chains, T, T), jnp.float64)
+            return jnp.broadcast_to(jnp.asarray(hot_pattern(posterior)), (num_chains, *shape))
+        return math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(key, (num_chains, *shape), jnp.float64)
     try:
         arr = np.asarray(init, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"init={init!r}: expected one of {', '.join(map(repr, SAMPLER_INITS))} or an array") from None
-    if arr.shape == (T, T):
-        arr = np.broadcast_to(arr, (num_chains, T, T))
-    if arr.shape != (num_chains, T, T):
-        raise ValueError(f"init has shape {arr.shape}: expected ({T}, {T}) or ({num_chains}, {T}, {T})")
+    if arr.shape == shape:
+        arr = np.broadcast_to(arr, (num_chains, *shape))
+    if arr.shape != (num_chains, *shape):
+        raise ValueError(f"init has shape {arr.shape}: expected {shape} or {(num_chains, *shape)} "
+                         f"(heads={posterior.heads}, T={posterior.T})")
     if not np.all(np.isfinite(arr)):
         raise ValueError("init contains NaN or inf: expected finite numbers")
     return jnp.asarray(arr)
@@ -139,11 +130,11 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
 # ---------------------------------------------------------------------------------------------------------
 # blackjax NUTS / HMC / MALA: warmup + sampling of all chains in one jitted, vmapped program
 # ---------------------------------------------------------------------------------------------------------
-def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch, task, attention):
+def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch, task, model):
     opts = dict(options)
 
     def run(dynamic, keys, positions):
-        post = _rebuild((task, attention), dynamic)
+        post = _rebuild((task, model), dynamic)
         logdensity = post.log_density
 
         def one_chain(key, position):

@@ -14,7 +14,7 @@ from blackjax.smc.tuning.from_particles import particles_stds
 
 from ..models.attention import ORDER_PARAMETER
 from ._program import _rebuild
-from .samples import Samples, _assemble
+from .samples import Samples, _assemble, draw_observables
 
 
 def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.Array, *, target_ess: float = 0.5,
@@ -35,12 +35,13 @@ def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.A
     n = jax.tree.leaves(particles)[0].shape[0]
     step_fn = functools.partial(blackjax.hmc.build_kernel(), num_integration_steps=num_integration_steps)
 
+    # the kernel is built once and takes the tuned parameters at every step (as blackjax's tempered.py does);
+    # blackjax.inner_kernel_tuning would do the tuning too, but its update hook cannot see the previous step sizes
+    kernel = blackjax.smc.adaptive_tempered.build_kernel(
+        logprior_fn, loglikelihood_fn, step_fn, blackjax.hmc.init, blackjax.smc.resampling.systematic, target_ess)
+
     def smc_step(k, st, params):
-        # blackjax.inner_kernel_tuning does this too, but its update hook cannot see the previous step sizes
-        algo = blackjax.adaptive_tempered_smc(
-            logprior_fn, loglikelihood_fn, step_fn, blackjax.hmc.init, params,
-            blackjax.smc.resampling.systematic, target_ess, num_mcmc_steps=num_mcmc_steps)
-        st, info = algo.step(k, st)
+        st, info = kernel(k, st, num_mcmc_steps, params)
         acc = jnp.mean(info.update_info.acceptance_rate, axis=-1)
         acc = jnp.where(jnp.isfinite(acc), acc, 0.0)
         params = {"step_size": update_scale_from_acceptance_rate(params["step_size"], acc, 0.65),
@@ -67,16 +68,16 @@ def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.A
             "num_grad_evals": steps * n * num_mcmc_steps * num_integration_steps}
 
 
-def _smc_program(num_particles, options, task, attention):
+def _smc_program(num_particles, options, task, model):
     opts = dict(options)
 
     def run(dynamic, keys):
-        post = _rebuild((task, attention), dynamic)
-        sA = jnp.sqrt(dynamic[1][0])
+        post = _rebuild((task, model), dynamic)
+        sA = jnp.sqrt(post.prior.sigma_A2)
 
         def one_run(key):
             pkey, skey, rkey = jax.random.split(key, 3)
-            particles = sA * jax.random.normal(pkey, (num_particles, task.T, task.T), jnp.float64)
+            particles = sA * jax.random.normal(pkey, (num_particles, *model.logit_shape(task.T)), jnp.float64)
             out = tempered_smc(post.log_prior, post.log_likelihood, skey, particles,
                                target_ess=opts["target_ess"], num_mcmc_steps=opts["num_mcmc_steps"],
                                num_integration_steps=opts["num_integration_steps"],
@@ -99,9 +100,9 @@ def _assemble_smc(post, out, diag, opts, config) -> Samples:
     if thr is None:
         thr = 3.0 / post.T if post.attention == "softmax" else 0.5
     by = ORDER_PARAMETER[post.attention]
-    op = np.asarray(post.order_parameters(jnp.asarray(out["particles"]))[by])  # (runs, N), weighted particles
+    obs = draw_observables(post, out["particles"])  # (runs, N), weighted particles
     w = out["weights"]
-    high = np.sum(w * (op > thr), axis=1)
+    high = np.sum(w * (obs[by] > thr), axis=1) if by in obs else np.full(w.shape[0], np.nan)
     logz = out["log_evidence"]
     diag.update({"num_divergent": 0, "num_divergent_warmup": 0, "step_size": None,
                  "tempering_steps": out["tempering_steps"], "tempering_param": out["tempering_param"]})

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._validate import check_choice
-from ...models.attention import ATTENTIONS
+from ...models.attention import ATTENTIONS, AttentionModel
 from ..posterior import Prior
 from ...tasks import CopyTask
 
@@ -20,12 +20,17 @@ Attention = Literal["softmax", "linear"]
 
 COVERED = (
     "the reduced theory covers CopyTask with tokens='gaussian'; softmax attention with boundary='cyclic'; "
-    "linear attention with boundary='cyclic' or 'causal'"
+    "linear attention with boundary='cyclic' or 'causal'; one head"
 )
 
 
-def covered(task, attention: str) -> None:
-    """Raise ValueError unless the reduced theory is derived for this task and attention."""
+def covered(task, attention) -> str:
+    """Raise ValueError unless the reduced theory is derived for this task and attention (a kind string or an
+    AttentionModel); return the attention kind."""
+    if isinstance(attention, AttentionModel):
+        if attention.heads != 1 or attention.mask != "task":
+            raise ValueError(f"attention={attention!r}: not covered; {COVERED}")
+        attention = attention.kind
     check_choice("attention", attention, ATTENTIONS)
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
@@ -33,6 +38,7 @@ def covered(task, attention: str) -> None:
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
     if attention == "softmax" and task.boundary != "cyclic":
         raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered; {COVERED}")
+    return attention
 
 
 def _check_prior(prior):

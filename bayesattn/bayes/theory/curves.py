@@ -10,7 +10,7 @@ import numpy as np
 
 from ..._validate import check_int
 from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .linear import _linear_curves, _linear_dims
+from .linear import _linear_curves, _linear_dims, _linear_energy, _radius_quadrature
 from .softmax_minima import _softmax_minima
 from .softmax_table import _cached_table, _softmax_tables
 
@@ -184,10 +184,8 @@ def _linear_critical_P(task, prior, nf_flag):
     def curv(P):
         beta, eps, _ = _scales(task, prior, P)
         nf = nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
-        lt = np.linspace(np.log(D) - 12 / np.sqrt(D) - 4, np.log(D) + 12 / np.sqrt(D) + 1, 400)
-        t = np.exp(lt)
-        q = prior.sigma_A2 * t / (task.T * Tq)
-        lw = 0.5 * D * lt - 0.5 * t - 0.5 * task.d_out**2 * np.log1p(q / eps)
+        _, _, log_pt, q = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
+        lw = log_pt - np.asarray(_linear_energy(0.0, q, beta - nf, eps, Tq, task.d_out))  # at c = 0
         w = np.exp(lw - lw.max())
         w /= w.sum()
         return 2 * Tq * (beta - nf) * np.sum(w * q / (q + eps)) - (D - 3)
@@ -237,12 +235,9 @@ def _linear_phase_curve(task, prior, P, nf_flag):
 
 def _linear_q_given_c(task, prior, beta, eps, c, D, Tq):
     """Conditional mean of q given the cosine c (beta, eps, c: scalars or arrays of one shape)."""
-    lt = np.linspace(np.log(D) - 12 / np.sqrt(D) - 4, np.log(D) + 12 / np.sqrt(D) + 1, 400)
-    t = np.exp(lt)
-    q = prior.sigma_A2 * t / (task.T * Tq)
+    _, _, log_pt, q = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
     beta, eps, c = (np.asarray(x, float)[..., None] for x in (beta, eps, c))
-    E = Tq * beta * (1 - c**2 * q / (q + eps)) + 0.5 * task.d_out**2 * np.log1p(q / eps)
-    lw = 0.5 * D * lt - 0.5 * t - E
+    lw = log_pt - np.asarray(_linear_energy(c**2, q, beta, eps, Tq, task.d_out))
     w = np.exp(lw - lw.max(axis=-1, keepdims=True))
     out = np.sum(w * q, axis=-1) / np.sum(w, axis=-1)
     return float(out) if out.ndim == 0 else out
@@ -263,7 +258,7 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     >>> pc.transition["order"]
     'second'
     """
-    covered(task, attention)
+    attention = covered(task, attention)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     num_samples = check_int("num_samples", num_samples, minimum=100)

@@ -77,7 +77,7 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     Per value: P_c (binodal for first order, critical point for second; NaN where none in the P range),
     the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``).
     """
-    covered(task, attention)
+    attention = covered(task, attention)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     if not isinstance(vary, dict) or len(vary) != 1 or next(iter(vary)) not in ("sigma_A2", "T"):
@@ -158,7 +158,7 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
     - "exponent": linear, the fitted onset exponent;
     - "curves": {T: PhaseCurve} the phase curves these were read from.
     """
-    covered(task, attention)
+    attention = covered(task, attention)
     P = _check_grid("P_values", P_values)
     Ts = _check_grid("T_values", T_values, integer=True).astype(int)
     keys = ("P_c", "crossover", "jump", "window", "width", "onset_slope", "exponent")

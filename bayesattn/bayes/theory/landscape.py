@@ -50,7 +50,7 @@ def landscape(task, prior, attention: Attention, P, grid=None, *, noise_fit: boo
 
     Returns {"x", "x_name", "S", "P", "attention"}. grid: increasing values in (0, 1).
     """
-    covered(task, attention)
+    attention = covered(task, attention)
     prior = _check_prior(prior)
     P = check_positive("P", P)
     if grid is None:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .common import _scales, covered
+from .common import _scales, action, covered
 
 # ----------------------------------------------------------------------------------------------------
 # linear: exact Beta law of the cosine and exact radius integral
@@ -22,20 +22,31 @@ def _linear_dims(task):
     return int(km.sum()), int(task.query_mask.sum())
 
 
+RADIUS_NODES = 400
+
+
+def _radius_quadrature(D, sigma_A2, T, Tq, xp=jnp, nt=RADIUS_NODES):
+    """Nodes of the exact radius integral, in log t around the chi^2_D bulk (t = |L|^2 / sigma_A2 ~ chi^2_D; the
+    energy tilts it only mildly): (log t, t, log density of log t up to a constant, q = sigma_A2 t / (T T_q))."""
+    lt = xp.linspace(xp.log(D) - 12.0 / xp.sqrt(D) - 4.0, xp.log(D) + 12.0 / xp.sqrt(D) + 1.0, nt)
+    t = xp.exp(lt)
+    return lt, t, 0.5 * D * lt - 0.5 * t, sigma_A2 * t / (T * Tq)
+
+
+def _linear_energy(u, q, beta_eff, eps, Tq, d):
+    """T_q E(m, q) at m^2 = u q: the energy part of :func:`~bayesattn.bayes.theory.action` (no entropy) times T_q,
+    in terms of the squared cosine u and the radius variable q (beta_eff = beta - noise-fit coefficient)."""
+    return Tq * action(jnp.sqrt(u * q), q, 0.0, beta=beta_eff, eps=eps, d=d, T_q=Tq)
+
+
 @functools.partial(jax.jit, static_argnames=("D", "Tq", "T", "d", "nt"))
-def _linear_log_density_c(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nt=400):
+def _linear_log_density_c(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nt=RADIUS_NODES):
     """log p(c) up to a constant, c = cosine between L and the shift pattern, radius integrated exactly.
 
     c: (Nc,), beta/eps/nf scalars. t = |L|^2 / sigma_A2 ~ chi^2_D, q = sigma_A2 t / (T T_q), u = c^2.
     """
-    # radius quadrature in log t around the chi^2_D bulk (the energy tilts it only mildly)
-    lt = jnp.linspace(jnp.log(D) - 12.0 / jnp.sqrt(D) - 4.0, jnp.log(D) + 12.0 / jnp.sqrt(D) + 1.0, nt)
-    t = jnp.exp(lt)
-    log_pt = 0.5 * D * lt - 0.5 * t  # density of log t
-    qv = sigma_A2 * t / (T * Tq)
-    u = c[:, None] ** 2
-    be = beta - nf
-    E = Tq * be * (1.0 - u * qv / (qv + eps)) + 0.5 * d**2 * jnp.log1p(qv / eps)
+    _, _, log_pt, qv = _radius_quadrature(D, sigma_A2, T, Tq, nt=nt)
+    E = _linear_energy(c[:, None] ** 2, qv, beta - nf, eps, Tq, d)
     lr = logsumexp(log_pt[None, :] - E, axis=1)
     return 0.5 * (D - 3) * jnp.log1p(-c**2) + lr
 
@@ -51,17 +62,14 @@ def linear_log_density(task, prior, P, u):
 
 
 @functools.partial(jax.jit, static_argnames=("D", "Tq", "T", "d", "nu", "nt"))
-def _linear_log_density_hermite(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nu=65, nt=400):
+def _linear_log_density_hermite(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nu=65, nt=RADIUS_NODES):
     """``_linear_log_density_c`` for a batch of P (beta, eps, nf: (NP,)) on a fixed cosine grid c: (Nc,).
 
     The radius integral r(u) = log Int dt p(t) exp(-E(u, t)) is a log-sum-exp of functions linear in u = c^2,
     so it is smooth and convex in u: it is computed exactly on nu nodes in u, with its exact derivative
     dr/du = <T_q beta q/(q+eps)>, and interpolated by cubic Hermite polynomials instead of being summed at
     every c (nt x Nc -> nt x nu work per P)."""
-    lt = jnp.linspace(jnp.log(D) - 12.0 / jnp.sqrt(D) - 4.0, jnp.log(D) + 12.0 / jnp.sqrt(D) + 1.0, nt)
-    t = jnp.exp(lt)
-    log_pt = 0.5 * D * lt - 0.5 * t
-    qv = sigma_A2 * t / (T * Tq)
+    _, _, log_pt, qv = _radius_quadrature(D, sigma_A2, T, Tq, nt=nt)
     ug = jnp.linspace(0.0, 1.0, nu)
     hu = ug[1] - ug[0]
     u = c**2
@@ -69,9 +77,9 @@ def _linear_log_density_hermite(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nu=65, 
     s = u / hu - k
 
     def one(be, ep, f):
-        w = qv / (qv + ep)
-        A = log_pt - Tq * (be - f) - 0.5 * d**2 * jnp.log1p(qv / ep)
-        B = Tq * (be - f) * w
+        # -E is linear in u: -E(u) = A + u B
+        A = log_pt - _linear_energy(0.0, qv, be - f, ep, Tq, d)
+        B = Tq * (be - f) * qv / (qv + ep)
         X = A[None, :] + ug[:, None] * B[None, :]  # (nu, nt)
         r = logsumexp(X, axis=1)
         dr = jnp.sum(jnp.exp(X - r[:, None]) * B[None, :], axis=1)
