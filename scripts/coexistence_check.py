@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 import bayesattn as ba
-from bayesattn import theory as th
+from bayesattn.bayes import theory as th
 from bayesattn._json import to_plain
 from bayesattn.sweep import package_versions
 
@@ -46,8 +46,9 @@ def landscape_summary(task, prior, P):
 
 
 def _diag_gaussian(draws):
-    """Mean and standard deviation per entry of L over draws: (n, T, T)."""
-    return draws.mean(axis=0), np.maximum(draws.std(axis=0), 1e-3)
+    """Mean and standard deviation per entry of L over draws: (n, T, T) (the library's reference fit)."""
+    from bayesattn.bayes.modes import MIN_STD
+    return draws.mean(axis=0), np.maximum(draws.std(axis=0), MIN_STD)
 
 
 def gaussian_reference_smc(post, key, comps, runs, particles, mcmc_steps, target_ess, thr):
@@ -102,7 +103,8 @@ def main(argv=None):
                     "(default 3 / T, as the SMC's mode weights)")
     ap.add_argument("--reference", action="store_true", help="also run SMC from the two-Gaussian reference q")
     ap.add_argument("--branch-runs", type=int, default=0,
-                    help="runs of SMC from a Gaussian fitted to each branch alone (the branch evidences)")
+                    help="runs of SMC from a Gaussian fitted to each branch alone (the branch evidences, "
+                    "ba.mode_weights)")
     ap.add_argument("--skip-prior-smc", action="store_true", help="do not run SMC from the prior")
     a = ap.parse_args(argv)
     prior = ba.Prior(1.0, 100.0, 400.0)
@@ -148,22 +150,21 @@ def main(argv=None):
               f"mean {w.mean():.3f}; log evidence per run", np.round(r["log_evidence_runs"], 2).tolist(), flush=True)
     if a.branch_runs > 0 and len(branch_draws) == 2:
         t1 = time.perf_counter()
-        br = {name: gaussian_reference_smc(post, jax.random.key(40 + j), [_diag_gaussian(branch_draws[init])],
-                                           a.branch_runs, a.particles, a.mcmc_steps, a.target_ess, thr)
-              for j, (name, init) in enumerate((("low", "cold"), ("high", "hot")))}
-        lz = {k: np.asarray(v["log_evidence_runs"]) for k, v in br.items()}
-        # combine runs in Z (the estimator is unbiased in Z), then the weight of the copy branch
-        from scipy.special import logsumexp
-        lz_mean = {k: float(logsumexp(v) - np.log(v.size)) for k, v in lz.items()}
-        br["high_weight"] = float(1.0 / (1.0 + np.exp(lz_mean["low"] - lz_mean["high"])))
-        br["log_Z_high_minus_low"] = lz_mean["high"] - lz_mean["low"]
+        # the library's per-branch evidences (bayesattn.bayes.modes): SMC from a Gaussian fitted to each branch
+        mw = ba.mode_weights(post, jax.random.key(40), {"low": branch_draws["cold"], "high": branch_draws["hot"]},
+                             runs=a.branch_runs, num_particles=a.particles, num_mcmc_steps=a.mcmc_steps,
+                             target_ess=a.target_ess)
+        br = mw.to_dict()
+        br["high_weight"] = mw.weights["high"]
+        br["log_Z_high_minus_low"] = mw.log_odds["high"]
         br["wall_s"] = time.perf_counter() - t1
         res["smc_branches"] = br
-        print("SMC per branch: log Z low runs", np.round(lz["low"], 2).tolist(), "high runs",
-              np.round(lz["high"], 2).tolist(), f"-> log Z_high - log Z_low = {br['log_Z_high_minus_low']:.2f}, "
-              f"weight of the copy branch {br['high_weight']:.3f}; m ranges "
-              f"{br['low']['min_m']:.3f}-{br['low']['max_m']:.3f} / {br['high']['min_m']:.3f}-{br['high']['max_m']:.3f}",
-              flush=True)
+        (lo_min, lo_max), (hi_min, hi_max) = mw.observable_range["low"], mw.observable_range["high"]
+        print("SMC per branch: log Z low runs", np.round(mw.log_evidence_runs["low"], 2).tolist(), "high runs",
+              np.round(mw.log_evidence_runs["high"], 2).tolist(),
+              f"-> log Z_high - log Z_low = {mw.log_odds['high']:.2f}, weight of the copy branch "
+              f"{mw.weights['high']:.3f} +- {mw.weights_se['high']:.3f}; m ranges {lo_min:.3f}-{lo_max:.3f} / "
+              f"{hi_min:.3f}-{hi_max:.3f}", flush=True)
     res["wall_time_s"] = time.perf_counter() - t0
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"coexistence_T{a.T}_P{a.P}.json")

@@ -30,7 +30,10 @@ class Samples:
     for softmax) -> (chains, draws); diagnostics: per observable {"ess_bulk", "r_hat"}, plus "num_divergent", "num_divergent_warmup",
     "acceptance_rate", "step_size" (per chain), "num_grad_evals", "wall_time_s", "compile_time_s",
     "num_nan"; method; config (everything needed to rerun, keys included); extra: method-specific results
-    (SMC: "log_evidence", "mode_weights", "tempering_steps").
+    (SMC: "log_evidence", "mode_weights", "tempering_steps"); sample_stats: per-draw sampler statistics
+    (chains, draws) where the method has them: "lp" (log density), "acceptance_rate", "diverging", "n_steps"
+    (gradient evaluations), "energy" (NUTS / HMC). "ess_bulk" is the split-chain ESS of :func:`split_ess`
+    (ArviZ's ``ess(method="mean")``) and "r_hat" numpyro's split R-hat (ArviZ's ``rhat(method="split")``).
     For SMC a "chain" is one independent SMC run and its "draws" are its particles (resampled to equal
     weight), so R-hat compares runs and ESS is only indicative.
     """
@@ -41,6 +44,7 @@ class Samples:
     method: str
     config: dict
     extra: dict = field(default_factory=dict)
+    sample_stats: dict = field(default_factory=dict)
 
     @property
     def observables(self) -> dict:
@@ -54,6 +58,31 @@ class Samples:
     @property
     def num_draws(self) -> int:
         return int(self.L.shape[1])
+
+    def to_arviz(self, include_L: bool = True):
+        """An ``arviz.InferenceData``: group ``posterior`` with every observable (chain, draw) and, with
+        ``include_L``, the logits "L" (chain, draw, [head,] query, key); group ``sample_stats`` with the per-draw
+        statistics of :attr:`sample_stats` and the adapted "step_size" (ArviZ's names: lp, acceptance_rate,
+        diverging, n_steps, energy). Needs the ``arviz`` extra (``pip install 'bayesattn[arviz]'``).
+
+        ``az.summary(s.to_arviz(), var_names=["m"])``, ``az.plot_trace(...)`` then work as usual.
+        """
+        try:
+            import arviz as az
+        except ImportError:
+            raise ImportError("Samples.to_arviz needs ArviZ: pip install 'bayesattn[arviz]'") from None
+        posterior = {name: np.asarray(v) for name, v in self.order_parameters.items()}
+        dims = {}
+        if include_L:
+            posterior["L"] = self.L
+            dims["L"] = (["head"] if self.L.ndim == 5 else []) + ["query", "key"]
+        stats = {k: np.asarray(v) for k, v in self.sample_stats.items()}
+        step = self.diagnostics.get("step_size")
+        if step is not None and stats:
+            stats["step_size"] = np.broadcast_to(np.asarray(step, np.float64).reshape(-1, 1), (self.num_chains,
+                                                                                              self.num_draws))
+        return az.from_dict(posterior=posterior, sample_stats=stats or None, dims=dims,
+                            attrs={"method": self.method, "inference_library": "bayesattn"})
 
     def summary(self) -> dict:
         """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
@@ -112,14 +141,24 @@ def draw_observables(post: Posterior, L) -> dict:
     return {k: np.asarray(v) for k, v in evaluate(declared(post.task, post.model), alpha).items()}
 
 
-def _assemble(post, L, logdens, diag, method, config, extra=None) -> Samples:
+def split_ess(x: np.ndarray) -> float:
+    """Effective sample size of draws x: (chains, draws) on split chains (each chain's first and last halves
+    as two chains, as Stan and ArviZ do), by numpyro's Geyer estimator: the same as ArviZ's
+    ``ess(method="mean")``, and low when a chain drifts."""
+    x = np.asarray(x)
+    half = x.shape[1] // 2
+    return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)))
+
+
+def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=None) -> Samples:
     L = np.asarray(L)
     ops = draw_observables(post, L)
     event = tuple(range(L.ndim - len(post.L_shape), L.ndim))
     bad = ~np.isfinite(L).all(axis=event) | ~np.isfinite(np.asarray(logdens))
-    diagnostics = {name: {"ess_bulk": float(effective_sample_size(ops[name])),
+    diagnostics = {name: {"ess_bulk": split_ess(ops[name]),
                           "r_hat": float(split_gelman_rubin(ops[name]))} for name in ops}
     diagnostics["num_nan"] = int(bad.sum())
     diagnostics.update(diag)
+    stats = {k: np.asarray(v) for k, v in (sample_stats or {}).items()}
     return Samples(L=L, order_parameters=ops, diagnostics=diagnostics, method=method, config=config,
-                   extra=extra or {})
+                   extra=extra or {}, sample_stats=stats)

@@ -22,8 +22,9 @@ Design:
   (``diagnostics["num_nan"]``), excluded from the means / stds / chain means in :meth:`Samples.summary`,
   and left in ``Samples.L`` as they are; ESS and R-hat are computed on all draws, so any NaN makes them
   NaN (a visible flag, not a silent average). Divergences are counted per phase.
-- ``ess_bulk`` is ``numpyro.diagnostics.effective_sample_size`` (Geyer / Stan ESS on the draws) and
-  ``r_hat`` is ``numpyro.diagnostics.split_gelman_rubin``.
+- ``ess_bulk`` is ``numpyro.diagnostics.effective_sample_size`` (Geyer / Stan ESS) on split chains (ArviZ's
+  ``ess(method="mean")``) and ``r_hat`` is ``numpyro.diagnostics.split_gelman_rubin``; ``Samples.to_arviz()``
+  hands the draws and the per-draw sampler statistics to ArviZ.
 
 >>> import jax, bayesattn as ba
 >>> data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), P=20)
@@ -156,7 +157,8 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
 
                 def step(k, st):
                     st, info = kernel(k, st, logdensity, step_size)
-                    return st, info.acceptance_rate, jnp.zeros((), bool), jnp.ones((), jnp.int64)
+                    # MALA has no Hamiltonian: its energy is reported as NaN
+                    return st, info.acceptance_rate, jnp.zeros((), bool), jnp.ones((), jnp.int64), jnp.nan
             else:
                 algo = blackjax.nuts if method == "nuts" else blackjax.hmc
                 extra = ({"max_num_doublings": opts["max_num_doublings"]} if method == "nuts"
@@ -173,23 +175,28 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
 
                 def step(k, st):
                     st, info = sampler.step(k, st)
-                    return st, info.acceptance_rate, info.is_divergent, info.num_integration_steps
+                    return st, info.acceptance_rate, info.is_divergent, info.num_integration_steps, info.energy
 
             def kept(st, k):
+                # per kept draw: acceptance and gradient evaluations summed over the thinning block, the
+                # divergences in it, and the energy of its last transition
                 def inner(carry, kk):
-                    st, acc, div, grads = carry
-                    st, a, dv, g = step(kk, st)
-                    return (st, acc + a, div + dv, grads + g), None
+                    st, acc, div, grads, _ = carry
+                    st, a, dv, g, e = step(kk, st)
+                    return (st, acc + a, div + dv, grads + g, jnp.asarray(e, jnp.float64)), None
 
-                zero = (st, jnp.zeros(()), jnp.zeros((), jnp.int64), jnp.zeros((), jnp.int64))
-                (st, acc, div, grads), _ = jax.lax.scan(inner, zero, jax.random.split(k, thin))
-                return st, (st.position, st.logdensity, acc, div, grads)
+                zero = (st, jnp.zeros(()), jnp.zeros((), jnp.int64), jnp.zeros((), jnp.int64), jnp.zeros(()))
+                (st, acc, div, grads, energy), _ = jax.lax.scan(inner, zero, jax.random.split(k, thin))
+                return st, (st.position, st.logdensity, acc, div, grads, energy)
 
-            _, (draws, logdens, acc, div, grads) = jax.lax.scan(kept, state, jax.random.split(skey, num_kept))
+            _, (draws, logdens, acc, div, grads, energy) = jax.lax.scan(
+                kept, state, jax.random.split(skey, num_kept))
             return {
                 "L": draws, "logdensity": logdens, "acceptance_rate": acc.sum() / (num_kept * thin),
                 "num_divergent": div.sum(), "num_divergent_warmup": jnp.sum(wdiv),
                 "num_grad_evals": grads.sum() + jnp.sum(wgrads), "step_size": step_size,
+                "draw_stats": {"acceptance_rate": acc / thin, "diverging": div > 0, "n_steps": grads,
+                               "energy": energy},
             }
 
         return map_batched(lambda kp: one_chain(*kp), (keys, positions), chains_per_batch)
@@ -299,11 +306,11 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         kernel = numpyro.infer.NUTS(potential_fn=lambda L: -posterior.log_density(L),
                                     target_accept_prob=opts["target_acceptance_rate"],
                                     max_tree_depth=opts["max_num_doublings"])
-        samples, diag = _numpyro_nuts(kernel, run_key, positions, num_chains=num_chains, num_warmup=num_warmup,
+        samples, diag, stats = _numpyro_nuts(kernel, run_key, positions, num_chains=num_chains, num_warmup=num_warmup,
                                       num_samples=num_samples, thin=thin, progress=progress, model_kwargs={})
         L = np.asarray(samples)
         logdens = np.asarray(jax.vmap(jax.vmap(posterior.log_density))(jnp.asarray(L)))
-        return _assemble(posterior, L, logdens, diag, method, config)
+        return _assemble(posterior, L, logdens, diag, method, config, sample_stats={"lp": logdens, **stats})
 
     if method == "smc":
         static_key = ("smc", num_samples, tuple(sorted((k, v) for k, v in opts.items() if k != "mode_threshold")),
@@ -331,6 +338,7 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     diag.update({"num_divergent": int(out["num_divergent"].sum()),
                  "num_divergent_warmup": int(out["num_divergent_warmup"].sum()),
                  "step_size": out["step_size"]})
-    return _assemble(posterior, out["L"], out["logdensity"], diag, method, config)
+    return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
+                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]})
 
 
