@@ -141,3 +141,11 @@ class SweepResult:
             "final_order_parameters": self.final_order_parameters, "final_L": self.final_L,
             "emergence": self.emergence(), "failures": self.failures,
         }, nonfinite="none")
+
+
+def can_sample(task) -> bool:
+    """Whether ``task`` draws fresh data (it overrides ``Task._sample``); a task that only describes user data
+    cannot, so no test set or online data can be drawn from it."""
+    from ..tasks import Task
+
+    return type(task)._sample is not Task._sample
