@@ -182,7 +182,7 @@ class Block(eqx.Module):
         q, k, v = split(self.W_Q), split(self.W_K), split(self.W_V)
         if c.positions == "rope":
             q, k = rope(q), rope(k)
-        scores = jnp.einsum("thd,shd->hts", q, k) / np.sqrt(c.head_dim)
+        scores = jnp.einsum("thd,shd->hts", q, k) / float(np.sqrt(c.head_dim))  # a Python float: keeps the dtype
         mask = key_mask_of("causal" if c.causal else "full", T)
         alpha = attention_weights(scores, c.attention, mask)
         out = jnp.einsum("hts,shd->thd", alpha, v).reshape(T, -1) @ self.W_O.T

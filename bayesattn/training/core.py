@@ -1,7 +1,7 @@
 """The one training loop: a pure function of (initial parameters, loss, optimizer, record plan, key).
 
 Every trainer goes through :func:`run_loop`: ``ba.train`` / ``ba.train_sweep`` (Adam or SGLD on the single
-layer, the full-batch loss from the posterior's statistics), and :func:`bayesattn.training.fit.fit` for every
+layer, the full-batch loss from the posterior's statistics), and :func:`bayesattn.training.fitting.fit` for every
 network of the zoo. What differs between them is only the loss (full batch, minibatch, online), the optax
 transformation and what a record holds; the stepping, the divergence guard, the record and checkpoint steps
 are here once.

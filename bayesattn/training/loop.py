@@ -23,7 +23,7 @@ lr -> 0) is exp(-n J / sigma2) = p(L, V | D), the posterior itself; ``lr`` has t
 for both optimizers.
 
 The network is :class:`bayesattn.models.SingleLayer` and every run goes through the one training loop
-(:func:`bayesattn.training.core.run_loop`), as :func:`bayesattn.training.fit.fit` does for every network;
+(:func:`bayesattn.training.core.run_loop`), as :func:`bayesattn.training.fitting.fit` does for every network;
 what is specific here is the loss from the posterior's statistics and the records (L and the losses).
 """
 
