@@ -156,9 +156,12 @@ def test_result_round_trip_with_log_spaced_checkpoints(tmp_path):
     json.loads((tmp_path / "run" / "result.json").read_text())
 
 
-@pytest.mark.parametrize("runs_per_batch", [1, 4])
-def test_sweep_equals_single_runs(runs_per_batch):
-    cfg = TransformerConfig(T=4, width=6, heads=2, mlp=None, norm="rmsnorm", d_in=2)
+@pytest.mark.parametrize("runs_per_batch,cfg", [
+    (4, CFG),  # one vmap over all runs
+    pytest.param(1, TransformerConfig(T=4, width=6, heads=2, mlp=None, norm="rmsnorm", d_in=2),
+                 marks=pytest.mark.slow),  # lax.map, one run at a time
+])
+def test_sweep_equals_single_runs(runs_per_batch, cfg):
     kw = dict(optimizer=OptimizerConfig("adam", 0.01, warmup=3, clip=1.0), steps=12, batch_size=3, record_every=4,
               log_records=3, test=8, probe_size=4)
     key = jax.random.key(3)

@@ -15,6 +15,8 @@ from bayesattn.models import (MixerConfig, MultiHeadConfig, SingleLayer, SingleL
 from bayesattn.training import sequence_loss
 
 T, d = 5, 3
+call = eqx.filter_jit(lambda net, x: net(x))  # one compiled program, not op-by-op dispatch (much faster here)
+batched = eqx.filter_jit(lambda net, X: jax.vmap(net)(X))
 
 
 def _single_layer_transformer(L, V, attention):
@@ -51,10 +53,10 @@ def test_transformer_with_single_layer_parameters_gives_the_single_layer_loss(at
     Z, Y = np_design(np.asarray(L), data, attention)
     ref = np.mean((Y - Z @ np.asarray(V).T) ** 2)
     for net in (single, trans):
-        F = jax.vmap(net)(data.X)[0]
+        F = batched(net, data.X)[0]
         np.testing.assert_allclose(sequence_loss("mse", F, data.Y, task.query_mask), ref, rtol=1e-10)
     # and the same attention weights
-    np.testing.assert_allclose(trans(data.X[0])[1][0, 0], np_attention(L, attention, task.key_mask), atol=1e-12)
+    np.testing.assert_allclose(call(trans, data.X[0])[1][0, 0], np_attention(L, attention, task.key_mask), atol=1e-12)
 
 
 def test_multihead_with_positional_queries_is_the_h_head_single_layer():
@@ -74,7 +76,7 @@ def test_multihead_with_positional_queries_is_the_h_head_single_layer():
     ref = sum(np.einsum("ts,psi,ki->ptk", np_attention(L[h], "softmax", km), X, V[:, h * d:(h + 1) * d])
               for h in range(H))  # f = V [z^1, z^2] = sum_h V^h z^h
     for n in (net, single):
-        y, attn = jax.vmap(n)(jnp.asarray(X))
+        y, attn = batched(n, jnp.asarray(X))
         np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-12)
         assert attn.shape == (3, 1, H, T, T)
 
@@ -102,7 +104,7 @@ def _inputs(cfg, key):
 def test_rows_sum_to_one_and_no_network_sees_the_future(cfg):
     net = network_from_config(cfg.config(), jax.random.key(3))  # through the dict form as a config file would
     x = _inputs(cfg, jax.random.key(4))
-    y, attn = net(x)
+    y, attn = call(net, x)
     layers = getattr(cfg, "layers", 1)
     heads = getattr(cfg, "heads", 1)
     assert attn.shape == (layers, heads, cfg.T, cfg.T) and y.shape == (cfg.T, cfg.d_out)
@@ -111,7 +113,7 @@ def test_rows_sum_to_one_and_no_network_sees_the_future(cfg):
         np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-12)
     t0 = 2  # change every token after t0: outputs up to t0 must not move, later ones must
     x2 = x.at[t0 + 1:].set((x[t0 + 1:] + 1) % cfg.vocab if getattr(cfg, "vocab", None) else x[t0 + 1:] + 1.0)
-    y2, _ = net(x2)
+    y2, _ = call(net, x2)
     np.testing.assert_allclose(y2[:t0 + 1], y[:t0 + 1], atol=1e-12)
     assert not np.allclose(y2[t0 + 1:], y[t0 + 1:])
 
@@ -120,9 +122,9 @@ def test_mixer_mixing_is_lower_triangular_even_after_training_steps():
     cfg = MixerConfig(T=5, width=6, layers=2, d_in=2, mlp=None)
     net = network_from_config(cfg, jax.random.key(0))
     x = jax.random.normal(jax.random.key(1), (5, 2))
-    g = jax.grad(lambda n: jnp.sum(n(x)[0] ** 2))(net)
+    g = eqx.filter_jit(jax.grad(lambda n: jnp.sum(n(x)[0] ** 2)))(net)
     net = jax.tree.map(lambda p, gp: p - 0.5 * gp, net, g)  # the raw W gets gradients everywhere...
-    _, M = net(x)
+    _, M = call(net, x)
     assert np.all(np.triu(np.asarray(M), 1) == 0) and np.any(np.tril(np.asarray(M)) != 0)  # ...M stays causal
     # the first layer's mixing is exactly tril(W): h1 = h0 + M (h0) without norm or MLP
     W = np.asarray(net.blocks[0].W)
@@ -131,7 +133,7 @@ def test_mixer_mixing_is_lower_triangular_even_after_training_steps():
 
 def test_float32_inputs_run_in_float32():
     for cfg in (ZOO[0], ZOO[2], ZOO[6]):
-        y, attn = network_from_config(cfg, jax.random.key(0))(jnp.ones((cfg.T, 3), jnp.float32))
+        y, attn = call(network_from_config(cfg, jax.random.key(0)), jnp.ones((cfg.T, 3), jnp.float32))
         assert y.dtype == jnp.float32 and attn.dtype == jnp.float32
 
 
