@@ -15,6 +15,12 @@
    binodal and spinodals (T = 16 and 32 softmax, T = 16 linear with 4x the steps, as the linear joint
    mode's instability is slow near threshold; canonical prior). The theory runs on its own 200-point grid.
 
+3. ``--loop``: the one training loop (``training.core.run_loop``, which ``ba.train_sweep`` now goes through)
+   against the loop it replaced (``training/loop.py`` at commit 9a6ea7d, read from git and imported in the
+   same process), same sweep, same data: wall time of a cached second call of each, and their ratio; and
+   ``ba.fit`` on the SingleLayer network (direct per-sequence loss, the path every other network takes) at
+   the same P as a ratio to the statistics path.
+
 Times are wall-clock on whatever machine runs this; only ratios carry over between machines.
 """
 
@@ -107,6 +113,62 @@ def onset(T: int, attention: str, P_values, seeds: int, steps: int) -> None:
           f"reference P {out['theory_P']}; closest to the small-init onset: {out.get('onset_small_closest')}")
 
 
+def _loop_before(rev: str = "9a6ea7d"):
+    """The training loop as it was before the one loop, imported from git into this process."""
+    import importlib.util
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    src = subprocess.run(["git", "show", f"{rev}:bayesattn/training/loop.py"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    name = "bayesattn.training._loop_before"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "bayesattn.training"
+    sys.modules[name] = mod
+    exec(compile(src, f"{rev}:bayesattn/training/loop.py", "exec"), mod.__dict__)
+    return mod
+
+
+def bench_loop(steps: int, seeds: int, n_P: int) -> None:
+    from bayesattn.models import SingleLayerConfig
+    from bayesattn.training import OptimizerConfig, fit
+
+    old = _loop_before()
+    task = ba.CopyTask(T=16, d=8)
+    P_values = np.linspace(100, 2000, n_P).astype(int).tolist()
+    args = (task, CANONICAL, "softmax", P_values, list(range(seeds)), jax.random.key(0))
+    res = {}
+    for label, fn in (("new (run_loop)", ba.train_sweep), ("before", old.train_sweep)):
+        fn(*args, steps=steps, record_every=50)
+        res[label] = timed(lambda: fn(*args, steps=steps, record_every=50))
+    (sw_new, t_new), (sw_old, t_old) = res["new (run_loop)"], res["before"]
+    data = task.sample(jax.random.key(1), 2000)
+    single = lambda: ba.train(data, CANONICAL, "softmax", jax.random.key(2), steps=steps, record_every=50)  # noqa: E731
+    single()
+    _, t_single = timed(single)
+    cfg = SingleLayerConfig.for_task(task)
+    direct = lambda: fit(cfg, data, jax.random.key(2), optimizer=OptimizerConfig("adam", 1e-2), steps=steps,  # noqa: E731
+                         record_every=50, log_records=0, test=None)
+    direct()
+    t0 = time.perf_counter()
+    out = direct()
+    jax.block_until_ready(out.network.L)
+    t_fit = time.perf_counter() - t0
+    print(f"\n## the one loop vs the loop it replaced: {n_P} P x {seeds} seeds x {steps} Adam steps, T = 16, d = 8")
+    print("| quantity | value |\n|---|---|")
+    print(f"| train_sweep through run_loop (second call) | {t_new:.2f} s |")
+    print(f"| train_sweep, loop before (second call) | {t_old:.2f} s |")
+    print(f"| ratio new / before | {t_new / t_old:.2f} |")
+    print(f"| max abs difference of final m (Adam is deterministic; same data and keys) | "
+          f"{np.max(np.abs(sw_new.final_order_parameters['m'] - sw_old.final_order_parameters['m'])):.2e} |")
+    print(f"| one ba.train run, statistics path (P = 2000) | {t_single * 1e3:.1f} ms |")
+    print(f"| ba.fit on SingleLayer, direct per-sequence path (P = 2000) | {t_fit * 1e3:.1f} ms |")
+    print(f"| ratio fit (direct) / train (statistics) | {t_fit / t_single:.1f} |")
+
+
 GRIDS = {  # Adam grids: coarse over the range, fine where Adam's own transition lies
     (16, "softmax"): [100, 150, 200, 210, 220, 230, 240, 250, 300, 400, 600, 800, 1000, 2000, 4000],
     (32, "softmax"): [100, 200, 300, 310, 320, 330, 340, 350, 360, 400, 600, 800, 1000, 2000, 4000],
@@ -122,10 +184,13 @@ def main():
     ap.add_argument("--onset", action="store_true", help="also measure the onset of the copy head vs P")
     ap.add_argument("--onset-seeds", type=int, default=4, help="seeds per P in the onset measurement")
     ap.add_argument("--skip-sweep", action="store_true", help="skip the timing part")
+    ap.add_argument("--loop", action="store_true", help="also time the one loop against the loop it replaced")
     args = ap.parse_args()
     print(f"jax {jax.__version__}, {platform.processor() or platform.machine()}, devices {jax.devices()}")
     if not args.skip_sweep:
         bench_sweep(args.steps, args.seeds, args.n_P)
+    if args.loop:
+        bench_loop(args.steps, args.seeds, args.n_P)
     if args.onset:
         for (T, attention), grid in GRIDS.items():
             onset(T, attention, grid, args.onset_seeds, args.steps if attention == "softmax" else 4 * args.steps)

@@ -389,3 +389,37 @@ def test_training_curves_plateau_then_rise():
     assert np.all((out["emergence_step"][1] > 0) & (out["emergence_step"][1] < 1500))
     assert np.all(out["sharpness"][1] < 1500)
     json.dumps(to_plain(out, nonfinite="none"), allow_nan=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# user data: a task that cannot sample, a user test set
+# ---------------------------------------------------------------------------------------------------
+
+def test_train_on_user_data_with_and_without_a_test_set():
+    from dataclasses import dataclass
+
+    from conftest import np_attention
+
+    @dataclass(frozen=True)
+    class UserData(ba.Task):  # describes user arrays: no _sample, one named pattern (the copy shift)
+        @property
+        def target_patterns(self):
+            return ba.CopyTask(self.T, self.d).target_patterns
+
+    task = UserData(T=4, d=2)
+    src = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 60)
+    data = ba.Dataset.from_arrays(src.X[:40], src.Y[:40], task)
+    test = ba.Dataset.from_arrays(src.X[40:], src.Y[40:], task)
+    prior = ba.Prior(1.0, 10.0, 1.0)
+    kw = dict(steps=200, record_every=100)
+    res = ba.train(data, prior, "softmax", jax.random.key(1), **kw)
+    assert "test_loss" not in res.history and res.config["test"].startswith("none: UserData cannot sample")
+    assert res.history["m"][-1] > 0.5
+    res2 = ba.train(data, prior, "softmax", jax.random.key(1), test=test, **kw)
+    np.testing.assert_array_equal(res2.history["L"], res.history["L"])  # the test set does not change the run
+    L, V = res2.final_params
+    F = np.einsum("ts,psi,ki->ptk", np_attention(L, "softmax", task.key_mask), np.asarray(test.X), V)
+    assert res2.history["test_loss"][-1] == pytest.approx(np.mean((np.asarray(test.Y) - F) ** 2), rel=1e-10)
+    assert res2.config["test"] == "user test set (20 sequences)"
+    with pytest.raises(ValueError, match="test.X"):
+        ba.train(data, prior, "softmax", jax.random.key(1), test=ba.Dataset(src.X[:3, :3], src.Y[:3], task))

@@ -1,11 +1,17 @@
-"""Training: optax loops over the trainable networks, their results and their comparison with the theory."""
+"""Training: one optax loop (core.run_loop) for every network of the zoo, its results, and the single layer's
+runs compared with the theory."""
 
 from .analysis import emergence_vs_P, final_vs_P, training_curves
+from .checkpoints import load_checkpoint, save_checkpoint
+from .core import OptimizerConfig, Plan, run_loop, sgld
+from .fitting import fit, fit_sweep, sequence_loss
 from .loop import OPTIMIZERS, TRAIN_INITS, train, train_sweep
 from .objective import training_objective
-from .results import SweepResult, TrainResult, emergence
+from .results import FitResult, FitSweepResult, SweepResult, TrainResult, emergence
 
 __all__ = [
     "TrainResult", "SweepResult", "train", "train_sweep", "training_objective", "emergence",
     "final_vs_P", "training_curves", "emergence_vs_P", "OPTIMIZERS", "TRAIN_INITS",
+    "fit", "fit_sweep", "FitResult", "FitSweepResult", "OptimizerConfig", "sequence_loss",
+    "save_checkpoint", "load_checkpoint",
 ]

@@ -17,9 +17,14 @@ Full-batch steps (``batch_size=None``) evaluate J exactly from the sufficient st
 C = Z^T Y of :class:`~bayesattn.Posterior` (sum |y - Vz|^2 = |Y|^2 - 2 tr(V C) + tr(V G V^T)), so one step
 costs O(T^3 + T^2 d^2) whatever P is; minibatch steps use B sequences directly (an unbiased estimate).
 
-``optimizer="langevin"`` is SGLD (``blackjax.sgld``) on the same energy at temperature sigma2:
-theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as lr -> 0) is exp(-n J / sigma2)
-= p(L, V | D), the posterior itself; ``lr`` has the same meaning (a step on J) for both optimizers.
+``optimizer="langevin"`` is SGLD (:func:`bayesattn.training.core.sgld`, an optax transformation) on the same
+energy at temperature sigma2: theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as
+lr -> 0) is exp(-n J / sigma2) = p(L, V | D), the posterior itself; ``lr`` has the same meaning (a step on J)
+for both optimizers.
+
+The network is :class:`bayesattn.models.SingleLayer` and every run goes through the one training loop
+(:func:`bayesattn.training.core.run_loop`), as :func:`bayesattn.training.fitting.fit` does for every network;
+what is specific here is the loss from the posterior's statistics and the records (L and the losses).
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,37 +41,24 @@ import optax
 
 from .._batching import default_batch, map_batched
 from .._validate import check_array, check_choice, check_int, check_positive
-from ..models.attention import hot_logits, ATTENTIONS, AttentionKind, attention_weights
-from ..diagnostics.observables import order_parameters
 from ..bayes.posterior import Posterior, Prior
+from ..diagnostics.observables import declared, evaluate
+from ..models.attention import ATTENTIONS, AttentionKind, AttentionModel, attention_weights, hot_logits
+from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
+from .core import DIVERGENCE_BOUND, Plan, failure_message, run_loop, sgld
 from .objective import _batch_sq_error, _decay, _objective, _sq_error
-from .results import SweepResult, TrainResult
+from .results import SweepResult, TrainResult, can_sample
 
 
 OptimizerKind = Literal["adam", "langevin"]
 InitKind = Literal["small", "hot"]
 OPTIMIZERS = ("adam", "langevin")
 TRAIN_INITS = ("small", "hot")
-DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The objective
-# ----------------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-# ----------------------------------------------------------------------------------------------------------
-# One run: a pure function of (data, key), vmapped over seeds and P by train_sweep
+# One run: the single layer through the one loop (core.run_loop), vmapped over seeds and P by train_sweep
 # ----------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -81,127 +72,77 @@ class _Config:
     batch_size: int | None
     init: str  # "small", "hot" or "array"
     init_scale: float | None  # None: the default hot pattern (hot_logits)
+    log_records: int = 0
+
+    @property
+    def plan(self) -> Plan:
+        return Plan.make(self.steps, self.record_every, self.log_records)
 
 
 class _RunData(NamedTuple):
     post: Posterior  # training statistics (full batch), n = P * (query rows)
-    test: Posterior  # statistics of the test sequences
+    test: Any  # Posterior of the test sequences, or None (no test set)
     X: Any  # (Pmax, T, d) raw sequences for minibatches (None when full batch)
     Y: Any
     P: Any  # number of valid sequences in X (the rest is padding)
 
 
-class _State(NamedTuple):
-    params: tuple  # (L, V)
-    opt_state: Any
-    step: jax.Array  # int
-    failed_at: jax.Array  # int, -1 while the run is healthy; the step of the first non-finite value
-
-
-def _init_params(cfg: _Config, post: Posterior, key, L0, V0):
-    T, d, d_out = post.T, post.d, post.d_out
-    kL, kV = jax.random.split(key)
+def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
+    net_cfg = SingleLayerConfig.for_task(post.task, post.attention,
+                                         init_scale=cfg.init_scale if cfg.init == "small" else 1e-2)
     if cfg.init == "small":
-        L = cfg.init_scale * jax.random.normal(kL, (T, T))
-        V = cfg.init_scale * jax.random.normal(kV, (d_out, d))
-        return L, V
+        return SingleLayer(net_cfg, key)
     if cfg.init == "hot":
-        L = jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention, cfg.init_scale))
-    else:
-        L = L0
+        L0 = jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention, cfg.init_scale))
     if V0 is None:  # start the readout at its conditional mode given the attention
-        V0 = post.readout_posterior(L)[0]
-    return L, V0
+        V0 = post.readout_posterior(L0)[0]
+    return SingleLayer(net_cfg, key, L0, V0)
 
 
-def _grad_fn(cfg: _Config, data: _RunData):
-    """(params, key) -> (J or its minibatch estimate, gradient)."""
+def _loss_fn(cfg: _Config, data: _RunData):
+    """(net, key) -> J (full batch, from the statistics) or its minibatch estimate."""
     post = data.post
-    task, attention = post.task, post.attention
-
     if cfg.batch_size is None:
-        def f(params, key):
-            return _objective(post, *params)
-    else:
-        B = cfg.batch_size
+        return lambda net, key: _objective(post, net.L, net.V)
+    B = cfg.batch_size
 
-        def f(params, key):
-            L, V = params
-            idx = jax.random.randint(key, (B,), 0, data.P)
-            sq = _batch_sq_error(task, attention, L, V, data.X[idx], data.Y[idx]) * (data.P / B)
-            return 0.5 * sq / post.n + _decay(post.prior, post.d, post.n, L, V)
+    def f(net, key):
+        idx = jax.random.randint(key, (B,), 0, data.P)
+        sq = _batch_sq_error(post.task, post.attention, net.L, net.V, data.X[idx], data.Y[idx]) * (data.P / B)
+        return 0.5 * sq / post.n + _decay(post.prior, post.d, post.n, net.L, net.V)
 
-    return jax.value_and_grad(f)
+    return f
 
 
-def _record(data: _RunData, state: _State):
+def _record_fn(data: _RunData):
     post, test = data.post, data.test
-    L, V = state.params
-    nd = post.n * post.d_out
-    alpha = attention_weights(L, post.attention, post.task.key_mask)
-    op = order_parameters(alpha, post.task.target_pattern, post.task.query_mask)
-    return {
-        "step": state.step,
-        "loss": _sq_error(post, L, V) / nd,
-        "test_loss": _sq_error(test, L, V) / (test.n * test.d_out),
-        "objective": _objective(post, L, V),
-        **op,
-        "L": L,
-    }
+    obs = declared(post.task, AttentionModel(post.attention))
+
+    def record(net):
+        L, V = net.L, net.V
+        alpha = attention_weights(L, post.attention, post.task.key_mask)
+        rec = {"loss": _sq_error(post, L, V) / (post.n * post.d_out)}
+        if test is not None:
+            rec["test_loss"] = _sq_error(test, L, V) / (test.n * test.d_out)
+        return {**rec, "objective": _objective(post, L, V), **evaluate(obs, alpha), "L": L}
+
+    return record
+
+
+def _optimizer(cfg: _Config, post: Posterior):
+    if cfg.optimizer == "adam":
+        return optax.adam(cfg.lr)
+    # SGLD on J at temperature sigma2 / n: theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law
+    # exp(-n J / sigma2) is the joint posterior p(L, V | D)
+    return sgld(cfg.lr, post.prior.sigma2 / post.n)
 
 
 def _run(cfg: _Config, data: _RunData, key, L0=None, V0=None):
-    """Train one network; returns (final state, history of records). Pure function of key."""
-    post = data.post
+    """Train one network; returns (final LoopState, records). Pure function of key."""
     init_key, noise_key = jax.random.split(key)
-    params = _init_params(cfg, post, init_key, L0, V0)
-    value_and_grad = _grad_fn(cfg, data)
-
-    if cfg.optimizer == "adam":
-        opt = optax.adam(cfg.lr)
-
-        def update(params, opt_state, grads, key):
-            updates, opt_state = opt.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state
-
-        opt_state = opt.init(params)
-    else:
-        # SGLD on log p(L, V, D) = -(n / sigma2) J with step lr sigma2 / n: theta - lr grad J + sqrt(2 lr s2/n) xi
-        # (grad log p = -(n / sigma2) grad J; blackjax.sgld does theta + h grad log p + sqrt(2 h) xi)
-        n_over_s2 = post.n / post.prior.sigma2
-        h = cfg.lr / n_over_s2
-
-        def update(params, opt_state, grads, key):
-            sgld = blackjax.sgld(lambda position, batch: jax.tree.map(lambda g: -n_over_s2 * g, grads))
-            return sgld.step(key, params, None, h), opt_state
-
-        opt_state = ()
-
-    def body(_, state: _State):
-        k_batch, k_noise = jax.random.split(jax.random.fold_in(noise_key, state.step))
-        value, grads = value_and_grad(state.params, k_batch)
-        new_params, new_opt = update(state.params, state.opt_state, grads, k_noise)
-        leaves = [value, *jax.tree.leaves(grads), *jax.tree.leaves(new_params)]
-        ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-        ok &= jnp.all(jnp.stack([jnp.max(jnp.abs(p)) < DIVERGENCE_BOUND for p in new_params]))
-        healthy = state.failed_at < 0
-        go = ok & healthy  # a failed run is frozen at its last finite state
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(go, a, b), new, old)  # noqa: E731
-        failed_at = jnp.where(healthy & ~ok, state.step, state.failed_at)
-        return _State(keep(new_params, state.params), keep(new_opt, state.opt_state), state.step + 1, failed_at)
-
-    def chunk(state, length):
-        state = jax.lax.fori_loop(0, length, body, state)
-        return state, _record(data, state)
-
-    state = _State(params, opt_state, jnp.asarray(0), jnp.asarray(-1))
-    first = _record(data, state)
-    n_full, rest = divmod(cfg.steps, cfg.record_every)
-    state, recs = jax.lax.scan(lambda s, _: chunk(s, cfg.record_every), state, None, length=n_full)
-    recs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
-    if rest:
-        state, last = chunk(state, rest)
-        recs = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), recs, last)
+    net = _init_net(cfg, data.post, init_key, L0, V0)
+    state, recs, _ = run_loop(net, _loss_fn(cfg, data), _optimizer(cfg, data.post), cfg.plan, _record_fn(data),
+                              noise_key)
     return state, recs
 
 
@@ -225,16 +166,6 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-# ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
 
@@ -248,7 +179,8 @@ def _default_init_scale(init: str) -> float | None:
     return None if init == "hot" else 1e-2
 
 
-def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max):
+def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max,
+                 log_records=0):
     check_choice("optimizer", optimizer, OPTIMIZERS)
     if callable(lr):
         if optimizer != "adam":
@@ -265,7 +197,8 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
     scale = _default_init_scale(init_kind) if init_scale is None else check_positive("init_scale", init_scale)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
-    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale)
+    log_records = check_int("log_records", log_records, minimum=0)
+    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records)
 
 
 def _check_prior_attention(prior, attention):
@@ -292,7 +225,8 @@ def _init_arrays(init, T, d_out, d):
 def _config_dict(cfg: _Config, attention, prior, task, **extra):
     return {
         "optimizer": cfg.optimizer, "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr), "steps": cfg.steps,
-        "record_every": cfg.record_every, "batch_size": cfg.batch_size, "init": cfg.init,
+        "record_every": cfg.record_every, "log_records": cfg.log_records, "batch_size": cfg.batch_size,
+        "init": cfg.init,
         "init_scale": cfg.init_scale, "attention": attention, "prior": prior.config(), "task": task.config(),
         "objective": "J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const",
         **extra,
@@ -306,8 +240,13 @@ def _history_np(recs) -> dict:
 
 
 def _failure_message(seed, P, step, optimizer):
-    return (f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {DIVERGENCE_BOUND:g}) "
-            f"with optimizer={optimizer!r}; frozen at its last finite state")
+    return failure_message(seed, P, step, f"optimizer={optimizer!r}")
+
+
+def _finals(history: dict, index=-1) -> dict:
+    """The last record of every declared observable (history keys other than the losses, step and L)."""
+    skip = {"step", "loss", "test_loss", "objective", "L"}
+    return {k: v[..., index] for k, v in history.items() if k not in skip}
 
 
 def train(
@@ -325,6 +264,8 @@ def train(
     record_every: int = 50,
     test_size: int = 256,
     seed: int | None = None,
+    test: Dataset | None = None,
+    log_records: int = 0,
 ) -> TrainResult:
     """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring).
 
@@ -335,8 +276,15 @@ def train(
     array L: (T, T) (V at its conditional mode) or a pair (L, V).
     batch_size: None = full batch (exact, via sufficient statistics); else sequences per minibatch.
     record_every: steps between records (step 0 and the last step are always recorded).
-    test_size: fresh sequences for the test loss.
+    log_records: also record at this many log-spaced steps (resolves fast early changes; default none).
+    test_size: fresh sequences for the test loss, drawn from ``dataset.task`` when no ``test`` is given.
+    test: a user test Dataset (same T, d, d_out as ``dataset``); None and a task that cannot sample (user
+    data): no test loss, the history has no "test_loss" and ``config["test"]`` says why.
     seed: only used to label the run in messages and the config.
+
+    The history records step, loss, test_loss, objective, L and every observable the task declares for this
+    attention (``diagnostics.observables.declared``: m, q, u and entropy for the copy task);
+    ``final_order_parameters`` holds their last values.
 
     A NaN / inf or |parameter| > 1e8 stops the run (its state is frozen at the last finite values); the
     result then carries ``failure`` (a message naming seed, P and step) and a warning is issued.
@@ -360,23 +308,31 @@ def train(
     if dataset.P < 1:
         raise ValueError(f"dataset.P={dataset.P}: expected at least one sequence")
     test_size = check_int("test_size", test_size, minimum=1)
-    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T, dataset.P)
+    if test is not None:
+        if not isinstance(test, Dataset):
+            raise ValueError(f"test={type(test).__name__}: expected a bayesattn Dataset or None")
+        check_array("test.X", test.X, (None, task.T, task.d))
+        check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
+        if test.P < 1:
+            raise ValueError(f"test.P={test.P}: expected at least one sequence")
+    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T, dataset.P,
+                       log_records)
     L0 = V0 = None
     if cfg.init == "array":
         L0, V0 = _init_arrays(init, task.T, task.d_out, task.d)
 
-    data, run_key = _prepare(dataset, prior, attention, key, test_size, cfg.batch_size is not None)
+    data, run_key, test_note = _prepare(dataset, prior, attention, key, test_size, cfg.batch_size is not None, test)
     state, recs = _run_one(cfg, data, run_key, L0, V0)
     history = _history_np(recs)
-    L, V = (np.asarray(p) for p in state.params)
+    L, V = np.asarray(state.params.L), np.asarray(state.params.V)
     failed_at = int(state.failed_at)
     failure = None
     if failed_at >= 0:
         failure = _failure_message(seed, dataset.P, failed_at, cfg.optimizer)
         warnings.warn(failure, RuntimeWarning, stacklevel=2)
-    final = {k: float(history[k][-1]) for k in ("m", "q", "u")}
+    final = {k: float(v) for k, v in _finals(history).items()}
     return TrainResult(history, final, (L, V), _config_dict(cfg, attention, prior, task, P=dataset.P, seed=seed,
-                                                           test_size=test_size),
+                                                           test_size=test_size, test=test_note),
                        failure, failed_at if failure else None)
 
 
@@ -386,13 +342,24 @@ def _test_posterior(task, prior, attention, key, test_size):
     return Posterior(task.sample(test_key, test_size), attention, prior), run_key
 
 
-def _prepare(dataset: Dataset, prior, attention, key, test_size, minibatch):
-    """The statistics of one run and its run key."""
-    test, run_key = _test_posterior(dataset.task, prior, attention, key, test_size)
-    data = _RunData(Posterior(dataset, attention, prior), test,
+def _prepare(dataset: Dataset, prior, attention, key, test_size, minibatch, test=None):
+    """The statistics of one run, its run key and a note on where its test set came from.
+
+    The key is split into (test, run) keys whatever the test set, so a run's init and noise do not depend on
+    whether its test set was drawn or given."""
+    test_key, run_key = jax.random.split(key)
+    if test is not None:
+        test_post, note = Posterior(test, attention, prior), f"user test set ({test.P} sequences)"
+    elif can_sample(dataset.task):
+        test_post = Posterior(dataset.task.sample(test_key, test_size), attention, prior)
+        note = f"{test_size} fresh sequences of the task"
+    else:
+        test_post = None
+        note = f"none: {type(dataset.task).__name__} cannot sample and no test set was given"
+    data = _RunData(Posterior(dataset, attention, prior), test_post,
                     dataset.X if minibatch else None, dataset.Y if minibatch else None,
                     jnp.asarray(dataset.P))
-    return data, run_key
+    return data, run_key, note
 
 
 def train_sweep(
@@ -412,6 +379,7 @@ def train_sweep(
     record_every: int = 50,
     test_size: int = 256,
     runs_per_batch: int | None = None,
+    log_records: int = 0,
 ) -> SweepResult:
     """Train one network per (P, seed), all in one jit program.
 
@@ -438,7 +406,7 @@ def train_sweep(
     test_size = check_int("test_size", test_size, minimum=1)
     Pmax = max(P_values)
     cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T,
-                       min(P_values))
+                       min(P_values), log_records)
     minibatch = cfg.batch_size is not None
 
     seed_data, keys = [], []
@@ -466,7 +434,7 @@ def train_sweep(
     # results are (S, nP, ...) -> (nP, S, ...)
     history = {k: np.swapaxes(np.asarray(v), 0, 1) for k, v in recs.items()}
     history["step"] = history["step"].astype(int)
-    L, V = (np.swapaxes(np.asarray(p), 0, 1) for p in state.params)
+    L, V = (np.swapaxes(np.asarray(p), 0, 1) for p in (state.params.L, state.params.V))
     failed_at = np.swapaxes(np.asarray(state.failed_at), 0, 1)
     failures = []
     for i, P in enumerate(P_values):
@@ -475,7 +443,7 @@ def train_sweep(
                 msg = _failure_message(s, P, int(failed_at[i, j]), cfg.optimizer)
                 failures.append({"seed": s, "P": P, "step": int(failed_at[i, j]), "message": msg})
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    final = {k: history[k][:, :, -1] for k in ("m", "q", "u")}
+    final = _finals(history)
     return SweepResult(np.asarray(P_values), np.asarray(seeds), history, final, L, V, failures,
                        _config_dict(cfg, attention, prior, task, test_size=test_size))
 

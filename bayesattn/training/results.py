@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -141,3 +142,116 @@ class SweepResult:
             "final_order_parameters": self.final_order_parameters, "final_L": self.final_L,
             "emergence": self.emergence(), "failures": self.failures,
         }, nonfinite="none")
+
+
+def can_sample(task) -> bool:
+    """Whether ``task`` draws fresh data (it overrides ``Task._sample``); a task that only describes user data
+    cannot, so no test set or online data can be drawn from it."""
+    from ..tasks import Task
+
+    return type(task)._sample is not Task._sample
+
+
+def _json_default(obj):
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    return repr(obj)
+
+
+@dataclass
+class FitResult:
+    """One network trained by :func:`bayesattn.training.fitting.fit`.
+
+    history: numpy arrays over the recorded steps ("step", "loss", "test_loss" if any, "objective", the
+    declared observables); network: the final Equinox module; config: plain data (network config, task,
+    optimizer, mode, test set); failure / failed_at: None, or the divergence message (seed, P, step) and step;
+    checkpoints: [(step, network)] at the log-spaced checkpoint steps.
+    """
+
+    history: dict
+    network: object
+    config: dict
+    failure: str | None = None
+    failed_at: int | None = None
+    checkpoints: list = field(default_factory=list)
+
+    @property
+    def final(self) -> dict:
+        """The last record of every quantity in the history."""
+        return {k: float(v[-1]) for k, v in self.history.items() if k != "step"}
+
+    def save(self, directory) -> Path:
+        """Write history.npz, result.json, network.eqx (+ header) and checkpoints/step_<n>.eqx into directory.
+
+        Nothing non-finite is written silently: a frozen run's records are finite and its failure is in
+        result.json; a non-finite value in the history raises."""
+        import json
+        from pathlib import Path
+
+        from .checkpoints import save_checkpoint
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        bad = [k for k, v in self.history.items() if not np.all(np.isfinite(v))]
+        if bad:
+            raise ValueError(f"history {bad}: non-finite records; refusing to write them to {d}")
+        np.savez(d / "history.npz", **self.history)
+        save_checkpoint(d / "network.eqx", self.network, step=int(self.history["step"][-1]))
+        steps = []
+        for step, net in self.checkpoints:
+            save_checkpoint(d / "checkpoints" / f"step_{int(step):08d}.eqx", net, step=int(step))
+            steps.append(int(step))
+        meta = {"config": self.config, "failure": self.failure, "failed_at": self.failed_at,
+                "checkpoint_steps": steps, "final": self.final}
+        (d / "result.json").write_text(json.dumps(to_plain(meta, nonfinite="string"), indent=1,
+                                                  default=_json_default))
+        return d
+
+    @classmethod
+    def load(cls, directory) -> "FitResult":
+        """The result :meth:`save` wrote (networks rebuilt from the config in their headers)."""
+        import json
+        from pathlib import Path
+
+        from .checkpoints import load_checkpoint
+
+        d = Path(directory)
+        meta = json.loads((d / "result.json").read_text())
+        with np.load(d / "history.npz") as z:
+            history = {k: z[k] for k in z.files}
+        net = load_checkpoint(d / "network.eqx")
+        ckpts = [(s, load_checkpoint(d / "checkpoints" / f"step_{s:08d}.eqx", net)) for s in meta["checkpoint_steps"]]
+        return cls(history, net, meta["config"], meta["failure"], meta["failed_at"], ckpts)
+
+
+@dataclass
+class FitSweepResult:
+    """A grid of :func:`~bayesattn.training.fitting.fit_sweep` runs: axis 0 over ``P_values``, axis 1 over ``seeds``.
+
+    history: arrays (nP, nS, records); params: the final trainable arrays of every run, leading axes (nP, nS)
+    (``run(i, j)`` combines them with a freshly built network); failures: dicts {"seed", "P", "step", "message"}.
+    """
+
+    P_values: np.ndarray
+    seeds: np.ndarray
+    history: dict
+    params: object
+    failures: list = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+
+    def run(self, i_P: int, i_seed: int) -> FitResult:
+        import equinox as eqx
+        import jax
+
+        from ..models.networks import network_from_config
+
+        like = network_from_config(self.config["network"], jax.random.key(0))
+        static = eqx.partition(like, eqx.is_inexact_array)[1]
+        net = eqx.combine(jax.tree.map(lambda a: a[i_P, i_seed], self.params), static)
+        P, s = int(self.P_values[i_P]), int(self.seeds[i_seed])
+        fail = [f for f in self.failures if f["seed"] == s and f["P"] in (P, None)]
+        return FitResult({k: v[i_P, i_seed] for k, v in self.history.items()}, net,
+                         {**self.config, "P": P, "seed": s}, fail[0]["message"] if fail else None,
+                         fail[0]["step"] if fail else None)
