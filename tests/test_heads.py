@@ -212,3 +212,36 @@ def test_joint_numpyro_matches_marginal_two_heads():
                         num_chains=4, num_warmup=300, num_samples=1000)
     p = stats.ks_2samp(ess_thin(sharper.order_parameters["m"]), ess_thin(joint.order_parameters["m"])).pvalue
     assert p < 1e-3
+
+
+# --------------------------------------------------------------------------------------------------------
+# training H heads: the objective is the joint density, on the statistics and on minibatches alike
+# --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_training_objective_two_heads_is_scaled_joint_density(attention, rng):
+    from bayesattn.training import objective
+    data = ba.CopyTask(T=4, d=2, boundary="causal").sample(jax.random.key(6), P=17)
+    prior = ba.Prior(1.0, 10.0, 2.0)
+    post = ba.Posterior(data, attention, prior, heads=2)
+    pts = [(jnp.asarray(rng.standard_normal((2, 4, 4))), jnp.asarray(rng.standard_normal((2, 4)))) for _ in range(2)]
+    J = [float(ba.training_objective(L, V, post)) for L, V in pts]
+    ref = [-prior.sigma2 / float(post.n) * float(ba.joint_log_density(L, V, data, attention, prior, heads=2))
+           for L, V in pts]
+    np.testing.assert_allclose(J[0] - J[1], ref[0] - ref[1], rtol=1e-10)
+    L, V = pts[0]
+    direct = objective._batch_sq_error(data.task, post.model, L, V, data.X, data.Y)
+    np.testing.assert_allclose(float(direct), float(objective._sq_error(post, L, V)), rtol=1e-10)
+    with pytest.raises(ValueError, match=r"V has shape \(2, 2\)"):
+        ba.training_objective(L, V[:, :2], post)
+
+
+def test_train_two_heads_records_per_head_observables():
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 60)
+    res = ba.train(data, ba.Prior(1.0, 10.0, 5.0), "softmax", jax.random.key(1), heads=2, steps=60, init="hot",
+                   record_every=20)
+    assert res.final_params[0].shape == (2, 4, 4) and res.final_params[1].shape == (2, 4)
+    assert res.history["L"].shape == (4, 2, 4, 4) and res.config["heads"] == 2
+    for name in ("m", "m_h0", "m_h1", "overlap"):
+        assert res.history[name].shape == (4,)
+    np.testing.assert_allclose(res.history["m"], np.maximum(res.history["m_h0"], res.history["m_h1"]), rtol=1e-12)
+    assert res.history["m"][0] > 0.85  # the hot start puts 0.9 on the source in each head

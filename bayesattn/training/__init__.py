@@ -13,5 +13,5 @@ __all__ = [
     "TrainResult", "SweepResult", "train", "train_sweep", "training_objective", "emergence",
     "final_vs_P", "training_curves", "emergence_vs_P", "OPTIMIZERS", "TRAIN_INITS",
     "fit", "fit_sweep", "FitResult", "FitSweepResult", "OptimizerConfig", "sequence_loss",
-    "save_checkpoint", "load_checkpoint",
+    "save_checkpoint", "load_checkpoint", "Plan", "run_loop", "sgld",
 ]

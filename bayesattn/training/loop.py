@@ -43,10 +43,10 @@ from .._batching import default_batch, map_batched
 from .._validate import check_array, check_choice, check_int, check_positive
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
-from ..models.attention import ATTENTIONS, AttentionKind, AttentionModel, attention_weights, hot_logits
+from ..models.attention import AttentionKind, AttentionModel, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
-from .core import DIVERGENCE_BOUND, Plan, failure_message, run_loop, sgld
+from .core import Plan, failure_message, run_loop, sgld
 from .objective import _batch_sq_error, _decay, _objective, _sq_error
 from .results import SweepResult, TrainResult, can_sample
 
@@ -88,12 +88,13 @@ class _RunData(NamedTuple):
 
 
 def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
-    net_cfg = SingleLayerConfig.for_task(post.task, post.attention,
+    net_cfg = SingleLayerConfig.for_task(post.task, post.attention, heads=post.heads,
                                          init_scale=cfg.init_scale if cfg.init == "small" else 1e-2)
     if cfg.init == "small":
         return SingleLayer(net_cfg, key)
     if cfg.init == "hot":
-        L0 = jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention, cfg.init_scale))
+        L0 = jnp.broadcast_to(jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention,
+                                                     cfg.init_scale)), post.L_shape)
     if V0 is None:  # start the readout at its conditional mode given the attention
         V0 = post.readout_posterior(L0)[0]
     return SingleLayer(net_cfg, key, L0, V0)
@@ -108,7 +109,7 @@ def _loss_fn(cfg: _Config, data: _RunData):
 
     def f(net, key):
         idx = jax.random.randint(key, (B,), 0, data.P)
-        sq = _batch_sq_error(post.task, post.attention, net.L, net.V, data.X[idx], data.Y[idx]) * (data.P / B)
+        sq = _batch_sq_error(post.task, post.model, net.L, net.V, data.X[idx], data.Y[idx]) * (data.P / B)
         return 0.5 * sq / post.n + _decay(post.prior, post.d, post.n, net.L, net.V)
 
     return f
@@ -116,11 +117,11 @@ def _loss_fn(cfg: _Config, data: _RunData):
 
 def _record_fn(data: _RunData):
     post, test = data.post, data.test
-    obs = declared(post.task, AttentionModel(post.attention))
+    obs = declared(post.task, post.model)
 
     def record(net):
         L, V = net.L, net.V
-        alpha = attention_weights(L, post.attention, post.task.key_mask)
+        alpha = post.model.weights(L, post.task.key_mask)
         rec = {"loss": _sq_error(post, L, V) / (post.n * post.d_out)}
         if test is not None:
             rec["test_loss"] = _sq_error(test, L, V) / (test.n * test.d_out)
@@ -201,25 +202,26 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
     return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records)
 
 
-def _check_prior_attention(prior, attention):
+def _check_prior_attention(prior, attention, heads=None) -> AttentionModel:
+    """The attention model of a run (a kind string with ``heads``, or an AttentionModel)."""
     if not isinstance(prior, Prior):
         raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
-    check_choice("attention", attention, ATTENTIONS)
+    return AttentionModel.coerce(attention, heads)
 
 
-def _init_arrays(init, T, d_out, d):
-    """init given as an array L: (T, T) or a pair (L, V)."""
+def _init_arrays(init, shape, d_out, d):
+    """init given as an array L of ``shape`` ((T, T) or (H, T, T)) or a pair (L, V), V: (d_out, d) with d = H d_in."""
     if isinstance(init, (tuple, list)):
         if len(init) != 2:
             raise ValueError(f"init: a sequence must be the pair (L, V), got {len(init)} items")
-        L0 = check_array("init L", np.asarray(init[0], np.float64), (T, T))
+        L0 = check_array("init L", np.asarray(init[0], np.float64), shape)
         V0 = check_array("init V", np.asarray(init[1], np.float64), (d_out, d))
         return jnp.asarray(L0), jnp.asarray(V0)
     try:
         L0 = np.asarray(init, np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"init={init!r}: expected 'small', 'hot', an array L of shape ({T}, {T}) or a pair (L, V)") from None
-    return jnp.asarray(check_array("init", L0, (T, T))), None
+        raise ValueError(f"init={init!r}: expected 'small', 'hot', an array L of shape {shape} or a pair (L, V)") from None
+    return jnp.asarray(check_array("init", L0, shape)), None
 
 
 def _config_dict(cfg: _Config, attention, prior, task, **extra):
@@ -227,7 +229,8 @@ def _config_dict(cfg: _Config, attention, prior, task, **extra):
         "optimizer": cfg.optimizer, "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr), "steps": cfg.steps,
         "record_every": cfg.record_every, "log_records": cfg.log_records, "batch_size": cfg.batch_size,
         "init": cfg.init,
-        "init_scale": cfg.init_scale, "attention": attention, "prior": prior.config(), "task": task.config(),
+        "init_scale": cfg.init_scale, "attention": attention.kind, "heads": attention.heads,
+        "prior": prior.config(), "task": task.config(),
         "objective": "J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const",
         **extra,
     }
@@ -266,14 +269,16 @@ def train(
     seed: int | None = None,
     test: Dataset | None = None,
     log_records: int = 0,
+    heads: int | None = None,
 ) -> TrainResult:
-    """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring).
+    """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring);
+    with ``heads=H`` (or an AttentionModel as ``attention``), L: (H, T, T) and V: (d_out, H d).
 
     key: PRNG key (split into init / noise / test-set keys; the same key gives the same run).
     lr: step on J; default 1e-2 (adam), 3e-2 (langevin); for adam an optax schedule is accepted.
-    init: "small" (L, V ~ init_scale N(0, 1), default scale 1e-2), "hot" (L = init_scale * target pattern,
-    default: source weight 0.9 for softmax, the exact pattern for linear; V at its conditional mode), an
-    array L: (T, T) (V at its conditional mode) or a pair (L, V).
+    init: "small" (L, V ~ init_scale N(0, 1), default scale 1e-2), "hot" (L = init_scale * target pattern in
+    every head, default: source weight 0.9 for softmax, the exact pattern for linear; V at its conditional
+    mode), an array L of L's shape (V at its conditional mode) or a pair (L, V).
     batch_size: None = full batch (exact, via sufficient statistics); else sequences per minibatch.
     record_every: steps between records (step 0 and the last step are always recorded).
     log_records: also record at this many log-spaced steps (resolves fast early changes; default none).
@@ -299,7 +304,7 @@ def train(
     """
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
-    _check_prior_attention(prior, attention)
+    attention = _check_prior_attention(prior, attention, heads)
     if key is None:
         raise ValueError("key=None: expected a jax PRNG key (jax.random.key(seed))")
     task = dataset.task
@@ -319,7 +324,7 @@ def train(
                        log_records)
     L0 = V0 = None
     if cfg.init == "array":
-        L0, V0 = _init_arrays(init, task.T, task.d_out, task.d)
+        L0, V0 = _init_arrays(init, attention.logit_shape(task.T), task.d_out, attention.heads * task.d)
 
     data, run_key, test_note = _prepare(dataset, prior, attention, key, test_size, cfg.batch_size is not None, test)
     state, recs = _run_one(cfg, data, run_key, L0, V0)
@@ -380,6 +385,7 @@ def train_sweep(
     test_size: int = 256,
     runs_per_batch: int | None = None,
     log_records: int = 0,
+    heads: int | None = None,
 ) -> SweepResult:
     """Train one network per (P, seed), all in one jit program.
 
@@ -396,7 +402,7 @@ def train_sweep(
     """
     if not isinstance(task, Task):
         raise ValueError(f"task={task!r}: expected a bayesattn Task")
-    _check_prior_attention(prior, attention)
+    attention = _check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
     if not P_values or not seeds:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._validate import check_array
-from ..models.attention import attention_weights
+from ..models.attention import AttentionModel
 from ..bayes.posterior import Posterior, Prior
 from ..tasks import Task
 
@@ -29,21 +29,26 @@ def _objective(post: Posterior, L, V):
     return 0.5 * _sq_error(post, L, V) / post.n + _decay(post.prior, post.d, post.n, L, V)
 
 
-def _batch_sq_error(task: Task, attention: str, L, V, Xb, Yb):
-    alpha = attention_weights(L, attention, task.key_mask)
-    F = jnp.einsum("ts,bsi,ki->btk", alpha, Xb, V)
+def _batch_sq_error(task: Task, attention, L, V, Xb, Yb):
+    """sum over query rows of |y - V z|^2 on a batch Xb: (B, T, d), with z = [z^1, ..., z^H] the concatenated head
+    outputs (attention: a kind string for one head or an AttentionModel)."""
+    model = AttentionModel.coerce(attention)
+    alpha = model.weights(L, task.key_mask).reshape(model.heads, task.T, task.T)
+    Z = jnp.einsum("hts,bsi->bthi", alpha, Xb).reshape(*Xb.shape[:2], -1)
+    F = Z @ V.T
     qm = jnp.asarray(task.query_mask, F.dtype)[None, :, None]
     return jnp.sum(((Yb - F) * qm) ** 2)
 
 
 def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.Array:
-    """The full-batch training objective J(L, V) (module docstring) for L: (T, T), V: (d_out, d).
+    """The full-batch training objective J(L, V) (module docstring) for L: ``posterior.L_shape`` ((T, T), or
+    (H, T, T) for H heads) and V: (d_out, H d).
 
     J = -(sigma2 / n) log p(L, V, D) + const, so ``training_objective`` and ``ba.joint_log_density`` have
     the same minimisers and gradients up to the factor -sigma2 / n.
     """
     if not isinstance(posterior, Posterior):
         raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
-    L = jnp.asarray(check_array("L", L, (posterior.T, posterior.T)), jnp.float64)
-    V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.d)), jnp.float64)
+    L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
+    V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
     return _objective(posterior, L, V)
