@@ -55,17 +55,19 @@ from .posterior import Posterior
 from ._program import _compiled, _rebuild, _split
 from .joint import _numpyro_nuts
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
+from .ensemble import ENSEMBLE_JITTER, ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program
 from .smc import _assemble_smc, _smc_program
 
 
-Method = Literal["nuts", "hmc", "mala", "smc"]
+Method = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]
 Backend = Literal["blackjax", "numpyro"]
-METHODS = ("nuts", "hmc", "mala", "smc")
+METHODS = ("nuts", "hmc", "mala", "smc", *ENSEMBLE_METHODS)
 BACKENDS = ("blackjax", "numpyro")
 SAMPLER_INITS = ("cold", "hot", "prior")
 
 # method_options each method accepts, with defaults
 _OPTIONS = {
+    **ENSEMBLE_OPTIONS,
     "nuts": {"target_acceptance_rate": 0.8, "max_num_doublings": 10, "initial_step_size": 0.1},
     "hmc": {"target_acceptance_rate": 0.8, "num_integration_steps": 16, "initial_step_size": 0.1},
     "mala": {"target_acceptance_rate": 0.574, "initial_step_size": 1e-3},
@@ -232,10 +234,11 @@ def _check_options(method, backend, method_options):
         raise ValueError(f"method_options {unknown} not understood by method={method!r}, backend={backend!r}: "
                          f"expected some of {sorted(allowed)}")
     opts = {**allowed, **method_options}
-    for name in ("max_num_doublings", "num_integration_steps", "num_mcmc_steps", "max_steps"):
+    for name in ("max_num_doublings", "num_integration_steps", "num_mcmc_steps", "max_steps", "num_folds",
+                 "max_leapfrog_steps"):
         if name in opts:
             opts[name] = check_int(name, opts[name], minimum=1)
-    for name in ("initial_step_size",):
+    for name in ("initial_step_size", "learning_rate", "step_size_multiplier"):
         if name in opts:
             opts[name] = check_positive(name, opts[name])
     for name in ("target_acceptance_rate", "target_ess"):
@@ -260,7 +263,9 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     posterior: a :class:`~bayesattn.Posterior`; key: a PRNG key (the same key gives the same draws).
     method: "nuts" | "hmc" | "mala" (MCMC, ``num_chains`` chains of ``num_warmup`` adaptation steps then
     ``num_samples`` steps, every ``thin``-th kept) or "smc" (``num_chains`` independent adaptive tempered SMC
-    runs of ``num_samples`` particles each; ``num_warmup``, ``init`` and ``thin`` are not used).
+    runs of ``num_samples`` particles each; ``num_warmup``, ``init`` and ``thin`` are not used), or "chees" |
+    "meads" (many chains in lockstep: ``num_chains`` of 16..256 advanced together, adapted across chains;
+    :mod:`bayesattn.bayes.ensemble`).
     backend: "blackjax" (all methods) or "numpyro" (NUTS only).
     init: "cold" | "hot" | "prior" | array (T, T) or (num_chains, T, T); see :func:`initial_positions`.
     method_options: nuts: target_acceptance_rate (0.8), max_num_doublings (10), initial_step_size (0.1);
@@ -274,6 +279,10 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     well) even those settings give the copy branch weight 0.01 +- 0.02 against the theory's 0.52: particles from
     the prior reach a branch only through MCMC moves across the barrier (per-branch evidences:
     ``scripts/coexistence_check.py --branch-runs``);
+    chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
+    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
+    chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
+    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
@@ -317,6 +326,22 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
                       *static)
         builder = lambda _m, n, o, task, att: _smc_program(n, o, task, att)  # noqa: E731
         args = (dynamic, keys)
+    elif method in ENSEMBLE_METHODS:
+        if num_chains < 2:
+            raise ValueError(f"num_chains={num_chains}: method={method!r} adapts across chains; expected >= 2")
+        if method == "meads" and num_chains % opts["num_folds"]:
+            raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
+                             f"{opts['num_folds']} folds; expected a multiple of it")
+        # the ensemble adaptations estimate scales from the spread of the chains: chains started at one point
+        # (cold / hot / a single array) are spread by ENSEMBLE_JITTER prior standard deviations
+        spread = float(np.max(np.std(np.asarray(positions), axis=0)))
+        if spread == 0.0:
+            jkey = jax.random.fold_in(init_key, 1)
+            positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
+                jkey, positions.shape, jnp.float64)
+        static_key = (method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())), num_chains, *static)
+        builder = _ensemble_program
+        args = (dynamic, run_key, positions)
     else:
         static_key = (method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())), chains_per_batch,
                       *static)
@@ -338,6 +363,8 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     diag.update({"num_divergent": int(out["num_divergent"].sum()),
                  "num_divergent_warmup": int(out["num_divergent_warmup"].sum()),
                  "step_size": out["step_size"]})
+    if "trajectory_length" in out:
+        diag["trajectory_length"] = float(out["trajectory_length"])
     return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
                      sample_stats={"lp": out["logdensity"], **out["draw_stats"]})
 

@@ -1,0 +1,92 @@
+"""Many chains in lockstep: ChEES-HMC and MEADS (blackjax's ensemble adaptations) on the closed form.
+
+NUTS runs each chain's own tree of trajectories, so on a CPU its chains run one after another
+(``bayesattn._batching.default_batch``) and every gradient rereads the sufficient statistics. Here all K chains
+take a step of the same (jittered) trajectory length together, in one ``vmap``-ed program: the closed form's
+contractions of K attention patterns with the statistics become matrix-matrix products that read the statistics
+once per step for all chains, and the adaptation pools information across chains.
+
+- ``method="chees"``: ``blackjax.chees_adaptation`` (step size by dual averaging, trajectory length by the ChEES
+  criterion, optax Adam on its log, a diagonal mass matrix from the ensemble) then ``blackjax.dynamic_hmc`` with
+  the adapted Halton-jittered trajectory length.
+- ``method="meads"``: ``blackjax.meads_adaptation`` (step size, damping and momentum scale from the ensemble
+  over K folds) then ``blackjax.ghmc`` (one leapfrog step per transition with a persistent momentum: give it
+  ``thin`` of tens).
+
+Both return :class:`~bayesattn.bayes.samples.Samples` like NUTS, with per-draw statistics, ESS and split R-hat
+per observable (many short chains: ESS pools them; R-hat compares them).
+"""
+
+from __future__ import annotations
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import optax
+from blackjax.adaptation.base import get_filter_adapt_info_fn
+
+from ._program import _rebuild
+
+ENSEMBLE_METHODS = ("chees", "meads")
+ENSEMBLE_JITTER = 0.1  # chains started at one point are spread by this many prior standard deviations
+ENSEMBLE_OPTIONS = {
+    "chees": {"target_acceptance_rate": 0.651, "initial_step_size": 0.1, "learning_rate": 0.025,
+              "max_leapfrog_steps": 1000},
+    "meads": {"num_folds": 4, "step_size_multiplier": 0.5},
+}
+
+
+def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, task, model):
+    opts = dict(options)
+
+    def run(dynamic, key, positions):
+        post = _rebuild((task, model), dynamic)
+        shape = model.logit_shape(task.T)
+        # blackjax's ensemble adaptations take flat positions (chains, dim)
+        logdensity = lambda x: post.log_density(x.reshape(shape))  # noqa: E731
+        positions = positions.reshape(num_chains, -1)
+        wkey, skey = jax.random.split(key)
+        if method == "chees":
+            warmup = blackjax.chees_adaptation(
+                logdensity, num_chains, target_acceptance_rate=opts["target_acceptance_rate"],
+                max_leapfrog_steps=opts["max_leapfrog_steps"], mass_matrix_estimation="diagonal",
+                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
+            (states, params), winfo = warmup.run(wkey, positions, opts["initial_step_size"],
+                                                 optax.adam(opts["learning_rate"]), num_warmup)
+            sampler = blackjax.dynamic_hmc(logdensity, **params)
+            trajectory = params["integration_steps_params"][0] * params["step_size"]
+        else:
+            warmup = blackjax.meads_adaptation(
+                logdensity, num_chains, num_folds=opts["num_folds"], step_size_multiplier=opts["step_size_multiplier"],
+                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
+            (states, params), winfo = warmup.run(wkey, positions, num_warmup)
+            sampler = blackjax.ghmc(logdensity, **params)
+            trajectory = params["step_size"]
+        wdiv, wgrads = winfo.info.is_divergent, winfo.info.num_integration_steps
+        step = jax.vmap(sampler.step)
+
+        def kept(states, k):
+            def inner(carry, kk):
+                st, acc, div, grads, _ = carry
+                st, info = step(jax.random.split(kk, num_chains), st)
+                return (st, acc + info.acceptance_rate, div + info.is_divergent, grads + info.num_integration_steps,
+                        info.energy), None
+
+            zc = jnp.zeros((num_chains,))
+            zero = (states, zc, jnp.zeros((num_chains,), jnp.int64), jnp.zeros((num_chains,), jnp.int64), zc)
+            (states, acc, div, grads, energy), _ = jax.lax.scan(inner, zero, jax.random.split(k, thin))
+            return states, (states.position, states.logdensity, acc, div, grads, energy)
+
+        _, (draws, logdens, acc, div, grads, energy) = jax.lax.scan(kept, states, jax.random.split(skey, num_kept))
+        chain_first = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  (kept, chains, ...) -> (chains, kept, ...)
+        return {
+            "L": chain_first(draws).reshape(num_chains, num_kept, *shape), "logdensity": chain_first(logdens),
+            "acceptance_rate": acc.sum(0) / (num_kept * thin), "num_divergent": div.sum(0),
+            "num_divergent_warmup": jnp.sum(wdiv, axis=0), "num_grad_evals": grads.sum(0) + jnp.sum(wgrads, axis=0),
+            "step_size": jnp.broadcast_to(params["step_size"], (num_chains,)),
+            "trajectory_length": trajectory,
+            "draw_stats": {"acceptance_rate": chain_first(acc) / thin, "diverging": chain_first(div) > 0,
+                           "n_steps": chain_first(grads), "energy": chain_first(energy)},
+        }
+
+    return run
