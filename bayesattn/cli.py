@@ -238,7 +238,7 @@ def _add_staircase(sub) -> None:
     sc = sub.add_parser("staircase", help="the staircase: H-head posterior over P, minimal-model training, ODE",
                         description="Run the staircase of docs/staircase.md (resumable: finished points are kept).")
     sc.add_argument("--config", default="staircase",
-                    help="a TOML file, or the name of one in phase_diagrams/ (default: staircase)")
+                    help="a TOML file, or the name of one in phase_diagrams/staircase/ (default: staircase)")
     sc.add_argument("--parts", help="comma-separated subset of mcmc,train,ode (default: the config's)")
     sc.add_argument("--out", help="output folder (default: results/<config name>)")
     sc.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -82,7 +82,8 @@ def test_markov_teacher_logits_and_restriction():
     pats = task.target_patterns
     assert list(pats) == ["span1", "span2", "span3"]
     last = task.T - 1
-    assert [np.flatnonzero(pats[p][last]).tolist() for p in pats] == [[last - 4, last - 3], [last - 2], [last - 1, last]]
+    keys = [np.flatnonzero(pats[p][last]).tolist() for p in pats]
+    assert keys == [[last - 4, last - 3], [last - 2], [last - 1, last]]
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -33,7 +33,8 @@ from ..tasks import MultiLagCopyTask
 from .staircase_training import TrainingConfig, stage_times, train_minimal
 
 PARTS = ("mcmc", "train", "ode")
-CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
+# named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
+CONFIG_DIRS = (Path("phase_diagrams/staircase"), Path(__file__).resolve().parents[2] / "phase_diagrams" / "staircase")
 
 
 @dataclass
@@ -77,7 +78,7 @@ class StaircaseConfig:
             named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
             if not named:
                 raise ValueError(f"config={str(path)!r}: no such file, and no named config "
-                                 f"phase_diagrams/{path.stem}.toml")
+                                 f"phase_diagrams/staircase/{path.stem}.toml")
             path = named[0]
         with open(path, "rb") as f:
             data = tomllib.load(f)
