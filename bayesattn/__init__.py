@@ -14,14 +14,15 @@ from .bayes import *  # noqa: E402,F401,F403
 from .bayes import __all__ as _bayes_all  # noqa: E402
 from .diagnostics import order_parameters  # noqa: E402
 from .models import AttentionModel, attention_weights, linear_attention, softmax_attention  # noqa: E402
-from .tasks import TASKS, CopyTask, Dataset, Task, register_task, task_from_config  # noqa: E402
+from .tasks import (TASKS, CopyTask, Dataset, HighOrderMarkovTask, MultiLagCopyTask, Task,  # noqa: E402
+                    register_task, task_from_config)
 from .training import *  # noqa: E402,F401,F403
 from .training import __all__ as _training_all  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CopyTask", "Dataset", "Task", "TASKS", "register_task", "task_from_config",
+    "CopyTask", "MultiLagCopyTask", "HighOrderMarkovTask", "Dataset", "Task", "TASKS", "register_task", "task_from_config",
     "AttentionModel", "attention_weights", "softmax_attention", "linear_attention", "order_parameters",
     *_bayes_all, *_training_all,
 ]

@@ -207,7 +207,42 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Redraw all figures of a phase-diagram run from its saved point files.")
     fp.add_argument("dir", help="output folder of a phase-diagram run")
     fp.set_defaults(func=_cmd_figures)
+    _add_staircase(sub)  # issue 13
     return p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `bayesattn staircase`: the staircase of issue 13 (docs/staircase.md); one self-contained block
+# ---------------------------------------------------------------------------------------------------------
+def _cmd_staircase(args) -> int:
+    from .experiments.staircase import StaircaseConfig, run
+    from .plots.staircase import draw_all
+
+    cfg = StaircaseConfig.from_toml(args.config)
+    if args.parts:
+        cfg.parts = args.parts.split(",")
+    out = args.out or f"results/{cfg.name}"
+    summary = run(cfg, out, progress=not args.quiet)
+    for fig in draw_all(out):
+        print(f"wrote {fig}")
+    for key, e in summary.get("mcmc", {}).items():
+        print(f"{key}: P_k = {e['P_k']}, max competitive fraction = {e['max_competitive']:.2f}")
+    if "train" in summary:
+        print(f"training stages (steps, per seed): {summary['train']['stages']} (paper: ~330, ~575)")
+    if "ode" in summary:
+        print(f"ODE stage times: {summary['ode']['stages']}")
+    return 0
+
+
+def _add_staircase(sub) -> None:
+    sc = sub.add_parser("staircase", help="the staircase: H-head posterior over P, minimal-model training, ODE",
+                        description="Run the staircase of docs/staircase.md (resumable: finished points are kept).")
+    sc.add_argument("--config", default="staircase",
+                    help="a TOML file, or the name of one in phase_diagrams/staircase/ (default: staircase)")
+    sc.add_argument("--parts", help="comma-separated subset of mcmc,train,ode (default: the config's)")
+    sc.add_argument("--out", help="output folder (default: results/<config name>)")
+    sc.add_argument("--quiet", action="store_true", help="no progress bars")
+    sc.set_defaults(func=_cmd_staircase)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,6 +210,11 @@ class MultiHeadConfig(NetworkConfig):
 
     W_Q: (H, d', d'), W_V: (H, d_value, d'), W_O: (d_out, d_value). The identity decoder needs
     d_value = d_out (d_value None: d_out). Positional W_Q blocks are the single layer's logits L^h.
+
+    score_scale: the scores are multiplied by it (None: 1; the paper of Yueksel et al. uses 1 / sqrt(d')).
+    init: "normal" (W ~ init_scale N(0, 1)) or "xavier" (W_Q, W_V ~ init_scale U(-b, b), b = sqrt(3 / d'):
+    Xavier-uniform of a d' x d' projection, the paper's value projection being d' x d' of which the identity
+    decoder keeps the first d_out rows).
     """
 
     name: ClassVar[str] = "multihead"
@@ -223,6 +228,8 @@ class MultiHeadConfig(NetworkConfig):
     d_value: int | None = None
     mask: MaskKind = "causal"
     init_scale: float = 1e-2
+    score_scale: float | None = None
+    init: Literal["normal", "xavier"] = "normal"
 
     def __post_init__(self):
         for f in ("T", "d_in", "heads"):
@@ -236,6 +243,9 @@ class MultiHeadConfig(NetworkConfig):
         if self.decoder == "identity" and self.d_value != self.d_out:
             raise ValueError(f"d_value={self.d_value}: the identity decoder needs d_value = d_out = {self.d_out}")
         object.__setattr__(self, "init_scale", float(check_positive("init_scale", self.init_scale)))
+        if self.score_scale is not None:
+            object.__setattr__(self, "score_scale", float(check_positive("score_scale", self.score_scale)))
+        check_choice("init", self.init, ("normal", "xavier"))
 
     @property
     def width(self) -> int:
@@ -254,8 +264,13 @@ class MultiHeadAttention(eqx.Module):
         c = config
         kq, kv, ko = jax.random.split(key, 3)
         D = c.width
-        self.W_Q = c.init_scale * jax.random.normal(kq, (c.heads, D, D))
-        self.W_V = c.init_scale * jax.random.normal(kv, (c.heads, c.d_value, D))
+        if c.init == "xavier":
+            b = np.sqrt(3.0 / D)
+            self.W_Q = c.init_scale * jax.random.uniform(kq, (c.heads, D, D), minval=-b, maxval=b)
+            self.W_V = c.init_scale * jax.random.uniform(kv, (c.heads, c.d_value, D), minval=-b, maxval=b)
+        else:
+            self.W_Q = c.init_scale * jax.random.normal(kq, (c.heads, D, D))
+            self.W_V = c.init_scale * jax.random.normal(kv, (c.heads, c.d_value, D))
         self.W_O = None if c.decoder == "identity" else jax.random.normal(ko, (c.d_out, c.d_value)) / np.sqrt(c.d_value)
         self.config = c
 
@@ -269,6 +284,8 @@ class MultiHeadAttention(eqx.Module):
         if c.positions == "onehot":
             x = jnp.concatenate([x, jnp.eye(c.T, dtype=x.dtype)[: x.shape[0]]], axis=-1)
         scores = jnp.einsum("ti,hij,sj->hts", x, net.W_Q, x)
+        if c.score_scale is not None:
+            scores = c.score_scale * scores
         alpha = attention_weights(scores, c.attention, key_mask_of(c.mask, x.shape[0]))
         o = jnp.einsum("hts,hvj,sj->tv", alpha, net.W_V, x)
         y = o if net.W_O is None else o @ net.W_O.T

@@ -5,5 +5,8 @@ A config names a task by its class name; :func:`task_from_config` turns it back 
 
 from .base import TASKS, Dataset, Task, draw_tokens, register_task, task_from_config
 from .copy import CopyTask
+from .markov import HighOrderMarkovTask
+from .multilag import MultiLagCopyTask
 
-__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "draw_tokens", "register_task", "task_from_config"]
+__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "draw_tokens",
+           "register_task", "task_from_config"]

@@ -12,6 +12,7 @@ key each step, for :func:`sgld`'s noise) and ``value=`` (the loss, for ``optax.c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
@@ -81,6 +82,7 @@ class OptimizerConfig:
     plateau_patience: int = 100
     plateau_rtol: float = 1e-4
     clip: float | None = None
+    weight_decay: float | None = None  # adamw only (None: optax's default 1e-4; torch's AdamW uses 1e-2)
 
     def __post_init__(self):
         check_choice("optimizer", self.name, (*OPTAX_OPTIMIZERS, "langevin"))
@@ -96,6 +98,13 @@ class OptimizerConfig:
         object.__setattr__(self, "plateau_patience", check_int("plateau_patience", self.plateau_patience, minimum=1))
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive("clip", self.clip))
+        if self.weight_decay is not None:
+            if self.name != "adamw":
+                raise ValueError(f"weight_decay={self.weight_decay!r} with optimizer={self.name!r}: expected None "
+                                 "(decoupled weight decay is adamw's)")
+            if not (math.isfinite(float(self.weight_decay)) and float(self.weight_decay) >= 0):
+                raise ValueError(f"weight_decay={self.weight_decay!r}: expected a finite number >= 0")
+            object.__setattr__(self, "weight_decay", float(self.weight_decay))
         if self.name == "langevin" and (self.decay == "plateau" or self.clip is not None):
             raise ValueError(f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "
                              "clipping would change the stationary law; expected neither")
@@ -119,7 +128,8 @@ class OptimizerConfig:
         if self.name == "langevin":
             return optax.chain(sgld(lr, temperature))
         parts = [] if self.clip is None else [optax.clip_by_global_norm(self.clip)]
-        parts.append(OPTAX_OPTIMIZERS[self.name](lr))
+        wd = {} if self.weight_decay is None else {"weight_decay": self.weight_decay}
+        parts.append(OPTAX_OPTIMIZERS[self.name](lr, **wd))
         if self.decay == "plateau":
             parts.append(optax.contrib.reduce_on_plateau(factor=self.plateau_factor, patience=self.plateau_patience,
                                                          rtol=self.plateau_rtol))

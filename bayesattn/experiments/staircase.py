@@ -1,0 +1,232 @@
+"""The staircase (issue 13; docs/staircase.md): in the amount of data, from the exact posterior of H heads on
+:class:`~bayesattn.MultiLagCopyTask`; in training time, the paper's minimal model on
+:class:`~bayesattn.HighOrderMarkovTask` (:mod:`.staircase_training`); and the simplified ODE
+(:mod:`bayesattn.dynamics.ode`).
+
+A run writes, under its output folder::
+
+    points/mcmc/*.json       one file per (attention, H, P, init): per-head and label-free lag masses, diagnostics
+    points/train/*.json      one file per seed of the minimal model: records over steps, stage times
+    points/ode/*.json        the ODE trajectory
+    summary.json             config, transitions P_k per (attention, H, init), stage times, wall time
+
+Every point goes through :func:`bayesattn.sweep.run_sweep` (atomic, resumable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from .._validate import check_choice, check_int
+from ..bayes.posterior import Posterior, Prior
+from ..bayes.sampling import sample
+from ..models.attention import hot_logits
+from ..sweep import package_versions, run_sweep, write_json_atomic
+from ..tasks import MultiLagCopyTask
+from .staircase_training import TrainingConfig, stage_times, train_minimal
+
+PARTS = ("mcmc", "train", "ode")
+# named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
+CONFIG_DIRS = (Path("phase_diagrams/staircase"), Path(__file__).resolve().parents[2] / "phase_diagrams" / "staircase")
+
+
+@dataclass
+class BayesConfig:
+    """The Bayesian staircase: ``heads`` lists H; for each H the task has H lags 1..H with weights
+    ``ratio``^k (k = 0 strongest, lag 1), orthogonal U_k (identity U_k would let one head carry every lag)."""
+
+    T: int = 16
+    d: int = 8
+    heads: list = field(default_factory=lambda: [2, 3])
+    ratio: float = 0.6
+    attention: list = field(default_factory=lambda: ["softmax", "linear"])
+    inits: list = field(default_factory=lambda: ["cold", "hot"])
+    P: list = field(default_factory=lambda: [int(x) for x in np.unique(np.round(np.geomspace(200, 30000, 12)))])
+    sigma_A2: float = 1.0
+    sigma_V2: float = 100.0
+    sigma2: float = 400.0
+    num_chains: int = 4
+    num_warmup: int = 500
+    num_samples: int = 1000
+
+    def task(self, H: int) -> MultiLagCopyTask:
+        return MultiLagCopyTask(T=self.T, d=self.d, spans=tuple((k + 1,) for k in range(H)),
+                                weights=tuple(self.ratio**k for k in range(H)), rotations="orthogonal")
+
+
+@dataclass
+class StaircaseConfig:
+    name: str = "staircase"
+    parts: list = field(default_factory=lambda: list(PARTS))
+    seed: int = 0
+    bayes: BayesConfig = field(default_factory=BayesConfig)
+    train: dict = field(default_factory=dict)  # TrainingConfig fields
+    train_seeds: int = 2
+    ode: dict = field(default_factory=dict)  # ODEConfig fields
+
+    @classmethod
+    def from_toml(cls, path) -> "StaircaseConfig":
+        path = Path(path)
+        if not path.exists():
+            named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
+            if not named:
+                raise ValueError(f"config={str(path)!r}: no such file, and no named config "
+                                 f"phase_diagrams/staircase/{path.stem}.toml")
+            path = named[0]
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        bayes = data.pop("bayes", {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        cfg = cls(**data, bayes=BayesConfig(**bayes))
+        for p in cfg.parts:
+            check_choice("parts item", p, PARTS)
+        TrainingConfig(**cfg.train)  # validate early
+        return cfg
+
+
+# ------------------------------------------------------------------------------------------ the posterior
+def hot_init(task: MultiLagCopyTask, H: int, attention: str, prior: Prior) -> np.ndarray:
+    """(H, T, T): head h on span h mod K (the cooperative, solved configuration)."""
+    pats = list(task.target_patterns.values())
+    scale = None
+    if attention == "linear":
+        scale = np.sqrt(prior.sigma_A2 * int(task.key_mask.sum()))
+    return np.stack([hot_logits(pats[h % len(pats)], task.key_mask, attention, scale) for h in range(H)])
+
+
+def mcmc_point(point: dict) -> dict:
+    """One (attention, H, P, init): NUTS on the closed-form posterior. Returns per chain the mean of every
+    declared observable, its ESS and R-hat, and the fraction of draws in a "competitive" state (two heads with
+    mass > 3 |span| / T on the same span)."""
+    b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
+    H, P = point["heads"], point["P"]
+    task = b.task(H)
+    prior = Prior(b.sigma_A2, b.sigma_V2, b.sigma2)
+    key = jax.random.key(point["seed"])
+    k_data, k_mcmc = jax.random.split(jax.random.fold_in(key, P))
+    data = task.sample(k_data, P)
+    post = Posterior(data, point["attention"], prior, heads=H)
+    init = "cold" if point["init"] == "cold" else hot_init(task, H, point["attention"], prior)
+    s = sample(post, k_mcmc, num_chains=b.num_chains, num_warmup=b.num_warmup, num_samples=b.num_samples, init=init)
+    op = s.order_parameters
+    alpha = np.asarray(post.model.weights(jax.numpy.asarray(s.L).reshape(-1, *post.L_shape), task.key_mask))
+    comp = {}
+    for name, pat in task.target_patterns.items():
+        thr = 3.0 * pat[task.query_mask].sum(1).mean() / task.T
+        per_head = np.einsum("nhts,ts->nh", alpha, pat) / task.query_mask.sum()
+        comp[name] = float(np.mean(np.sum(per_head > thr, axis=1) >= 2))
+    summ = s.summary()
+    names = tuple(op)
+    return {
+        "means": {k: summ[k]["mean"] for k in names},
+        "observables": {k: {f: summ[k][f] for f in ("mean", "std", "se", "ess_bulk", "r_hat", "chain_means")}
+                        for k in names},
+        "diagnostics": summ["diagnostics"], "competitive": comp,
+        "threshold": {n: 3.0 * len(sp) / task.T for n, sp in zip(task.target_patterns, task.spans)},
+    }
+
+
+def transitions(P: np.ndarray, mass: np.ndarray, threshold: float) -> float | None:
+    """P where ``mass`` (increasing P) first crosses ``threshold``, log-interpolated; None if it never does."""
+    above = mass >= threshold
+    if not above.any():
+        return None
+    i = int(np.argmax(above))
+    if i == 0:
+        return float(P[0])
+    x0, x1, y0, y1 = np.log(P[i - 1]), np.log(P[i]), mass[i - 1], mass[i]
+    return float(np.exp(x0 + (threshold - y0) * (x1 - x0) / (y1 - y0)))
+
+
+def mcmc_summary(records: list) -> dict:
+    """{attention/H/init: {"P": [...], "mass_max:lagk": [...], "P_k": {lagk: P or None}, "competitive": ...}}."""
+    out: dict = {}
+    for r in records:
+        pt, res = r["point"], r["result"]
+        key = f"{pt['attention']}/H={pt['heads']}/{pt['init']}"
+        e = out.setdefault(key, {"P": [], "means": [], "competitive": [], "threshold": res["threshold"]})
+        e["P"].append(pt["P"])
+        e["means"].append(res["means"])
+        e["competitive"].append(res["competitive"])
+    for key, e in out.items():
+        order = np.argsort(e["P"])
+        P = np.asarray(e["P"])[order]
+        e["P"] = P.tolist()
+        means = [e["means"][i] for i in order]
+        e["means"] = {k: [m[k] for m in means] for k in means[0]}
+        e["competitive"] = {k: [e["competitive"][i][k] for i in order] for k in e["competitive"][0]}
+        e["P_k"] = {lag: transitions(P, np.asarray(e["means"][f"mass_max:{lag}"]), thr)
+                    for lag, thr in e["threshold"].items()}
+        e["max_competitive"] = max(max(v) for v in e["competitive"].values())
+    return out
+
+
+# ----------------------------------------------------------------------------------------- training, ODE
+def train_point(point: dict) -> dict:
+    cfg = TrainingConfig(**point["train"])
+    t0 = time.perf_counter()
+    rec = train_minimal(cfg, point["seed"])
+    rec["stages"] = stage_times(rec["step"], rec["mass_last"])
+    rec["train_wall_s"] = time.perf_counter() - t0
+    return rec
+
+
+def ode_point(point: dict) -> dict:
+    from ..dynamics.ode import ODEConfig, solve, stage_times as ode_stages
+
+    sol = solve(ODEConfig(**point["ode"]))
+    return {"t": sol["t"], "loss": sol["loss"], "S": sol["S"][:, : max(point["ode"].get("groups", 3) + 1, 4)],
+            "plateaus": sol["plateaus"], "stages": ode_stages(sol), "num_steps": sol["num_steps"]}
+
+
+# --------------------------------------------------------------------------------------------- driver
+def points(cfg: StaircaseConfig) -> dict:
+    # a point holds only what it depends on, so the same point computed under another grid is reused
+    b = {k: v for k, v in dataclasses.asdict(cfg.bayes).items() if k not in ("heads", "attention", "inits", "P")}
+    out = {"mcmc": [], "train": [], "ode": []}
+    if "mcmc" in cfg.parts:
+        out["mcmc"] = [{"method": "mcmc", "attention": a, "heads": H, "P": int(P), "init": i, "bayes": b,
+                        "seed": cfg.seed} for a in cfg.bayes.attention for H in cfg.bayes.heads
+                       for P in cfg.bayes.P for i in cfg.bayes.inits]
+    if "train" in cfg.parts:
+        tc = TrainingConfig(**cfg.train).config()
+        out["train"] = [{"method": "train", "train": tc, "seed": cfg.seed + s}
+                        for s in range(check_int("train_seeds", cfg.train_seeds, minimum=1))]
+    if "ode" in cfg.parts:
+        out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
+    return out
+
+
+COMPUTE = {"mcmc": mcmc_point, "train": train_point, "ode": ode_point}
+
+
+def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
+    """Compute every missing point (resumable), write summary.json and return it."""
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    recs = {part: run_sweep(pts, COMPUTE[part], out / "points" / part, progress=progress, desc=part)
+            for part, pts in points(cfg).items() if pts}
+    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(),
+               "wall_time_s": time.perf_counter() - t0}
+    if "mcmc" in recs:
+        summary["mcmc"] = mcmc_summary(recs["mcmc"])
+    if "train" in recs:
+        summary["train"] = {"stages": [r["result"]["stages"] for r in recs["train"]],
+                            "seeds": [r["point"]["seed"] for r in recs["train"]],
+                            "wall_s": [r["wall_time_s"] for r in recs["train"]],
+                            "paper_stages": [330, 575]}
+    if "ode" in recs:
+        summary["ode"] = {"stages": recs["ode"][0]["result"]["stages"],
+                          "plateaus": recs["ode"][0]["result"]["plateaus"]}
+    write_json_atomic(out / "summary.json", summary)
+    return summary
