@@ -52,8 +52,8 @@ def plot_three_transitions(out_dir) -> list[Path]:
                     ax.plot([T], [Pc[i]], "o", mfc="none", color=COLORS[kind], ms=9, alpha=0.5)
             lo = [theory[(a, T)][kind]["spinodals"][0] if first[i] else np.nan for i, T in enumerate(Ts)]
             hi = [theory[(a, T)][kind]["spinodals"][1] if first[i] else np.nan for i, T in enumerate(Ts)]
-            ax.plot(Ts, lo, "--", color=COLORS[kind], lw=0.8)
-            ax.plot(Ts, hi, "--", color=COLORS[kind], lw=0.8)
+            ax.plot(Ts, lo, "--", color=COLORS[kind], lw=0.8, marker="_", ms=10)
+            ax.plot(Ts, hi, "--", color=COLORS[kind], lw=0.8, marker="_", ms=10)
         for obj in ("joint", "marginal"):
             for init, mfc in (("small", None), ("hot", "none")):
                 pts = [(T, _num(adam[(a, T, obj, init)]["P"])) for T in Ts if (a, T, obj, init) in adam]
@@ -67,8 +67,8 @@ def plot_three_transitions(out_dir) -> list[Path]:
         ax.set_xticks(Ts, [str(T) for T in Ts])
         ax.set_xlabel("T")
         ax.set_ylabel("transition P")
-        ax.set_title(f"{a}: joint mode < marginal mode < posterior")
-    axes[0][0].legend(fontsize=6, loc="upper left")
+        ax.set_title(f"{a} attention")
+    axes[0][0].legend(fontsize=6, loc="lower right")
     if tau_th is not None:
         ax = axes[0][-1]
         tau = np.asarray(tau_th["tau"], float)
