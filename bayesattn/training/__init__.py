@@ -5,13 +5,13 @@ from .analysis import emergence_vs_P, final_vs_P, training_curves
 from .checkpoints import load_checkpoint, save_checkpoint
 from .core import OptimizerConfig, Plan, run_loop, sgld
 from .fitting import fit, fit_sweep, sequence_loss
-from .loop import OPTIMIZERS, TRAIN_INITS, train, train_sweep
-from .objective import training_objective
+from .loop import OBJECTIVES, OPTIMIZERS, TRAIN_INITS, train, train_sweep
+from .objective import marginal_objective, training_objective
 from .results import FitResult, FitSweepResult, SweepResult, TrainResult, emergence
 
 __all__ = [
     "TrainResult", "SweepResult", "train", "train_sweep", "training_objective", "emergence",
     "final_vs_P", "training_curves", "emergence_vs_P", "OPTIMIZERS", "TRAIN_INITS",
     "fit", "fit_sweep", "FitResult", "FitSweepResult", "OptimizerConfig", "sequence_loss",
-    "save_checkpoint", "load_checkpoint", "Plan", "run_loop", "sgld",
+    "save_checkpoint", "load_checkpoint", "Plan", "run_loop", "sgld", "marginal_objective", "OBJECTIVES",
 ]

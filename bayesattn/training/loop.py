@@ -17,10 +17,19 @@ Full-batch steps (``batch_size=None``) evaluate J exactly from the sufficient st
 C = Z^T Y of :class:`~bayesattn.Posterior` (sum |y - Vz|^2 = |Y|^2 - 2 tr(V C) + tr(V G V^T)), so one step
 costs O(T^3 + T^2 d^2) whatever P is; minibatch steps use B sequences directly (an unbiased estimate).
 
+``objective="marginal"`` trains L alone on J_marg(L) = -(sigma2 / n) log p(L, D) + const with V integrated
+out (:func:`bayesattn.training.objective.marginal_objective`, = min_V J + the Occam term
+(sigma2 d_out / 2n) log det(I + G / lam)): its stationary points are the modes of the marginal p(L | D). The
+readout is then not a parameter: records and the final V are its conditional posterior mean given L.
+
 ``optimizer="langevin"`` is SGLD (:func:`bayesattn.training.core.sgld`, an optax transformation) on the same
 energy at temperature sigma2: theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as
 lr -> 0) is exp(-n J / sigma2) = p(L, V | D), the posterior itself; ``lr`` has the same meaning (a step on J)
-for both optimizers.
+for both optimizers. ``temperature=tau`` runs it at tau sigma2 / n, whose stationary law is p(L, V | D)^(1/tau):
+exactly the posterior of the same model with the prior (tau sigma_A2, tau sigma_V2, tau sigma2) (J is unchanged by
+that rescaling, lam = d sigma2 / sigma_V2 included), so the theory at temperature tau is the theory of that prior;
+tau -> 0 gives the joint mode (Adam's target), tau = 1 the posterior. With ``objective="marginal"`` the law is
+p(L | D)^(1/tau).
 
 The network is :class:`bayesattn.models.SingleLayer` and every run goes through the one training loop
 (:func:`bayesattn.training.core.run_loop`), as :func:`bayesattn.training.fitting.fit` does for every network;
@@ -37,6 +46,7 @@ from typing import Any, Callable, Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import equinox as eqx
 import optax
 
 from .._batching import default_batch, map_batched
@@ -47,13 +57,15 @@ from ..models.attention import AttentionKind, AttentionModel, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
 from .core import Plan, failure_message, run_loop, sgld
-from .objective import _batch_sq_error, _decay, _objective, _sq_error
+from .objective import _batch_sq_error, _decay, _marginal_objective, _objective, _sq_error
 from .results import SweepResult, TrainResult, can_sample
 
 
 OptimizerKind = Literal["adam", "langevin"]
 InitKind = Literal["small", "hot"]
+ObjectiveKind = Literal["joint", "marginal"]
 OPTIMIZERS = ("adam", "langevin")
+OBJECTIVES = ("joint", "marginal")
 TRAIN_INITS = ("small", "hot")
 
 
@@ -73,6 +85,8 @@ class _Config:
     init: str  # "small", "hot" or "array"
     init_scale: float | None  # None: the default hot pattern (hot_logits)
     log_records: int = 0
+    objective: str = "joint"  # "joint": J(L, V); "marginal": J_marg(L), V integrated out
+    temperature: float = 1.0  # langevin: tau, the noise temperature in units of sigma2 / n
 
     @property
     def plan(self) -> Plan:
@@ -101,8 +115,11 @@ def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
 
 
 def _loss_fn(cfg: _Config, data: _RunData):
-    """(net, key) -> J (full batch, from the statistics) or its minibatch estimate."""
+    """(net, key) -> J (full batch, from the statistics) or its minibatch estimate; J_marg(L) for the marginal
+    objective (full batch only)."""
     post = data.post
+    if cfg.objective == "marginal":
+        return lambda net, key: _marginal_objective(post, net.L)
     if cfg.batch_size is None:
         return lambda net, key: _objective(post, net.L, net.V)
     B = cfg.batch_size
@@ -115,35 +132,60 @@ def _loss_fn(cfg: _Config, data: _RunData):
     return f
 
 
-def _record_fn(data: _RunData):
+def _with_readout_mode(net: SingleLayer, post: Posterior) -> SingleLayer:
+    """The network with V at its conditional posterior mean given L (the marginal objective's readout)."""
+    return eqx.tree_at(lambda n: n.V, net, post.readout_posterior(net.L)[0])
+
+
+def _record_fn(cfg: _Config, data: _RunData):
     post, test = data.post, data.test
     obs = declared(post.task, post.model)
+    marginal = cfg.objective == "marginal"
 
     def record(net):
+        if marginal:
+            net = _with_readout_mode(net, post)
         L, V = net.L, net.V
         alpha = post.model.weights(L, post.task.key_mask)
         rec = {"loss": _sq_error(post, L, V) / (post.n * post.d_out)}
         if test is not None:
             rec["test_loss"] = _sq_error(test, L, V) / (test.n * test.d_out)
-        return {**rec, "objective": _objective(post, L, V), **evaluate(obs, alpha), "L": L}
+        J = _marginal_objective(post, L) if marginal else _objective(post, L, V)
+        return {**rec, "objective": J, **evaluate(obs, alpha), "L": L}
 
     return record
 
 
+def _freeze_readout(opt) -> optax.GradientTransformationExtraArgs:
+    """``opt`` on L with V's updates set to zero (the marginal objective does not depend on V; without this SGLD's
+    noise would move it)."""
+    opt = optax.with_extra_args_support(opt)
+
+    def update(updates, state, params=None, **extra):
+        new, state = opt.update(updates, state, params, **extra)
+        return eqx.tree_at(lambda n: n.V, new, jnp.zeros_like(new.V)), state
+
+    return optax.GradientTransformationExtraArgs(opt.init, update)
+
+
 def _optimizer(cfg: _Config, post: Posterior):
     if cfg.optimizer == "adam":
-        return optax.adam(cfg.lr)
-    # SGLD on J at temperature sigma2 / n: theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law
-    # exp(-n J / sigma2) is the joint posterior p(L, V | D)
-    return sgld(cfg.lr, post.prior.sigma2 / post.n)
+        opt = optax.adam(cfg.lr)
+    else:
+        # SGLD on J at temperature tau sigma2 / n: theta - lr grad J + sqrt(2 lr tau sigma2 / n) xi, whose
+        # stationary law exp(-n J / (tau sigma2)) is p(L, V | D)^(1/tau) (tau = 1: the joint posterior)
+        opt = sgld(cfg.lr, cfg.temperature * post.prior.sigma2 / post.n)
+    return _freeze_readout(opt) if cfg.objective == "marginal" else opt
 
 
 def _run(cfg: _Config, data: _RunData, key, L0=None, V0=None):
     """Train one network; returns (final LoopState, records). Pure function of key."""
     init_key, noise_key = jax.random.split(key)
     net = _init_net(cfg, data.post, init_key, L0, V0)
-    state, recs, _ = run_loop(net, _loss_fn(cfg, data), _optimizer(cfg, data.post), cfg.plan, _record_fn(data),
-                              noise_key)
+    state, recs, _ = run_loop(net, _loss_fn(cfg, data), _optimizer(cfg, data.post), cfg.plan,
+                              _record_fn(cfg, data), noise_key)
+    if cfg.objective == "marginal":
+        state = state._replace(params=_with_readout_mode(state.params, data.post))
     return state, recs
 
 
@@ -181,8 +223,16 @@ def _default_init_scale(init: str) -> float | None:
 
 
 def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max,
-                 log_records=0):
+                 log_records=0, objective="joint", temperature=1.0):
     check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("objective", objective, OBJECTIVES)
+    temperature = check_positive("temperature", temperature)
+    if optimizer != "langevin" and temperature != 1.0:
+        raise ValueError(f"temperature={temperature!r}: only optimizer='langevin' has a temperature; "
+                         "leave it at 1.0 for optimizer='adam'")
+    if objective == "marginal" and batch_size is not None:
+        raise ValueError(f"batch_size={batch_size!r}: objective='marginal' is full batch (the readout is "
+                         "integrated out from the statistics of all sequences); expected None")
     if callable(lr):
         if optimizer != "adam":
             raise ValueError(f"lr={lr!r}: a schedule is only supported for optimizer='adam'; give a positive number")
@@ -199,7 +249,8 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
     log_records = check_int("log_records", log_records, minimum=0)
-    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records)
+    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective,
+                   float(temperature))
 
 
 def _check_prior_attention(prior, attention, heads=None) -> AttentionModel:
@@ -231,7 +282,9 @@ def _config_dict(cfg: _Config, attention, prior, task, **extra):
         "init": cfg.init,
         "init_scale": cfg.init_scale, "attention": attention.kind, "heads": attention.heads,
         "prior": prior.config(), "task": task.config(),
-        "objective": "J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const",
+        "objective": ("J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const" if cfg.objective == "joint"
+                      else "J_marg = -(sigma2/n) log p(L, D) + const (V integrated out; records use V = E[V | L, D])"),
+        "objective_kind": cfg.objective, "temperature": cfg.temperature,
         **extra,
     }
 
@@ -270,6 +323,8 @@ def train(
     test: Dataset | None = None,
     log_records: int = 0,
     heads: int | None = None,
+    objective: ObjectiveKind = "joint",
+    temperature: float = 1.0,
 ) -> TrainResult:
     """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring);
     with ``heads=H`` (or an AttentionModel as ``attention``), L: (H, T, T) and V: (d_out, H d).
@@ -286,6 +341,9 @@ def train(
     test: a user test Dataset (same T, d, d_out as ``dataset``); None and a task that cannot sample (user
     data): no test loss, the history has no "test_loss" and ``config["test"]`` says why.
     seed: only used to label the run in messages and the config.
+    objective: "joint" (J(L, V), default: the modes of p(L, V | D)) or "marginal" (J_marg(L) with the readout
+    integrated out: the modes of p(L | D); full batch only; V in records and results is E[V | L, D]).
+    temperature: tau, langevin only: SGLD at tau sigma2 / n (stationary law p(L, V | D)^(1/tau)); default 1.
 
     The history records step, loss, test_loss, objective, L and every observable the task declares for this
     attention (``diagnostics.observables.declared``: m, q, u and entropy for the copy task);
@@ -321,7 +379,7 @@ def train(
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
     cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T, dataset.P,
-                       log_records)
+                       log_records, objective, temperature)
     L0 = V0 = None
     if cfg.init == "array":
         L0, V0 = _init_arrays(init, attention.logit_shape(task.T), task.d_out, attention.heads * task.d)
@@ -386,6 +444,8 @@ def train_sweep(
     runs_per_batch: int | None = None,
     log_records: int = 0,
     heads: int | None = None,
+    objective: ObjectiveKind = "joint",
+    temperature: float = 1.0,
 ) -> SweepResult:
     """Train one network per (P, seed), all in one jit program.
 
@@ -412,7 +472,7 @@ def train_sweep(
     test_size = check_int("test_size", test_size, minimum=1)
     Pmax = max(P_values)
     cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T,
-                       min(P_values), log_records)
+                       min(P_values), log_records, objective, temperature)
     minibatch = cfg.batch_size is not None
 
     seed_data, keys = [], []

@@ -1,11 +1,18 @@
-"""The training objective J(L, V) of the single-layer network: minus the joint log density per query row
-(the squared loss plus the weight decay that *is* the prior; see :mod:`bayesattn.training.loop`)."""
+"""The training objectives of the single-layer network, both per query row and times sigma2:
+
+- joint: J(L, V) = minus the joint log density (the squared loss plus the weight decay that *is* the prior; see
+  :mod:`bayesattn.training.loop`); its minima are the modes of p(L, V | D);
+- marginal: J_marg(L) = -(sigma2 / n) log p(L, D) + const with the readout V integrated out (the closed form of
+  :class:`~bayesattn.Posterior`); its minima are the modes of p(L | D). Written as
+  J_marg(L) = min_V J(L, V) + (sigma2 d_out / 2n) log det(I + G / lam): the profile of J plus the readout's Occam
+  term (docs/theory.md section 7)."""
 
 from __future__ import annotations
 
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._validate import check_array
 from ..models.attention import AttentionModel
@@ -27,6 +34,19 @@ def _decay(prior: Prior, d: int, n, L, V):
 
 def _objective(post: Posterior, L, V):
     return 0.5 * _sq_error(post, L, V) / post.n + _decay(post.prior, post.d, post.n, L, V)
+
+
+def _log_density_constant(post: Posterior):
+    """The L-independent normalisers of ``Posterior.log_density``: -(size L / 2) log(2 pi sigma_A2) -
+    (n d_out / 2) log(2 pi sigma2)."""
+    size = int(np.prod(post.L_shape))
+    return -0.5 * size * jnp.log(2 * np.pi * post.prior.sigma_A2) - 0.5 * post.n * post.d_out * jnp.log(
+        2 * np.pi * post.prior.sigma2)
+
+
+def _marginal_objective(post: Posterior, L):
+    """J_marg(L) = (|Y|^2 - tr C^T (G + lam)^{-1} C) / 2n + (sigma2 / 2n) (|L|^2 / sigma_A2 + d_out log det(I + G/lam))."""
+    return -(post.prior.sigma2 / post.n) * (post.log_density(L) - _log_density_constant(post))
 
 
 def _batch_sq_error(task: Task, attention, L, V, Xb, Yb):
@@ -52,3 +72,16 @@ def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.
     L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
     V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
     return _objective(posterior, L, V)
+
+
+def marginal_objective(L: jax.Array, posterior: Posterior) -> jax.Array:
+    """The marginal training objective J_marg(L) (module docstring) for L: ``posterior.L_shape``.
+
+    J_marg = -(sigma2 / n) log p(L, D) + const with the readout integrated out, normalised like J so that
+    J_marg(L) = min_V J(L, V) + (sigma2 d_out / 2n) log det(I + G / lam) (the Occam term). Its minimisers are
+    the modes of the marginal posterior p(L | D).
+    """
+    if not isinstance(posterior, Posterior):
+        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
+    return _marginal_objective(posterior, L)

@@ -27,6 +27,7 @@ from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phas
 from .landscape import landscape
 from .linear import linear_log_density
 from .softmax_table import softmax_action_table
+from .zero_temperature import MODE_OBJECTIVES, linear_mode_critical_P, mode_action, mode_curve
 
 __all__ = [
     "action",
@@ -41,4 +42,8 @@ __all__ = [
     "finite_size_scaling",
     "covered",
     "Attention",
+    "mode_curve",
+    "mode_action",
+    "linear_mode_critical_P",
+    "MODE_OBJECTIVES",
 ]

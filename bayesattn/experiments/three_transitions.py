@@ -1,0 +1,301 @@
+"""Three transitions (issue 20): the joint mode (Adam on the network), the marginal mode (Adam with the readout
+integrated out) and the posterior, across T, for softmax and linear attention; and SGLD at temperature tau.
+
+Points (each one JSON file through :func:`bayesattn.sweep.run_sweep`, so a run resumes where it stopped):
+
+- ``{"kind": "theory", "attention", "T"}``: the posterior's phase curve (``theory.phase_curve``) and the two
+  zero-temperature curves (``theory.mode_curve``, joint and marginal): binodals, spinodals, crossover points.
+- ``{"kind": "adam", "attention", "T", "objective", "init"}``: Adam's measured transition P (see
+  :func:`adam_transition`).
+- ``{"kind": "tau_theory"}`` / ``{"kind": "sgld", "tau", "init"}``: the transition of SGLD at temperature tau
+  at one T: theory = the posterior of the prior rescaled by tau (exact, docs/theory.md section 7), points = SGLD
+  runs from small and hot inits.
+
+What Adam's transition means, by case (the theory's counterpart in brackets):
+- softmax, first order: small init, the smallest P at which the run ends on the copy branch [upper spinodal];
+  hot init, the smallest P above which it stays there [lower spinodal]. Two rounds of a P grid: the first
+  brackets the jump, the second refines it (resolution ~ 1% of P).
+- softmax crossover: the P of steepest dm/dP of the final m [the theory's P of steepest dm/dP].
+- linear (second order): q* = x* - lam / (T_q P) above P_c, so the final q is fitted linearly in 1/P on a grid
+  above the transition and extrapolated to q = 0 [P_c].
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ..bayes import theory as th
+from ..bayes.posterior import Prior
+from ..sweep import run_sweep, write_json_atomic, package_versions
+from ..tasks import CopyTask
+from ..training import train_sweep
+
+CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
+
+
+@dataclass
+class ThreeTransitionsConfig:
+    """The figure's settings (phase_diagrams/three_transitions.toml)."""
+
+    T_values: list = field(default_factory=lambda: [8, 16, 32, 64])
+    attentions: list = field(default_factory=lambda: ["softmax", "linear"])
+    d: int = 8
+    sigma_A2: float = 1.0
+    sigma_V2: float = 100.0
+    sigma2: float = 400.0
+    seed: int = 0  # data and init seed of every Adam / SGLD run
+    steps: int = 5000  # Adam steps (lr 1e-2)
+    grid_points: int = 7  # P values per round
+    tau_T: int = 32
+    tau_values: list = field(default_factory=lambda: [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0])
+    sgld_taus: list = field(default_factory=lambda: [0.1, 1.0])
+    sgld_steps: int = 10000
+    theory_P_max: float = 2500.0
+
+    @classmethod
+    def from_toml(cls, path) -> "ThreeTransitionsConfig":
+        import tomllib
+
+        path = Path(path)
+        if not path.exists():
+            named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
+            if not named:
+                raise ValueError(f"config={str(path)!r}: no such file or named config")
+            path = named[0]
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        data.pop("name", None)
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"config: unknown keys {sorted(unknown)}; allowed {sorted(cls.__dataclass_fields__)}")
+        return cls(**data)
+
+    def prior(self, tau: float = 1.0) -> Prior:
+        return Prior(tau * self.sigma_A2, tau * self.sigma_V2, tau * self.sigma2)
+
+    def points(self) -> list[dict]:
+        pts = []
+        for a in self.attentions:
+            for T in self.T_values:
+                pts.append({"kind": "theory", "attention": a, "T": T})
+                for obj in ("joint", "marginal"):
+                    inits = ("small", "hot") if a == "softmax" else ("small",)
+                    for init in inits:
+                        pts.append({"kind": "adam", "attention": a, "T": T, "objective": obj, "init": init})
+        if "softmax" in self.attentions:
+            pts.append({"kind": "tau_theory"})
+            for tau in self.sgld_taus:
+                for init in ("small", "hot"):
+                    pts.append({"kind": "sgld", "tau": tau, "init": init})
+        return pts
+
+
+# ----------------------------------------------------------------------------------------------- theory
+def _P_grid(cfg, T, attention):
+    if attention == "softmax":  # step 2 in P: the posterior's window at T = 32 is 12 wide
+        return np.arange(10.0, cfg.theory_P_max, 2.0)
+    return np.unique(np.round(np.geomspace(10.0, max(2.5 * cfg.sigma2 * T / cfg.d, 200.0), 400)))
+
+
+def _summary(pc) -> dict:
+    tr = dict(pc.transition)
+    out = {"order": tr.get("order"), "P_c": tr.get("P_c"), "spinodals": [float(s) for s in tr.get("spinodals", [])]}
+    if tr.get("P_c_exact") is not None:
+        out["P_c"] = tr["P_c_exact"]
+    if tr.get("order") == "crossover":
+        out["P_c"] = tr.get("P_steepest") if "P_steepest" in tr else _steepest(pc.P, pc.mean["m"])
+    return out
+
+
+def _steepest(P, m):
+    """The P of steepest dm/dP (parabola through the largest finite difference and its neighbours)."""
+    P, m = np.asarray(P, float), np.asarray(m, float)
+    s = np.diff(m) / np.diff(P)
+    Pm = 0.5 * (P[1:] + P[:-1])
+    j = int(np.nanargmax(s))
+    if 0 < j < len(s) - 1:
+        y0, y1, y2 = s[j - 1], s[j], s[j + 1]
+        den = y0 - 2 * y1 + y2
+        if den < 0:
+            t = 0.5 * (y0 - y2) / den
+            return float(Pm[j] + t * 0.5 * (Pm[j + 1] - Pm[j - 1]))
+    return float(Pm[j])
+
+
+def theory_point(cfg, attention, T) -> dict:
+    task, prior = CopyTask(T=T, d=cfg.d), cfg.prior()
+    P = _P_grid(cfg, T, attention)
+    post = th.phase_curve(task, prior, attention, P)
+    out = {"posterior": _summary(post), "P": P.tolist(), "posterior_mean_m": post.mean["m"].tolist()}
+    for obj in ("joint", "marginal"):
+        mc = th.mode_curve(task, prior, attention, P, objective=obj)
+        out[obj] = _summary(mc)
+        out[f"{obj}_m"] = mc.stable["m"].tolist()
+        out[f"{obj}_q"] = mc.stable["q"].tolist()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- Adam
+def _final(cfg, task, attention, Ps, objective, init, key, **kw):
+    sw = train_sweep(task, cfg.prior(kw.pop("tau", 1.0)), attention, [int(p) for p in Ps], [cfg.seed], key,
+                     objective=objective, init=init, record_every=max(kw.get("steps", cfg.steps) // 10, 1),
+                     **{"steps": cfg.steps, **kw})
+    fo = sw.final_order_parameters
+    return {k: fo[k][:, 0].tolist() for k in ("m", "q", "u")}, sw
+
+
+def _jump(Ps, m, thr, init):
+    """Bracket of the jump: small init, (last P below thr, first P above); hot init, (last P below, first P
+    above which every larger P stays above)."""
+    above = np.asarray(m) > thr
+    if init == "small":
+        idx = np.flatnonzero(above)
+        if idx.size == 0:
+            return None, "no run reached the copy branch"
+        i = idx[0]
+    else:
+        stays = [i for i in range(len(above)) if above[i:].all()]
+        if not stays:
+            return None, "no run stayed on the copy branch"
+        i = stays[0]
+    if i == 0:
+        return None, "every run above threshold: the jump is below the grid"
+    return (float(Ps[i - 1]), float(Ps[i])), None
+
+
+def adam_transition(cfg, attention, T, objective, init) -> dict:
+    task = CopyTask(T=T, d=cfg.d)
+    prior = cfg.prior()
+    key = jax.random.key(cfg.seed)
+    Pth = _P_grid(cfg, T, attention)
+    mc = th.mode_curve(task, prior, attention, Pth, objective=objective)
+    tr = mc.transition
+    n = cfg.grid_points
+    rounds = []
+    if attention == "linear":
+        Pc = tr["P_c_exact"]
+        Ps = np.round(np.geomspace(1.5 * Pc, 4.0 * Pc, n))
+        fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
+        q = np.asarray(fin["q"])
+        A = np.stack([np.ones_like(Ps), -1.0 / Ps], 1)  # q = a - b / P
+        (a, b), *_ = np.linalg.lstsq(A, q, rcond=None)
+        return {"P": float(b / a), "theory": Pc, "method": "fit of q = a - b/P above P_c, extrapolated to q = 0",
+                "rounds": [{"P": Ps.tolist(), **fin}],
+                "theory_q": np.interp(Ps, Pth, mc.stable["q"]).tolist()}
+    if tr["order"] == "crossover":
+        P0 = tr["P_steepest"]
+        if init == "hot":
+            return {"P": None, "theory": P0, "note": "crossover: no hysteresis, hot init not run", "rounds": []}
+        Ps = np.round(np.geomspace(0.5 * P0, 2.0 * P0, 2 * n + 1))
+        fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
+        return {"P": _steepest(Ps, fin["m"]), "theory": P0, "method": "P of steepest dm/dP of the final m",
+                "rounds": [{"P": Ps.tolist(), **fin}]}
+    lo_s, hi_s = tr["spinodals"]
+    target = hi_s if init == "small" else lo_s
+    # threshold: half-way between the branches at the binodal
+    ms = sorted(float(np.interp(tr["P_c"], b["P"], b["m"])) for b in mc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1])
+    thr = 0.5 * (ms[0] + ms[-1]) if len(ms) >= 2 else 2.0 / T
+    Ps = np.unique(np.round(np.linspace(0.8 * target, 1.2 * target, n)))
+    note = None
+    for r in range(2):
+        fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
+        rounds.append({"P": Ps.tolist(), **fin})
+        br, note = _jump(Ps, fin["m"], thr, init)
+        if br is None:
+            break
+        if r == 0:
+            Ps = np.unique(np.round(np.linspace(br[0], br[1], n + 2)[1:-1]))
+    P = None if br is None else 0.5 * (br[0] + br[1])
+    return {"P": P, "bracket": br, "theory": target, "threshold": thr, "note": note, "rounds": rounds,
+            "method": "jump of the final m across a threshold half-way between the branches, two P-grid rounds"}
+
+
+# ----------------------------------------------------------------------------------------------- tau
+def tau_theory_point(cfg) -> dict:
+    task = CopyTask(T=cfg.tau_T, d=cfg.d)
+    P = np.arange(100.0, 1.2 * cfg.theory_P_max, 2.0)
+    out = {"tau": [], "order": [], "P_c": [], "spinodals": []}
+    for tau in cfg.tau_values:
+        pc = th.phase_curve(task, cfg.prior(tau), "softmax", P)
+        s = _summary(pc)
+        out["tau"].append(tau)
+        out["order"].append(s["order"])
+        out["P_c"].append(s["P_c"])
+        out["spinodals"].append(s["spinodals"])
+    for obj in ("joint", "marginal"):
+        out[obj] = _summary(th.mode_curve(task, cfg.prior(), "softmax", P, objective=obj))
+    return out
+
+
+def sgld_point(cfg, tau, init) -> dict:
+    """SGLD at temperature tau from one init on a P grid around the tempered theory's binodal: the mean of m
+    over the second half of the run, per P."""
+    task = CopyTask(T=cfg.tau_T, d=cfg.d)
+    P = np.arange(100.0, 1.2 * cfg.theory_P_max, 2.0)
+    pc = th.phase_curve(task, cfg.prior(tau), "softmax", P)
+    Pc = _summary(pc)["P_c"]
+    Ps = np.unique(np.round(np.linspace(0.6 * Pc, 1.4 * Pc, cfg.grid_points)))
+    _, sw = _final(cfg, task, "softmax", Ps, "joint", init, jax.random.key(cfg.seed), optimizer="langevin",
+                   temperature=tau, steps=cfg.sgld_steps)
+    m = sw.history["m"][:, 0]
+    mean = m[:, m.shape[1] // 2:].mean(1)
+    return {"P": Ps.tolist(), "m_mean": mean.tolist(), "theory_P_c": Pc,
+            "theory_mean_m": np.interp(Ps, P, pc.mean["m"]).tolist()}
+
+
+# ----------------------------------------------------------------------------------------------- driver
+def compute_point(point: dict) -> dict:
+    cfg = ThreeTransitionsConfig(**point["config"])
+    k = point["kind"]
+    if k == "theory":
+        return theory_point(cfg, point["attention"], point["T"])
+    if k == "adam":
+        return adam_transition(cfg, point["attention"], point["T"], point["objective"], point["init"])
+    if k == "tau_theory":
+        return tau_theory_point(cfg)
+    if k == "sgld":
+        return sgld_point(cfg, point["tau"], point["init"])
+    raise ValueError(f"point kind={k!r}: expected theory, adam, tau_theory or sgld")
+
+
+def run(cfg: ThreeTransitionsConfig, out_dir, *, progress: bool = True) -> dict:
+    """Compute every point (resumable) and write ``summary.json``: the table of transitions per (attention, T)."""
+    out_dir = Path(out_dir)
+    t0, c0 = time.time(), time.process_time()
+    pts = [{**p, "config": asdict(cfg)} for p in cfg.points()]
+    recs = run_sweep(pts, compute_point, out_dir / "points", progress=progress, desc="three transitions")
+    summary = summarize(recs)
+    summary.update({"config": asdict(cfg), "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0,
+                    "compute_s_of_points": sum(r.get("wall_time_s", 0.0) for r in recs),
+                    "versions": package_versions()})
+    write_json_atomic(out_dir / "summary.json", summary)
+    return summary
+
+
+def summarize(recs) -> dict:
+    rows = {}
+    for r in recs:
+        p, res = r["point"], r["result"]
+        if p["kind"] == "theory":
+            row = rows.setdefault((p["attention"], p["T"]), {})
+            for k in ("posterior", "joint", "marginal"):
+                row[f"theory_{k}"] = res[k]
+        elif p["kind"] == "adam":
+            row = rows.setdefault((p["attention"], p["T"]), {})
+            row[f"adam_{p['objective']}_{p['init']}"] = {"P": res["P"], "theory": res["theory"],
+                                                         "note": res.get("note")}
+    table = []
+    for (a, T), row in sorted(rows.items()):
+        e = {"attention": a, "T": T, **row}
+        pj, pm, pp = (row[f"theory_{k}"]["P_c"] for k in ("joint", "marginal", "posterior"))
+        if None not in (pj, pm, pp):
+            e["occam_shift"] = pm - pj
+            e["entropy_shift"] = pp - pm
+            e["occam_share"] = (pm - pj) / (pp - pj)
+        table.append(e)
+    return {"table": table}
