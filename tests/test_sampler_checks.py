@@ -47,7 +47,7 @@ def test_warmup_state_is_handed_to_sampling(far_start_run):
     initial position, the first kept draws would sit near 30 and drag the mean by many standard errors."""
     _, s = far_start_run
     L = s.L.reshape(s.num_chains, s.num_draws, -1)
-    assert np.all(np.isfinite(L))
+    assert np.all(np.isfinite(L)) and s.diagnostics["num_nan"] == 0
     # every kept draw in the target's typical set: P(max of 7200 |N(0,1)| > 6) < 1e-5
     assert np.abs(L).max() < 6 * math.sqrt(SIGMA_A2)
     # the mean over all coordinates (independent under the target, all started on the same side) within
@@ -86,10 +86,10 @@ def test_diagnostics_are_each_observables_own_ess_and_split_rhat(far_start_run):
         rhat = float(split_gelman_rubin(x))
         assert s.diagnostics[name]["ess_bulk"] == pytest.approx(ess, rel=1e-10), name
         assert s.diagnostics[name]["r_hat"] == pytest.approx(rhat, rel=1e-10), name
-        if name in summ:
-            assert summ[name]["ess_bulk"] == pytest.approx(ess, rel=1e-10), name
-            assert summ[name]["r_hat"] == pytest.approx(rhat, rel=1e-10), name
-            assert summ[name]["se"] == pytest.approx(np.std(x) / math.sqrt(ess), rel=1e-10), name
+        # the summary reports every observable, never silently drops one
+        assert summ[name]["ess_bulk"] == pytest.approx(ess, rel=1e-10), name
+        assert summ[name]["r_hat"] == pytest.approx(rhat, rel=1e-10), name
+        assert summ[name]["se"] == pytest.approx(np.std(x) / math.sqrt(ess), rel=1e-10), name
     # the observables' ESS differ, so an ESS computed on another observable's draws cannot match by chance
     values = [s.diagnostics[n]["ess_bulk"] for n in names]
     assert len(set(np.round(values, 6))) == len(values), values
@@ -118,3 +118,31 @@ def test_split_rhat_flags_chains_that_drift_within_themselves():
         assert s.diagnostics[name]["r_hat"] == pytest.approx(float(split_gelman_rubin(x)), rel=1e-10)
         flagged.append(name)
     assert len(flagged) >= min(3, len(s.order_parameters)), flagged
+
+
+def test_non_finite_draws_are_counted_and_an_unusable_ess_gives_no_se():
+    """num_nan counts the draws whose L or log density is not finite; se = std / sqrt(ESS) only for a
+    positive, finite ESS (else NaN), through the public Samples.summary."""
+    post = prior_posterior()
+    rng = np.random.default_rng(3)
+    L = rng.standard_normal((2, 8, T, T))
+    logdens = np.zeros((2, 8))
+    logdens[0, 3] = logdens[1, 0] = np.nan
+    logdens[1, 5] = -np.inf
+    s = _assemble(post, L, logdens, {}, "nuts", {})
+    assert s.diagnostics["num_nan"] == 3
+    for ess in (0.0, -5.0, math.inf, math.nan):
+        diag = {**s.diagnostics, **{n: {"ess_bulk": ess, "r_hat": 1.0} for n in s.order_parameters}}
+        summ = ba.Samples(L=L, order_parameters=s.order_parameters, diagnostics=diag, method="nuts",
+                          config={}).summary()
+        for name in s.order_parameters:
+            assert math.isnan(summ[name]["se"]), (ess, name)
+
+
+def test_fewest_kept_draws_is_four():
+    """Split R-hat needs 4 kept draws per chain: num_samples // thin = 4 is accepted, 3 is refused."""
+    post = prior_posterior()
+    with pytest.raises(ValueError, match="num_samples // thin >= 4"):
+        ba.sample(post, jax.random.key(0), method="mala", num_chains=1, num_warmup=1, num_samples=7, thin=2)
+    s = ba.sample(post, jax.random.key(0), method="mala", num_chains=1, num_warmup=1, num_samples=8, thin=2)
+    assert s.L.shape == (1, 4, T, T)
