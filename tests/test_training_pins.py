@@ -14,6 +14,7 @@ import pytest
 from conftest import np_design
 
 import bayesattn as ba
+from bayesattn.training.objective import training_objective
 
 T, D = 3, 2
 
@@ -54,3 +55,17 @@ def test_first_adam_step_moves_each_coordinate_by_lr(attention, lr):
     L1, V1 = (np.asarray(p) for p in res.final_params)
     for step, g in ((L1 - L0, gL), (V1 - V0, gV)):
         np.testing.assert_allclose(step, -lr * np.sign(g), rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_objective_value_equals_numpy_reference_with_unequal_variances(attention):
+    """J itself (not only its differences) against the numpy J, with sigma_A2, sigma_V2, sigma2 all different
+    from 1 and from each other, so that a swapped or dropped variance changes the value."""
+    data = ba.CopyTask(T=T, d=D).sample(jax.random.key(3), P=11)
+    prior = ba.Prior(2.5, 7.0, 0.3)
+    post = ba.Posterior(data, attention, prior)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        L, V = rng.standard_normal((T, T)), rng.standard_normal((data.task.d_out, D))
+        np.testing.assert_allclose(float(training_objective(L, V, post)), np_objective(L, V, data, attention, prior),
+                                   rtol=1e-11)
