@@ -57,7 +57,8 @@ def copy_tree(root: Path, dest: Path) -> None:
 def stratified_sample(items, n, seed):
     """Up to n work items, taken round-robin over operator families (each family shuffled by seed)."""
     groups = collections.defaultdict(list)
-    for it in items:
+    # job ids are random: order by what the mutant is, so that a seed names the same sample every run
+    for it in sorted(items, key=lambda it: (it.mutations[0].operator_name, it.mutations[0].occurrence)):
         family = it.mutations[0].operator_name.split("/")[-1].split("_")[0]
         groups[family].append(it)
     rng = random.Random(seed)

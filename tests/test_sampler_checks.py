@@ -146,3 +146,22 @@ def test_fewest_kept_draws_is_four():
         ba.sample(post, jax.random.key(0), method="mala", num_chains=1, num_warmup=1, num_samples=7, thin=2)
     s = ba.sample(post, jax.random.key(0), method="mala", num_chains=1, num_warmup=1, num_samples=8, thin=2)
     assert s.L.shape == (1, 4, T, T)
+
+
+def test_summary_draws_are_the_draws_thinned_to_at_most_1000_per_chain():
+    post = prior_posterior()
+    rng = np.random.default_rng(5)
+    for draws, stride in ((200, 1), (2500, 3)):
+        L = rng.standard_normal((2, draws, T, T))
+        s = _assemble(post, L, np.zeros((2, draws)), {}, "nuts", {})
+        summ = s.summary()
+        assert summ["draws_stride"] == stride
+        for name, x in s.order_parameters.items():
+            np.testing.assert_array_equal(np.asarray(summ["draws"][name]), np.asarray(x)[:, ::stride])
+            assert np.shape(summ["draws"][name]) == (2, math.ceil(draws / stride)) and len(summ["draws"][name][0]) <= 1000
+
+
+@pytest.mark.parametrize("method", ["nuts", "smc"])
+def test_zero_chains_is_refused_for_every_method(method):
+    with pytest.raises(ValueError, match="num_chains=0"):
+        ba.sample(prior_posterior(), jax.random.key(0), method=method, num_chains=0)
