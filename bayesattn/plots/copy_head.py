@@ -45,12 +45,16 @@ def _arr(v) -> np.ndarray:
 
 
 def load_run(out_dir: str | Path) -> dict:
-    """{method: {attention: [records sorted by P]}} from a run folder."""
+    """{method: {attention: [records sorted by P]}} from a run folder. Where a changed config left several
+    records of one (method, attention, P) (the theory: of one attention), the most recently finished is used."""
     out = Path(out_dir)
     runs: dict[str, dict[str, list]] = {}
     for method in ("theory", "mcmc", "adam"):
         recs = load_results(out / "points" / method) if (out / "points" / method).is_dir() else []
-        for r in recs:
+        latest: dict = {}
+        for r in sorted(recs, key=lambda r: r.get("finished_at", "")):
+            latest[(r["point"].get("attention"), r["point"].get("P"))] = r
+        for r in latest.values():
             if "task" not in r["point"] or (method != "theory" and "inits" not in r["result"]):
                 raise ValueError(f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
                                  "points and recorded data); rerun the phase diagram into a new folder")
@@ -72,10 +76,10 @@ def _title_params(rec: dict) -> str:
             f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}")
 
 
-def _save(fig, out: Path, name: str) -> list[Path]:
+def _save(fig, out: Path, name: str, dpi: int = 130) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=130, bbox_inches="tight")
+    fig.savefig(paths[0], dpi=dpi, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
     return paths
@@ -114,8 +118,8 @@ def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
 def _log_P_axis(ax, P_lo: float, P_hi: float) -> None:
     """Log axis in P with a few plain-number ticks (no '3x10^2 4x10^2' crowding)."""
     ax.set_xscale("log")
-    # 1-2-3-5 per decade over a wide range; every integer mantissa over a narrow one
-    mant = (1, 2, 3, 5) if P_hi / P_lo > 4 else (1, 2, 3, 4, 5, 6, 7, 8, 9)
+    # 1-2-3-5 per decade over a wide range; about ten per decade over a narrow one
+    mant = (1, 2, 3, 5) if P_hi / P_lo > 4 else (1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)
     decades = range(int(np.floor(np.log10(P_lo))), int(np.ceil(np.log10(P_hi))) + 1)
     ticks = [m * 10.0**k for k in decades for m in mant if P_lo * 0.98 <= m * 10.0**k <= P_hi * 1.02]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -400,7 +404,7 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     cb.set_ticklabels([f"{p:.0f}" for p in Ps])
     cb.minorticks_off()
     fig.suptitle("Training dynamics: abrupt for softmax, gradual for linear\n" + _title_params(ad[atts[0]][0]), fontsize=10)
-    return _save(fig, out, "fig6_training_curves")
+    return _save(fig, out, "fig6_training_curves", dpi=110)  # many dense curves: keeps the PNG under 200 KB
 
 
 def fig_finite_size(runs: dict, out: Path) -> list[Path]:
