@@ -196,3 +196,14 @@ def test_every_method_at_a_point_sees_the_same_recorded_data():
     # a different seed gives different data, recorded as such
     other = copy_head.data_record(copy_head.point_data(cfg.task, 4, 60))
     assert other["sha256"] != mc["data"]["sha256"]
+
+
+def test_figures_draw_the_latest_record_of_a_point(tmp_path):
+    from bayesattn.plots.copy_head import load_run
+
+    folder = tmp_path / "points" / "theory"
+    # the newer record sorts first by file name: the choice must come from finished_at
+    for name, when, v in (("a.json", "2026-01-02T00:00:00", "new"), ("b.json", "2026-01-01T00:00:00", "old")):
+        write_json_atomic(folder / name, {"point": {"method": "theory", "attention": "softmax", "task": {}},
+                                          "result": {"v": v}, "finished_at": when})
+    assert [r["result"]["v"] for r in load_run(tmp_path)["theory"]["softmax"]] == ["new"]
