@@ -2,15 +2,16 @@
 
 A run writes, under its output folder::
 
-    summary.json                 config, transitions per attention and method, keys, versions, wall time
-    points/theory/*.json         one file per (attention[, plane]) : phase curve, landscapes, planes
-    points/mcmc/*.json           one file per (attention, P): cold / hot chains, order parameters, diagnostics
-    points/adam/*.json           one file per (attention, P): Adam from small and hot init over seeds
+    summary.json                 config, transitions, key rules, provenance, versions, wall and compute time
+    points/theory/*.json         one file per attention: phase curve, landscapes, planes
+    points/mcmc/*.json           one file per (attention, P): data record, cold / hot chains, diagnostics
+    points/adam/*.json           one file per (attention, P): data record, Adam from small and hot init
     figures/*.png, *.pdf         drawn from the files above only (``bayesattn figures`` redraws them)
 
-Every point file holds the full point (config, seeds), its result, package versions and wall time. Points are
-computed through :func:`bayesattn.sweep.run_sweep`, so an interrupted run resumes where it stopped.
-"""
+A point holds only what its method depends on (``DEPENDS_ON``), so its file name (a hash of the point) changes
+exactly when its result would. Every method at one P uses the same data set (:func:`point_data`), recorded by
+:func:`data_record`. Points are computed through :func:`bayesattn.sweep.run_sweep`, so an interrupted run
+resumes where it stopped."""
 
 from __future__ import annotations
 
