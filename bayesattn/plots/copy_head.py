@@ -327,9 +327,12 @@ def _theory_density(land: dict, x_name: str) -> tuple[np.ndarray, np.ndarray]:
     density of the cosine sqrt(u), so p(u) = exp(-S) / (2 sqrt(u))."""
     x, S = _arr(land["x"]), _arr(land["S"])
     w = np.exp(-np.where(np.isfinite(S), S, np.inf))
+    mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x))
     if x_name == "u":
         w = w / (2 * np.sqrt(x))
-    return x, w / np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x))
+        # the mass below the first grid point, where p(u) ~ 1/sqrt(u): 2 x0 p(x0)
+        mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x)) + 2 * x[0] * w[0]
+    return x, w / mass
 
 
 def fig_histograms(runs: dict, out: Path) -> list[Path]:
