@@ -105,6 +105,7 @@ def test_resume_keeps_total_compute_time(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------------------------- provenance
 def test_point_files_record_code_version_and_device(tmp_path):
+    sweep.code_version.cache_clear()  # cached per process; the checkout may have moved during a long session
     rec = sweep.run_sweep([{"method": "toy", "P": 1}], lambda p: {"x": 1}, tmp_path, progress=False)[0]
     prov = rec["provenance"]
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
