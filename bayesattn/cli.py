@@ -7,8 +7,9 @@
     bayesattn train ...       Adam / Langevin training at one point
     bayesattn figures DIR     redraw every figure from saved results
 
-Bad arguments exit with status 2 and one line on stderr. Ctrl-C leaves finished points on disk; rerunning
-the same command resumes.
+Bad arguments, and output paths that cannot be written (checked before any work), exit with status 2 and
+one line on stderr. Ctrl-C (SIGINT) ends the process at once with status 130 (SIGTERM: 143), leaving every
+finished point on disk; rerunning the same command resumes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+from .bayes.sampling import BACKENDS, SAMPLER_INITS
+from .bayes.sampling import METHODS as SAMPLERS
+from .experiments import METHODS
+from .models import ATTENTIONS
+from .tasks.base import BOUNDARIES, TOKENS
+from .training import OPTIMIZERS, TRAIN_INITS
+
+INTERRUPTED = "bayesattn: interrupted; finished points are on disk, rerun the same command to resume"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,19 +45,36 @@ def _P_grid(text: str) -> dict:
         raise argparse.ArgumentTypeError(f"--P={text!r}: expected start:stop:num or v1,v2,... (integers)") from None
 
 
-def _common_model_args(p: argparse.ArgumentParser, *, P_help: str) -> None:
+def _one_P(text: str) -> dict:
+    """One number of training sequences (for sample / train) -> GridConfig fields."""
+    try:
+        P = int(text)
+    except ValueError:
+        P = 0
+    if P < 1:
+        raise argparse.ArgumentTypeError(f"--P={text!r}: expected one positive integer (the number of training sequences)")
+    return {"values": [P]}
+
+
+def _common_model_args(p: argparse.ArgumentParser, *, one_point: bool) -> None:
     g = p.add_argument_group("model (override the config)")
     g.add_argument("--config", help="named config in phase_diagrams/ (e.g. default, finite_size) or a TOML path")
-    g.add_argument("--attention", choices=["softmax", "linear", "both"], help="attention map(s) to run")
+    if one_point:
+        g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
+    else:
+        g.add_argument("--attention", choices=[*ATTENTIONS, "both"], help="attention map(s) to run")
     g.add_argument("--T", type=int, help="sequence length T (>= 2)")
     g.add_argument("--d", type=int, help="token dimension d (>= 1)")
     g.add_argument("--offset", type=int, help="copy offset, 1..T-1 (1: previous token)")
-    g.add_argument("--tokens", choices=["gaussian", "onehot"], help="token distribution")
-    g.add_argument("--boundary", choices=["cyclic", "causal"], help="boundary condition of the copy task")
+    g.add_argument("--tokens", choices=TOKENS, help="token distribution")
+    g.add_argument("--boundary", choices=BOUNDARIES, help="boundary condition of the copy task")
     g.add_argument("--sigma-A2", type=float, dest="sigma_A2", help="prior variance of the attention logits")
     g.add_argument("--sigma-V2", type=float, dest="sigma_V2", help="prior variance scale of the readout (V_ij ~ N(0, sigma_V2/d))")
     g.add_argument("--sigma2", type=float, help="noise variance (= Langevin temperature)")
-    g.add_argument("--P", type=_P_grid, help=P_help)
+    if one_point:
+        g.add_argument("--P", type=_one_P, help="the number of training sequences (one positive integer)")
+    else:
+        g.add_argument("--P", type=_P_grid, help="P grid: start:stop:num (log-spaced) or v1,v2,...")
     g.add_argument("--seed", type=int, help="run seed; data, sampler and training keys are folded from it")
     g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field by dotted key, e.g. --set mcmc.num_chains=4 (repeatable)")
@@ -58,7 +85,7 @@ def _config_from_args(args):
 
     cfg = RunConfig.from_toml(args.config) if args.config else RunConfig()
     if args.attention:
-        cfg = cfg.override("attention", ["softmax", "linear"] if args.attention == "both" else [args.attention])
+        cfg = cfg.override("attention", list(ATTENTIONS) if args.attention == "both" else [args.attention])
     for name in ("T", "d", "offset", "tokens", "boundary"):
         if getattr(args, name) is not None:
             cfg = cfg.override(f"task.{name}", getattr(args, name))
@@ -85,8 +112,10 @@ def _config_from_args(args):
 def _cmd_phase_diagram(args) -> int:
     from .experiments import run_phase_diagram
 
+    from .sweep import prepare_output_dir
+
     cfg = _config_from_args(args)
-    out = Path(args.out or f"phase_diagrams/{cfg.name}")
+    out = prepare_output_dir(args.out or f"phase_diagrams/{cfg.name}", "--out")
     print(f"bayesattn: phase diagram '{cfg.name}' -> {out}  (attention: {', '.join(cfg.attention)}; "
           f"methods: {', '.join(cfg.methods)}; P: {cfg.P.grid().tolist()})", flush=True)
     run_phase_diagram(cfg, out, progress=not args.quiet, figures=not args.no_figures)
@@ -95,22 +124,28 @@ def _cmd_phase_diagram(args) -> int:
 
 
 def _one_point(args):
+    """(config, attention, P, output file or None) of sample / train, the output path checked before any work."""
+    from .sweep import check_output_file
+
     cfg = _config_from_args(args)
     P = cfg.P.grid()
-    if P.size != 1:
-        raise ValueError(f"--P={P.tolist()}: expected a single value for one point")
-    return cfg, int(P[0])
+    if P.size != 1:  # a config file's grid; --P itself takes one value
+        raise ValueError(f"P={P.tolist()}: expected a single value for one point (give --P N)")
+    out = check_output_file(args.out, "--out") if args.out else None
+    return cfg, cfg.attention[0], int(P[0]), out
 
 
 def _cmd_sample(args) -> int:
-    from .experiments import MCMC, DATA, point_keys
     from .bayes.posterior import Posterior
     from .bayes.sampling import sample
-    from .sweep import package_versions, write_json_atomic
+    from .experiments import MCMC, data_record, point_data, point_keys
+    from .sweep import provenance, write_json_atomic
 
-    cfg, P = _one_point(args)
-    att = cfg.attention[0]
-    data = cfg.make_task().sample(point_keys(cfg.seed, DATA, P), P)
+    cfg, att, P, out = _one_point(args)
+    data = point_data(cfg.make_task(), cfg.seed, P)
+    rec = data_record(data)
+    print(f"bayesattn: sample {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.method} "
+          f"({args.backend}), {args.init} start; data sha256 {rec['sha256'][:12]}", flush=True)
     post = Posterior(data, attention=att, prior=cfg.make_prior())
     s = sample(post, point_keys(cfg.seed, MCMC, P, 0), method=args.method, backend=args.backend,
                num_chains=args.num_chains, num_warmup=args.num_warmup, num_samples=args.num_samples,
@@ -123,41 +158,48 @@ def _cmd_sample(args) -> int:
     diag = summ["diagnostics"]
     print(f"divergences: {diag.get('num_divergent')}, gradient evaluations: {diag.get('num_grad_evals')}, "
           f"wall time {float(diag.get('wall_time_s', float('nan'))):.1f} s")
-    if args.out:
-        write_json_atomic(Path(args.out), {"config": cfg.to_dict(), "P": P, "attention": att, "method": args.method,
-                                           "init": args.init, "result": summ, "versions": package_versions()})
-        print(f"bayesattn: wrote {args.out}")
+    if out:
+        prov = provenance()
+        write_json_atomic(out, {"config": cfg.to_dict(), "P": P, "attention": att, "method": args.method,
+                                "init": args.init, "data": rec, "result": summ, "versions": prov.pop("versions"),
+                                "provenance": prov})
+        print(f"bayesattn: wrote {out}")
     return 0
 
 
 def _cmd_train(args) -> int:
-    from .experiments import ADAM, DATA, point_keys
-    from .sweep import package_versions, write_json_atomic
+    from .experiments import ADAM, data_record, point_data, point_keys
+    from .sweep import provenance, write_json_atomic
     from .training import train
 
-    cfg, P = _one_point(args)
-    att = cfg.attention[0]
-    task = cfg.make_task()
-    data = task.sample(point_keys(cfg.seed, DATA, P), P)
+    cfg, att, P, out = _one_point(args)
+    data = point_data(cfg.make_task(), cfg.seed, P)
+    rec = data_record(data)
     kw = {k: v for k, v in {"lr": args.lr, "steps": args.steps, "init": args.init}.items() if v is not None}
+    print(f"bayesattn: train {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.optimizer} "
+          f"from {args.init or 'small'} init; data sha256 {rec['sha256'][:12]}", flush=True)
     t0 = time.perf_counter()
-    res = train(data, cfg.make_prior(), att, point_keys(cfg.seed, ADAM, P, 0), optimizer=args.optimizer, **kw)
+    res = train(data, cfg.make_prior(), att, point_keys(cfg.seed, ADAM, P, 0, 0), optimizer=args.optimizer, **kw)
     fin = res.final_order_parameters
-    print(f"final m = {float(fin['m']):.4f}, q = {float(fin['q']):.4f}, u = {float(fin['u']):.4f}  "
+    print(f"{att}: final m = {float(fin['m']):.4f}, q = {float(fin['q']):.4f}, u = {float(fin['u']):.4f}  "
           f"({time.perf_counter() - t0:.1f} s)")
-    if args.out:
-        write_json_atomic(Path(args.out), {"config": cfg.to_dict(), "P": P, "attention": att, "result": res.to_dict(),
-                                           "versions": package_versions()})
-        print(f"bayesattn: wrote {args.out}")
+    if out:
+        prov = provenance()
+        write_json_atomic(out, {"config": cfg.to_dict(), "P": P, "attention": att, "data": rec,
+                                "result": res.to_dict(), "versions": prov.pop("versions"), "provenance": prov})
+        print(f"bayesattn: wrote {out}")
     return 0
 
 
 def _cmd_figures(args) -> int:
     from .plots import draw_all
 
+    from .sweep import prepare_output_dir
+
     out = Path(args.dir)
     if not (out / "points").is_dir():
         raise ValueError(f"dir={str(out)!r}: no saved results there (expected {out / 'points'}/ from a phase-diagram run)")
+    prepare_output_dir(out / "figures", "dir")
     paths = draw_all(out)
     print(f"bayesattn: drew {len(paths)} figure files in {out / 'figures'}/")
     return 0
@@ -171,10 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     pd = sub.add_parser("phase-diagram", help="theory + MCMC + Adam over P; writes results, summary.json, figures",
                         description="Run the theory and, where asked, sampling and training over a grid of P. "
                         "With no arguments: the embedded default config.")
-    _common_model_args(pd, P_help="P grid: start:stop:num (log-spaced) or v1,v2,...")
+    _common_model_args(pd, one_point=False)
     pd.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
-                    help="comma-separated subset of theory,mcmc,adam")
-    pd.add_argument("--out", help="output folder (default results/<config name>)")
+                    help=f"comma-separated subset of {','.join(METHODS)}")
+    pd.add_argument("--out", help="output folder (default phase_diagrams/<config name>, relative to the current folder)")
     pd.add_argument("--workers", type=int, help="grid points computed in parallel processes (default 1)")
     pd.add_argument("--no-figures", action="store_true", help="skip drawing figures")
     pd.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -182,24 +224,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("sample", help="sample the exact posterior over L at one point",
                         description="Sample the closed-form posterior over the attention matrix at one (attention, P).")
-    _common_model_args(sp, P_help="the number of training sequences (one value)")
-    sp.add_argument("--method", default="nuts", choices=["nuts", "hmc", "mala", "smc"], help="sampler")
-    sp.add_argument("--backend", default="blackjax", choices=["blackjax", "numpyro"], help="library")
-    sp.add_argument("--num-chains", type=int, default=4, help="chains, run vectorised")
+    _common_model_args(sp, one_point=True)
+    sp.add_argument("--method", default="nuts", choices=SAMPLERS, help="sampler")
+    sp.add_argument("--backend", default="blackjax", choices=BACKENDS, help="library")
+    sp.add_argument("--num-chains", type=int, default=4,
+                    help="independent chains, all in one compiled program: one after another on a CPU, "
+                    "vectorised (vmap) on a GPU or TPU")
     sp.add_argument("--num-warmup", type=int, default=500, help="warm-up (adaptation) steps per chain")
     sp.add_argument("--num-samples", type=int, default=1000, help="draws per chain")
-    sp.add_argument("--init", default="cold", choices=["cold", "hot", "prior"], help="chain initialisation")
+    sp.add_argument("--init", default="cold", choices=SAMPLER_INITS, help="chain initialisation")
     sp.add_argument("--out", help="write the summary to this JSON file")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.set_defaults(func=_cmd_sample)
 
     tp = sub.add_parser("train", help="train the attention network at one point (Adam or Langevin)",
                         description="Train L and V on the squared loss plus the prior's weight decay at one (attention, P).")
-    _common_model_args(tp, P_help="the number of training sequences (one value)")
-    tp.add_argument("--optimizer", default="adam", choices=["adam", "langevin"], help="optimiser")
+    _common_model_args(tp, one_point=True)
+    tp.add_argument("--optimizer", default="adam", choices=OPTIMIZERS, help="optimiser")
     tp.add_argument("--lr", type=float, help="learning rate (default: the library's)")
     tp.add_argument("--steps", type=int, help="optimisation steps (default: the library's)")
-    tp.add_argument("--init", choices=["small", "hot"], help="initialisation of L")
+    tp.add_argument("--init", choices=TRAIN_INITS, help="initialisation of L (default small)")
     tp.add_argument("--out", help="write the result to this JSON file")
     tp.set_defaults(func=_cmd_train)
 
@@ -246,18 +290,24 @@ def _add_staircase(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (None: ``sys.argv``, as the ``bayesattn`` command does).
+
+    As a command (argv None), SIGINT / SIGTERM end the process at once with status 130 / 143 after any result
+    file being written is in place (:func:`bayesattn.sweep.exit_on_interrupt`); called in-process with a list,
+    an interrupt is a KeyboardInterrupt, answered with status 130."""
+    if argv is None:
+        from .sweep import exit_on_interrupt
+
+        exit_on_interrupt(INTERRUPTED)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("sample", "train") and args.attention == "both":
-        parser.exit(2, "bayesattn: error: --attention both is only for phase-diagram\n")
     try:
         return args.func(args)
     except ValueError as e:
         print(f"bayesattn: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nbayesattn: interrupted; finished points are on disk, rerun the same command to resume",
-              file=sys.stderr)
+        print(f"\n{INTERRUPTED}", file=sys.stderr)
         return 130
 
 

@@ -2,22 +2,31 @@
 
 A *point* is a JSON-serialisable dict (method, attention, P, task and prior fields, keys, ...). Its result file
 is ``out_dir/<point_id(point)>.json``; the id is readable and ends in a hash of the whole point, so a changed
-config never reuses a stale result. Files are written to a temporary name and renamed (``os.replace``), so an
-interrupted sweep leaves only complete files: rerunning the same sweep skips them and computes the rest.
+point never reuses a stale result (the caller decides what a point holds: only what its computation depends
+on). Files are written to a temporary name and renamed (``os.replace``), so an interrupted sweep leaves only
+complete files: rerunning the same sweep skips them and computes the rest.
 
 Execution is pluggable: ``executor`` is any ``concurrent.futures.Executor`` (a process pool by default when
 ``workers > 1``; a distributed engine exposing the same interface, e.g. dask's or ray's executors, plugs in
 unchanged). ``compute`` must then be picklable (a module-level function).
+
+Interrupts (:func:`exit_on_interrupt`, for command-line processes): SIGINT / SIGTERM end the process at once
+with status 130 / 143, except during the write-and-rename of a result file, which is finished first.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import hashlib
 import json
 import os
 import platform
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -42,6 +51,46 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+@functools.cache
+def code_version() -> dict[str, Any]:
+    """The git commit of the bayesattn source that runs, and whether its tracked files differ from it.
+
+    Only when the imported package is the ``bayesattn/`` folder of a git checkout (an editable install or
+    PYTHONPATH); otherwise, e.g. an installed wheel, both are "unknown"."""
+    pkg = Path(__file__).resolve().parent
+    unknown = {"git_commit": "unknown", "git_dirty": "unknown"}
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(pkg), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode or Path(top.stdout.strip()).resolve() / pkg.name != pkg:
+            return unknown  # not a checkout, or a checkout that merely contains an installed copy
+        commit = git("rev-parse", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return unknown
+    if commit.returncode or status.returncode:
+        return unknown
+    return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+
+
+def provenance() -> dict[str, Any]:
+    """What produced a result: code version (git), platform, JAX backend and devices, package versions."""
+    import jax
+
+    return {
+        **code_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "hostname": platform.node(),
+        "jax_backend": jax.default_backend(),
+        "jax_devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
+        "versions": package_versions(),
+    }
+
+
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types; non-finite floats become the strings 'nan' / 'inf' (visible, never a bare NaN token)."""
     return to_plain(obj, nonfinite="string")
@@ -57,20 +106,131 @@ def point_id(point: dict) -> str:
     return f"{stem}-{digest}" if stem else digest
 
 
+# ----------------------------------------------------------------------------------------------- output paths
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _probe(folder: Path) -> None:
+    """Create and remove a file in ``folder``: raises OSError if the folder cannot take new files."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".bayesattn-probe-")
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def prepare_output_dir(path: str | os.PathLike, name: str = "out_dir") -> Path:
+    """Create the folder ``path`` (and its parents) and check that files can be written there.
+
+    ValueError naming ``name`` when it is an existing file or cannot be created or written: call it before any
+    work, so that a bad path fails in a second and not after the computation."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}={str(path)!r}: exists and is not a folder; expected a folder to write results into")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        _probe(path)
+    except OSError as e:
+        raise ValueError(f"{name}={str(path)!r}: cannot write files there ({_why(e)}); expected a writable folder") from None
+    return path
+
+
+def check_output_file(path: str | os.PathLike, name: str = "out") -> Path:
+    """Check that the file ``path`` can be written (creating its parent folders); ValueError naming ``name``."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{name}={str(path)!r}: is a folder; expected a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{name}={str(path)!r}: exists and is not writable")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _probe(path.parent)
+    except OSError as e:
+        raise ValueError(f"{name}={str(path)!r}: cannot write files in {str(path.parent)!r} ({_why(e)}); "
+                         "expected a path in a writable folder") from None
+    return path
+
+
+# ----------------------------------------------------------------------------------------------- interrupts
+# Held during the write-and-rename of a result file; the interrupt watcher takes it before ending the process,
+# so a signal never leaves a finished point unwritten.
+_WRITE_LOCK = threading.RLock()
+_WATCHER: dict[str, Any] = {}
+
+
+def exit_on_interrupt(message: str) -> None:
+    """For a command-line process: on SIGINT (SIGTERM) print ``message`` and end at once with status 130 (143).
+
+    Why not KeyboardInterrupt: JAX dispatches work to XLA's threads asynchronously, so when the exception
+    reaches the top, compiled code or a compilation may still be running; Python's teardown then frees
+    buffers and the client under those threads, which crashed (status 139) in 3 of 13 tries. Instead,
+    Python's C-level handler writes the signal number to a pipe (``signal.set_wakeup_fd``) the moment it
+    arrives, and a watcher thread ends the process with ``os._exit`` (no teardown) as soon as no result file
+    is being written. Every finished point is already on disk (written atomically), so nothing is lost, and
+    the exit does not wait for the running computation to finish. Call from the main thread."""
+    if _WATCHER:
+        _WATCHER["message"] = message
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)  # the watcher acts; no KeyboardInterrupt in the main thread
+    _WATCHER.update(message=message, fds=(r, w))
+
+    def watch():
+        sig = 0
+        while sig not in (signal.SIGINT, signal.SIGTERM):  # the pipe also carries other handled signals
+            sig = os.read(r, 1)[0]
+        with _WRITE_LOCK:  # let a result file that is being written be renamed into place first
+            try:
+                sys.stdout.flush()
+                sys.stderr.write(f"\n{_WATCHER['message']}\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(128 + sig)
+
+    threading.Thread(target=watch, name="bayesattn-interrupt", daemon=True).start()
+
+
+def _worker_init() -> None:
+    """Pool workers: leave interrupts to the parent, and end when the parent has ended."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch_parent():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch_parent, name="bayesattn-parent-watch", daemon=True).start()
+
+
+# ----------------------------------------------------------------------------------------------- files
 def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temporary file in the same folder, fsync, then rename over ``path``."""
+    """Write JSON to a temporary file in the same folder, fsync, then rename over ``path``.
+
+    The file gets the permissions of a plain ``open`` (0666 minus the umask), not mkstemp's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(to_jsonable(data), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    blob = json.dumps(to_jsonable(data), indent=1)
+    with _WRITE_LOCK:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "w") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def read_json(path: Path) -> dict:
@@ -81,8 +241,10 @@ def read_json(path: Path) -> dict:
 def _run_one(compute: Callable[[dict], dict], point: dict) -> dict:
     t0 = time.perf_counter()
     result = compute(point)
+    prov = provenance()
     return {"point": point, "result": result, "wall_time_s": time.perf_counter() - t0,
-            "versions": package_versions(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "versions": prov.pop("versions"), "provenance": prov,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def run_sweep(
@@ -97,7 +259,8 @@ def run_sweep(
 ) -> list[dict]:
     """Compute ``compute(point)`` for every point not already on disk; return all records in ``points`` order.
 
-    Each record is ``{"point", "result", "wall_time_s", "versions", "finished_at"}`` and is stored in
+    Each record is ``{"point", "result", "wall_time_s", "versions", "provenance", "finished_at"}`` (provenance:
+    :func:`provenance` without the versions) and is stored in
     ``out_dir/<point_id>.json`` as soon as its point finishes. ``workers > 1`` runs points in a process pool
     (``compute`` must then be a picklable module-level function); ``executor`` overrides the pool.
     """
@@ -128,7 +291,8 @@ def run_sweep(
                 import multiprocessing as mp
 
                 # spawn: JAX is multithreaded and must not be forked
-                executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+                executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                                  initializer=_worker_init)
             try:
                 futures = {executor.submit(_run_one, compute, points[i]): i for i in todo}
                 for fut in cf.as_completed(futures):

@@ -48,7 +48,8 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
                  "fig5_posterior_histograms", "fig6_training_curves"):
         assert f"{stem}.png" in figs and f"{stem}.pdf" in figs
     point = json.loads(next((out / "points" / "mcmc").glob("*.json")).read_text())
-    assert point["point"]["config"]["seed"] == 0 and "versions" in point
+    assert point["point"]["seed"] == 0 and "versions" in point and "provenance" in point
+    assert point["result"]["data"]["n"] == point["point"]["P"] * 8  # cyclic: every one of the T = 8 rows
     text = capsys.readouterr().out
     assert "softmax: theory:" in text and "linear: theory:" in text
     # figures are redrawn from saved results alone
@@ -89,7 +90,12 @@ def test_killed_run_resumes(tmp_path):
     (["phase-diagram", "--set", "mcmc.num_chain=3"], "num_chain"),
     (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
     (["phase-diagram", "--P", "400,100"], "P="),
-    (["sample", "--P", "100,200"], "single value"),
+    (["sample", "--P", "100,200"], "one positive integer"),
+    (["sample", "--P", "0"], "--P='0': expected one positive integer"),
+    (["train", "--P", "abc"], "--P='abc': expected one positive integer"),
+    (["sample", "--attention", "both"], "--attention"),
+    (["train", "--attention", "both"], "--attention"),
+    (["sample", "--P", "50", "--set", "mcmc.method=gibbs"], "mcmc.method='gibbs'"),
     (["figures", "/nonexistent/folder"], "no saved results"),
     (["nonsense"], "invalid choice"),
 ])

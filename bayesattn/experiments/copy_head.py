@@ -2,19 +2,21 @@
 
 A run writes, under its output folder::
 
-    summary.json                 config, transitions per attention and method, keys, versions, wall time
-    points/theory/*.json         one file per (attention[, plane]) : phase curve, landscapes, planes
-    points/mcmc/*.json           one file per (attention, P): cold / hot chains, order parameters, diagnostics
-    points/adam/*.json           one file per (attention, P): Adam from small and hot init over seeds
+    summary.json                 config, transitions, key rules, provenance, versions, wall and compute time
+    points/theory/*.json         one file per attention: phase curve, landscapes, planes
+    points/mcmc/*.json           one file per (attention, P): data record, cold / hot chains, diagnostics
+    points/adam/*.json           one file per (attention, P): data record, Adam from small and hot init
     figures/*.png, *.pdf         drawn from the files above only (``bayesattn figures`` redraws them)
 
-Every point file holds the full point (config, seeds), its result, package versions and wall time. Points are
-computed through :func:`bayesattn.sweep.run_sweep`, so an interrupted run resumes where it stopped.
-"""
+A point holds only what its method depends on (``DEPENDS_ON``), so its file name (a hash of the point) changes
+exactly when its result would. Every method at one P uses the same data set (:func:`point_data`), recorded by
+:func:`data_record`. Points are computed through :func:`bayesattn.sweep.run_sweep`, so an interrupted run
+resumes where it stopped."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -25,15 +27,19 @@ import jax
 import numpy as np
 
 from ..bayes import theory as th
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_int, check_positive
 from ..models.attention import ATTENTIONS, ORDER_PARAMETER
 from ..bayes.posterior import Posterior, Prior
-from ..bayes.sampling import sample
-from ..sweep import package_versions, run_sweep, to_jsonable, write_json_atomic
-from ..tasks import CopyTask
-from ..training import train_sweep
+from ..bayes.sampling import BACKENDS, SAMPLER_INITS, sample
+from ..bayes.sampling import METHODS as SAMPLERS
+from ..sweep import (point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
+                     write_json_atomic)
+from ..tasks import CopyTask, Dataset
+from ..training import TRAIN_INITS, train
 
 METHODS = ("theory", "mcmc", "adam")
+# what each method's grid point depends on, besides attention, task and prior (its cache key; docs: README)
+DEPENDS_ON = {"theory": ("theory", "P"), "mcmc": ("mcmc", "seed"), "adam": ("adam", "seed")}
 # named configs: phase_diagrams/NAME.toml in the working directory, else in the source checkout
 CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
 
@@ -145,25 +151,32 @@ class RunConfig:
 
     def validate(self) -> "RunConfig":
         if not self.attention:
-            raise ValueError("attention=[]: expected at least one of 'softmax', 'linear'")
+            raise ValueError(f"attention=[]: expected at least one of {', '.join(map(repr, ATTENTIONS))}")
         for a in self.attention:
             check_choice("attention", a, ATTENTIONS)
         if not self.methods:
-            raise ValueError("methods=[]: expected at least one of 'theory', 'mcmc', 'adam'")
+            raise ValueError(f"methods=[]: expected at least one of {', '.join(map(repr, METHODS))}")
         for m in self.methods:
             check_choice("methods", m, METHODS)
         check_int("seed", self.seed, minimum=0)
         check_int("workers", self.workers, minimum=1)
         self.P.grid()
+        check_choice("mcmc.method", self.mcmc.method, SAMPLERS)
+        check_choice("mcmc.backend", self.mcmc.backend, BACKENDS)
         for i in self.mcmc.inits:
-            check_choice("mcmc.inits", i, ("cold", "hot", "prior"))
+            check_choice("mcmc.inits", i, SAMPLER_INITS)
         for i in self.adam.inits:
-            check_choice("adam.inits", i, ("small", "hot"))
+            check_choice("adam.inits", i, TRAIN_INITS)
         check_int("mcmc.num_chains", self.mcmc.num_chains, minimum=1)
         check_int("mcmc.num_warmup", self.mcmc.num_warmup, minimum=1)
         check_int("mcmc.num_samples", self.mcmc.num_samples, minimum=1)
         check_int("adam.seeds", self.adam.seeds, minimum=1)
         check_int("adam.steps", self.adam.steps, minimum=1)
+        check_int("adam.record_every", self.adam.record_every, minimum=1)
+        check_positive("adam.lr", self.adam.lr)
+        for section in ("mcmc", "adam"):
+            if not getattr(self, section).inits:
+                raise ValueError(f"{section}.inits=[]: expected at least one initialisation")
         check_int("theory.num_P", self.theory.num_P, minimum=2)
         if self.theory.vary_name:
             check_choice("theory.vary_name", self.theory.vary_name, ("sigma_A2", "T"))
@@ -224,7 +237,7 @@ def _coerce(key: str, value: Any, hint) -> Any:
         raise ValueError(f"{key}={value!r}: expected {getattr(hint, '__name__', hint)}") from None
 
 
-# ----------------------------------------------------------------------------------------------- keys
+# ----------------------------------------------------------------------------------------------- keys, data
 def point_keys(seed: int, *tags: int) -> jax.Array:
     """A key for one purpose of one grid point: fold the integer tags into the run seed."""
     key = jax.random.key(seed)
@@ -234,13 +247,38 @@ def point_keys(seed: int, *tags: int) -> jax.Array:
 
 
 DATA, MCMC, ADAM = 1, 2, 3  # key streams: data, sampler, training are independent
+KEY_RULES = {"data": "fold_in(key(seed), 1, P)", "mcmc": "fold_in(key(seed), 2, P, init index)",
+             "adam": "fold_in(key(seed), 3, P, init index, run index)"}
+
+
+def point_data(task, seed: int, P: int) -> Dataset:
+    """The P training sequences of grid point P: every method at that point sees exactly these."""
+    return task.sample(point_keys(seed, DATA, P), P)
+
+
+def data_record(data: Dataset) -> dict:
+    """What identifies a data set in a result file: its size, its key rule and a SHA-256 of (X, Y)."""
+    h = hashlib.sha256()
+    for a in (data.X, data.Y):
+        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return {"P": data.P, "n": data.n, "key": KEY_RULES["data"], "sha256": h.hexdigest()}
 
 
 # ----------------------------------------------------------------------------------------------- point functions
+def _point_config(point: dict) -> RunConfig:
+    """The config a point depends on (the sections it carries; the rest at their defaults)."""
+    data = {k: point[k] for k in ("task", "prior", "seed", "theory", "mcmc", "adam") if k in point}
+    if "P_grid" in point:
+        data["P"] = point["P_grid"]
+    return RunConfig.from_dict(data)
+
+
 def theory_point(point: dict) -> dict:
     """Theory for one attention: the phase curve on a dense P grid, landscapes below / at / above the transition,
     the optional (P, vary) plane and finite-size scaling."""
-    cfg = RunConfig.from_dict(point["config"])
+    cfg = _point_config(point)
     task, prior, att = cfg.make_task(), cfg.make_prior(), point["attention"]
     P_grid = cfg.P.grid()
     P_dense = np.unique(np.round(np.geomspace(P_grid[0], P_grid[-1], cfg.theory.num_P)).astype(int)).astype(float)
@@ -248,8 +286,11 @@ def theory_point(point: dict) -> dict:
     tr = curve.transition
     P_mark = tr.get("P_c") or float(np.median(P_dense))
     land_P = [0.6 * P_mark, P_mark, 1.5 * P_mark]
+    # the grid points nearest the transition, where figure 5 overlays the theory's density on the MCMC draws
+    near = sorted(P_grid.tolist(), key=lambda p: abs(np.log(p / P_mark)))[:3]
     out = {"curve": curve.to_dict(),
-           "landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P]}
+           "landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P],
+           "grid_landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in sorted(near)]}
     if cfg.theory.vary_name:
         out["plane"] = th.phase_diagram(task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}).to_dict()
     if cfg.theory.T_values:
@@ -260,16 +301,16 @@ def theory_point(point: dict) -> dict:
 
 
 def mcmc_point(point: dict) -> dict:
-    """Exact-posterior sampling at one (attention, P), one chain group per init.
+    """Exact-posterior sampling at one (attention, P), one chain group per init, on :func:`point_data`.
 
     ``mean_attention`` is E[alpha] for softmax and E[sign(m) alpha] for linear attention: that posterior is
     symmetric under L -> -L, so its plain mean is zero up to noise."""
-    cfg = RunConfig.from_dict(point["config"])
-    task, prior, att, P = cfg.make_task(), cfg.make_prior(), point["attention"], int(point["P"])
-    data = task.sample(point_keys(cfg.seed, DATA, P), P)
+    cfg = _point_config(point)
+    prior, att, P = cfg.make_prior(), point["attention"], int(point["P"])
+    data = point_data(cfg.make_task(), cfg.seed, P)
     post = Posterior(data, attention=att, prior=prior)
     alpha = jax.jit(jax.vmap(jax.vmap(post.attention_weights)))
-    out = {}
+    inits = {}
     for i, init in enumerate(cfg.mcmc.inits):
         s = sample(post, point_keys(cfg.seed, MCMC, P, i), method=cfg.mcmc.method, backend=cfg.mcmc.backend,
                    num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
@@ -279,21 +320,34 @@ def mcmc_point(point: dict) -> dict:
         if att == "linear":
             A = A * np.sign(s.order_parameters["m"])[..., None, None]
         summ["mean_attention"] = A.mean(axis=(0, 1))
-        out[init] = summ
-    return out
+        inits[init] = summ
+    return {"data": data_record(data), "inits": inits}
+
+
+def adam_runs(data: Dataset, prior: Prior, attention: str, adam: AdamConfig, seed: int, init_index: int,
+              init: str) -> dict:
+    """``adam.seeds`` Adam runs from ``init`` on the same ``data``; runs differ only in their init / noise key.
+    Histories are (runs, records) arrays, final order parameters (runs,)."""
+    runs = [train(data, prior, attention, point_keys(seed, ADAM, data.P, init_index, r), optimizer="adam",
+                  lr=adam.lr, steps=adam.steps, init=init, record_every=adam.record_every, seed=r)
+            for r in range(adam.seeds)]
+    hist = {k: np.stack([np.asarray(r.history[k]) for r in runs]) for k in runs[0].history if k != "L"}
+    config = {k: v for k, v in runs[0].config.items() if k not in ("seed", "task", "prior", "attention", "P")}
+    return {"runs": list(range(adam.seeds)), "config": config, "history": hist,
+            "final_order_parameters": {k: [r.final_order_parameters[k] for r in runs] for k in ("m", "q", "u")},
+            "final_L": np.stack([np.asarray(r.final_params[0]) for r in runs]),
+            "emergence": [r.emergence("m") for r in runs],
+            "failures": [{"run": i, "message": r.failure} for i, r in enumerate(runs) if r.failure]}
 
 
 def adam_point(point: dict) -> dict:
-    """Adam from each init over seeds at one (attention, P)."""
-    cfg = RunConfig.from_dict(point["config"])
-    task, prior, att, P = cfg.make_task(), cfg.make_prior(), point["attention"], int(point["P"])
-    out = {}
-    for i, init in enumerate(cfg.adam.inits):
-        res = train_sweep(task, prior, att, [P], list(range(cfg.adam.seeds)), point_keys(cfg.seed, ADAM, P, i),
-                          optimizer="adam", lr=cfg.adam.lr, steps=cfg.adam.steps, init=init,
-                          record_every=cfg.adam.record_every)
-        out[init] = res.to_dict()
-    return out
+    """Adam from each init over ``adam.seeds`` runs at one (attention, P), on :func:`point_data`."""
+    cfg = _point_config(point)
+    P = int(point["P"])
+    data = point_data(cfg.make_task(), cfg.seed, P)
+    inits = {init: adam_runs(data, cfg.make_prior(), point["attention"], cfg.adam, cfg.seed, i, init)
+             for i, init in enumerate(cfg.adam.inits)}
+    return {"data": data_record(data), "inits": inits}
 
 
 COMPUTE = {"theory": theory_point, "mcmc": mcmc_point, "adam": adam_point}
@@ -301,43 +355,56 @@ COMPUTE = {"theory": theory_point, "mcmc": mcmc_point, "adam": adam_point}
 
 # ----------------------------------------------------------------------------------------------- the job
 def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
-    """The grid points of each requested method; each point carries the full config."""
+    """The grid points of each requested method. A point carries only what its method depends on (its config
+    section, the task, the prior and, for sampling and training, the seed and P), so that its file name, a
+    hash of the point, changes exactly when its result would."""
     conf = cfg.to_dict()
     pts: dict[str, list[dict]] = {}
     for method in cfg.methods:
+        base = {"method": method, "task": conf["task"], "prior": conf["prior"]}
+        base.update({("P_grid" if k == "P" else k): conf[k] for k in DEPENDS_ON[method]})
         if method == "theory":
-            pts[method] = [{"method": method, "attention": a, "config": conf} for a in cfg.attention]
+            pts[method] = [{**base, "attention": a} for a in cfg.attention]
         else:
-            pts[method] = [{"method": method, "attention": a, "P": int(P), "config": conf}
-                           for a in cfg.attention for P in cfg.P.grid()]
+            pts[method] = [{**base, "attention": a, "P": int(P)} for a in cfg.attention for P in cfg.P.grid()]
     return pts
 
 
 def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = True, figures: bool = True,
                       log=print) -> dict:
-    """Run every method of ``cfg`` over its grid, write points, summary.json and figures; return the summary."""
+    """Run every method of ``cfg`` over its grid, write points, summary.json and figures; return the summary.
+
+    ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise)."""
     cfg.validate()
-    out = Path(out_dir)
+    out = prepare_output_dir(out_dir, "out_dir")
     t0 = time.perf_counter()
-    records = {}
+    records, resumed = {}, 0
     for method, points in build_points(cfg).items():
-        records[method] = run_sweep(points, COMPUTE[method], out / "points" / method, workers=cfg.workers,
+        folder = out / "points" / method
+        resumed += sum((folder / f"{point_id(p)}.json").exists() for p in points)
+        records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers,
                                     progress=progress, desc=method)
     summary = summarize(cfg, records)
-    summary["wall_time_s"] = time.perf_counter() - t0
-    write_json_atomic(out / "summary.json", summary)
+    summary["points_resumed"] = resumed
+    summary["points_computed"] = sum(map(len, records.values())) - resumed
+
+    def finish(**extra):
+        summary.update(extra, wall_time_s=time.perf_counter() - t0)
+        write_json_atomic(out / "summary.json", summary)
+
+    finish()
     if figures:
         from ..plots import draw_all
 
-        summary["figures"] = [str(p.relative_to(out)) for p in draw_all(out)]
-        write_json_atomic(out / "summary.json", summary)
+        finish(figures=[str(p.relative_to(out)) for p in draw_all(out)])
     for line in describe(summary):
         log(line)
     return summary
 
 
 def summarize(cfg: RunConfig, records: dict[str, list[dict]]) -> dict:
-    """Transitions per attention and method, from the saved records."""
+    """Transitions per attention and method, from the saved records, and the total compute time (the sum of
+    the points' own times, whichever run computed them)."""
     trans: dict[str, dict] = {a: {} for a in cfg.attention}
     for rec in records.get("theory", []):
         a = rec["point"]["attention"]
@@ -348,36 +415,41 @@ def summarize(cfg: RunConfig, records: dict[str, list[dict]]) -> dict:
                           key=lambda r: r["point"]["P"])
             if recs:
                 trans[a][method] = empirical_transition(recs, method, a)
+    prov = provenance()
+    compute = {m: float(sum(r["wall_time_s"] for r in recs)) for m, recs in records.items()}
     return {"config": cfg.to_dict(), "seed": cfg.seed,
-            "key_streams": {"data": DATA, "mcmc": MCMC, "adam": ADAM,
-                            "rule": "fold_in(key(seed), stream, P[, init index])"},
-            "transitions": trans, "versions": package_versions(),
-            "points": {m: len(r) for m, r in records.items()}}
+            "key_streams": {"data": DATA, "mcmc": MCMC, "adam": ADAM, "rules": KEY_RULES},
+            "transitions": trans, "versions": prov.pop("versions"), "provenance": prov,
+            "points": {m: len(r) for m, r in records.items()},
+            "compute_time_s": float(sum(compute.values())), "compute_time_s_by_method": compute}
+
+
+def final_values(result: dict, method: str, x: str) -> np.ndarray:
+    """Per-init final values of ``x`` in one point's result: MCMC posterior means (1 value), Adam runs (runs,)."""
+    if method == "mcmc":
+        return np.array([result[x]["mean"]], dtype=float)
+    return np.asarray(result["final_order_parameters"][x], dtype=float).ravel()
 
 
 def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
     """Where a sampled / trained order parameter rises over the P grid (per init).
 
-    ``P_jump``: geometric midpoint of the consecutive grid points with the largest rise (and ``jump``, that rise);
-    ``P_onset``: the first grid P where it exceeds its value at the smallest P by 0.05 (None if it never does,
-    or if it is already above 0.5 at the smallest P, i.e. the rise lies below the grid).
+    ``rise_between``: the two neighbouring grid values of P with the largest increase of the order parameter,
+    and ``rise``, that increase; ``P_jump``: their geometric midpoint (None when no increase exceeds 0.05);
+    ``below_grid``: already above 0.5 at the smallest P (the rise lies below the grid).
     """
     x = ORDER_PARAMETER[attention]
     P = np.array([r["point"]["P"] for r in recs], dtype=float)
     out = {}
-    for init in recs[0]["result"]:
-        if method == "mcmc":
-            vals = np.array([r["result"][init][x]["mean"] for r in recs], dtype=float)
-        else:
-            vals = np.array([np.nanmean(np.asarray(r["result"][init]["final_order_parameters"][x], dtype=float))
-                             for r in recs])
+    for init in recs[0]["result"]["inits"]:
+        vals = np.array([np.nanmean(final_values(r["result"]["inits"][init], method, x)) for r in recs])
         rise = np.diff(vals)
         k = int(np.nanargmax(rise)) if rise.size and np.any(np.isfinite(rise)) else None
-        onset = np.flatnonzero(vals > vals[0] + 0.05)
+        big = k is not None and rise[k] > 0.05
         out[init] = {
-            "P_jump": float(np.sqrt(P[k] * P[k + 1])) if k is not None and rise[k] > 0.05 else None,
-            "jump": float(rise[k]) if k is not None else None,
-            "P_onset": float(P[onset[0]]) if onset.size and vals[0] <= 0.5 else None,
+            "rise_between": [float(P[k]), float(P[k + 1])] if big else None,
+            "rise": float(rise[k]) if k is not None else None,
+            "P_jump": float(np.sqrt(P[k] * P[k + 1])) if big else None,
             "below_grid": bool(vals[0] > 0.5),
             "P": P.tolist(), x: vals.tolist(),
         }
@@ -385,23 +457,26 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
 
 
 def describe(summary: dict) -> list[str]:
+    """The printed summary: one line per attention and method."""
     lines = []
     for a, tr in summary["transitions"].items():
         if "theory" in tr:
             t = tr["theory"]
             sp = ", spinodals at P = " + ", ".join(f"{s:.0f}" for s in t["spinodals"]) if t.get("spinodals") else ""
-            pc = f"P_c = {t['P_c']:.0f}" if t.get("P_c") else "no transition in the P range"
-            lines.append(f"{a}: theory: {t['order']} order, {pc}{sp}")
+            kind = "smooth crossover" if t["order"] == "crossover" else f"{t['order']}-order transition"
+            pc = f"P_c = {t['P_c']:.0f}" if t.get("P_c") else "not within the P range"
+            lines.append(f"{a}: theory: {kind}, {pc}{sp}")
         for method in ("mcmc", "adam"):
             x = ORDER_PARAMETER[a]
             for init, v in tr.get(method, {}).items():
+                P, vals = v["P"], v[x]
+                span = f"{x} = {vals[0]:.2f} at P = {P[0]:.0f}, {vals[-1]:.2f} at P = {P[-1]:.0f}"
                 if v["below_grid"]:
-                    where = f"{x} > 0.5 already at the smallest P"
-                elif v["P_onset"] is None:
-                    where = f"{x} does not rise within the P range"
+                    where = "already above 0.5 at the smallest P"
+                elif v["rise_between"] is None:
+                    where = "no rise above 0.05 between neighbouring grid points"
                 else:
-                    where = f"{x} rises from P ~ {v['P_onset']:.0f}"
-                    if v["P_jump"]:
-                        where += f"; steepest rise ({v['jump']:+.2f}) around P ~ {v['P_jump']:.0f}"
-                lines.append(f"{a}: {method} ({init} start): {where}")
+                    lo, hi = v["rise_between"]
+                    where = f"largest rise {v['rise']:+.2f} between P = {lo:.0f} and {hi:.0f}"
+                lines.append(f"{a}: {method} ({init} start): {span}; {where}")
     return lines

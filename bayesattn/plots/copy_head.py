@@ -23,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator  # noqa: E402
 
 from ..models.attention import ORDER_PARAMETER  # noqa: E402
 from ..sweep import load_results  # noqa: E402
@@ -44,12 +45,19 @@ def _arr(v) -> np.ndarray:
 
 
 def load_run(out_dir: str | Path) -> dict:
-    """{method: {attention: [records sorted by P]}} from a run folder."""
+    """{method: {attention: [records sorted by P]}} from a run folder. Where a changed config left several
+    records of one (method, attention, P) (the theory: of one attention), the most recently finished is used."""
     out = Path(out_dir)
     runs: dict[str, dict[str, list]] = {}
     for method in ("theory", "mcmc", "adam"):
         recs = load_results(out / "points" / method) if (out / "points" / method).is_dir() else []
-        for r in recs:
+        latest: dict = {}
+        for r in sorted(recs, key=lambda r: r.get("finished_at", "")):
+            latest[(r["point"].get("attention"), r["point"].get("P"))] = r
+        for r in latest.values():
+            if "task" not in r["point"] or (method != "theory" and "inits" not in r["result"]):
+                raise ValueError(f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
+                                 "points and recorded data); rerun the phase diagram into a new folder")
             runs.setdefault(method, {}).setdefault(r["point"]["attention"], []).append(r)
     for by_att in runs.values():
         for recs in by_att.values():
@@ -57,41 +65,67 @@ def load_run(out_dir: str | Path) -> dict:
     return runs
 
 
+def _inits(rec: dict) -> dict:
+    """{init: result} of an MCMC or Adam point."""
+    return rec["result"]["inits"]
+
+
 def _title_params(rec: dict) -> str:
-    c = rec["point"]["config"]
-    t, p = c["task"], c["prior"]
+    t, p = rec["point"]["task"], rec["point"]["prior"]
     return (f"T={t['T']}, d={t['d']}, {t['tokens']} tokens, {t['boundary']}; "
             f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}")
 
 
-def _save(fig, out: Path, name: str) -> list[Path]:
+def _save(fig, out: Path, name: str, dpi: int = 130) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=130, bbox_inches="tight")
+    fig.savefig(paths[0], dpi=dpi, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
     return paths
 
 
 def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
-    """Stable branch solid, metastable dashed, spinodals dotted, binodal / critical point dash-dot."""
+    """Stable branch solid, metastable dashed, spinodals dotted, binodal / critical point dash-dot. Only what is
+    drawn is labelled: no metastable label without a metastable point, no spinodals where they fall on P_c."""
     P = _arr(curve["P"])
     stable = _arr(curve["stable"][x])
-    for i, br in enumerate(curve.get("branches", [])):
+    meta_drawn = False
+    for br in curve.get("branches", []):
         bP, bx, bF = _arr(br["P"]), _arr(br[x]), _arr(br["free_energy"])
-        # a branch point is stable where its free energy is the lowest at that P
+        # a branch point is metastable where another branch has a lower free energy at that P
         sF = np.interp(bP, P, _arr(curve["stable"]["free_energy"]))
-        meta = bF > sF + 1e-9
-        ax.plot(bP, np.where(meta, bx, np.nan), "k--", lw=1, label="theory, metastable" if (label and i == 0) else None)
+        y = np.where(bF > sF + 1e-9, bx, np.nan)
+        if np.isfinite(y).any():
+            ax.plot(bP, y, "k--", lw=1, label="theory, metastable" if (label and not meta_drawn) else None)
+            meta_drawn = True
     ax.plot(P, stable, "k-", lw=1.6, label="theory, stable" if label else None)
     if "mean" in curve and x in curve["mean"]:
         ax.plot(P, _arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean" if label else None)
     tr = curve.get("transition", {})
-    for j, s in enumerate(tr.get("spinodals") or []):
-        ax.axvline(_num(s), color="0.4", ls=":", lw=1, label="spinodals" if (label and j == 0) else None)
-    if tr.get("P_c"):
+    Pc = _num(tr.get("P_c"))
+    spin = [_num(v) for v in tr.get("spinodals") or [] if abs(_num(v) - Pc) > 1e-6 * Pc]
+    for j, v in enumerate(spin):
+        ax.axvline(v, color="0.4", ls=":", lw=1, label="spinodals" if (label and j == 0) else None)
+    if math.isfinite(Pc):
         kind = "binodal" if tr.get("order") == "first" else "critical point"
-        ax.axvline(_num(tr["P_c"]), color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
+        ax.axvline(Pc, color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
+        note = "\n(spinodals within\none grid step)" if tr.get("spinodals") and not spin else ""
+        ax.annotate(f" P_c = {Pc:.0f}{note}", (Pc, 0.97), xycoords=("data", "axes fraction"), va="top",
+                    fontsize=7, color="tab:orange")
+
+
+def _log_P_axis(ax, P_lo: float, P_hi: float) -> None:
+    """Log axis in P with a few plain-number ticks (no '3x10^2 4x10^2' crowding)."""
+    ax.set_xscale("log")
+    # 1-2-3-5 per decade over a wide range; about ten per decade over a narrow one
+    mant = (1, 2, 3, 5) if P_hi / P_lo > 4 else (1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)
+    decades = range(int(np.floor(np.log10(P_lo))), int(np.ceil(np.log10(P_hi))) + 1)
+    ticks = [m * 10.0**k for k in decades for m in mant if P_lo * 0.98 <= m * 10.0**k <= P_hi * 1.02]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _panels(runs: dict, method: str, height: float, need: str | None = None):
@@ -105,67 +139,111 @@ def _panels(runs: dict, method: str, height: float, need: str | None = None):
     return atts, fig, axes[0]
 
 
+# Fig 1 series: (method, init) -> marker, colour, x offset factor (keeps the four series side by side)
+SERIES = {("mcmc", "cold"): ("o", "tab:blue", 0.97), ("mcmc", "hot"): ("o", "tab:red", 0.99),
+          ("mcmc", "prior"): ("o", "tab:purple", 0.98),
+          ("adam", "small"): ("s", "tab:green", 1.01), ("adam", "hot"): ("D", "tab:brown", 1.03)}
+
+
 def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.4), squeeze=False, layout="constrained")
-    any_rec = None
+    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.8), squeeze=False, layout="constrained")
+    any_rec, handles = None, {}
     for ax, att in zip(axes[0], atts):
         x = ORDER_PARAMETER[att]
         th = runs.get("theory", {}).get(att)
+        P_all = []
         if th:
             any_rec = th[0]
             _theory_overlay(ax, th[0]["result"]["curve"], x)
-        for rec_list, method in ((runs.get("mcmc", {}).get(att), "mcmc"), (runs.get("adam", {}).get(att), "adam")):
+            P_all += _arr(th[0]["result"]["curve"]["P"]).tolist()
+        for method in ("mcmc", "adam"):
+            rec_list = runs.get(method, {}).get(att)
             if not rec_list:
                 continue
             any_rec = any_rec or rec_list[0]
             P = np.array([r["point"]["P"] for r in rec_list], dtype=float)
-            for k, init in enumerate(rec_list[0]["result"]):
+            P_all += P.tolist()
+            for init in _inits(rec_list[0]):
+                marker, color, shift = SERIES.get((method, init), ("x", "0.3", 1.0))
                 if method == "mcmc":
-                    mean = np.array([_num(r["result"][init][x]["mean"]) for r in rec_list])
-                    err = np.array([_num(r["result"][init][x]["std"]) for r in rec_list])
-                    shift = 1.0 + 0.015 * (k - 0.5)
-                    ax.errorbar(P * shift, mean, yerr=err, fmt="o", ms=4, capsize=2, color=COLORS.get(init),
-                                label=f"MCMC, {init} start (±1 sd)")
+                    mean = np.array([_num(_inits(r)[init][x]["mean"]) for r in rec_list])
+                    err = np.array([_num(_inits(r)[init][x]["std"]) for r in rec_list])
+                    ax.errorbar(P * shift, mean, yerr=err, fmt=marker, ms=4, capsize=2, color=color, zorder=3,
+                                label=f"MCMC, {init} start (mean ± 1 sd)")
                 else:
-                    vals = [_arr(r["result"][init]["final_order_parameters"][x])[0] for r in rec_list]
-                    ax.errorbar(P, [np.nanmean(v) for v in vals], yerr=[np.nanstd(v) for v in vals], fmt="s",
-                                mfc="none", ms=5, capsize=2, color=COLORS.get(init, "tab:green") if init != "hot" else "tab:brown",
-                                label=f"Adam, {init} init (mean ± sd over seeds)")
-        ax.set_xscale("log")
+                    vals = [_arr(_inits(r)[init]["final_order_parameters"][x]).ravel() for r in rec_list]
+                    ax.errorbar(P * shift, [np.nanmean(v) for v in vals], yerr=[np.nanstd(v) for v in vals],
+                                fmt=marker, mfc="none", ms=5, capsize=2, color=color, zorder=4,
+                                label=f"Adam, {init} init (mean ± sd over runs)")
+        _log_P_axis(ax, min(P_all), max(P_all))
         ax.set_xlabel("training sequences P")
         ax.set_ylabel(X_LABEL[x])
         ax.set_title(f"{att} attention")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     if any_rec:
         fig.suptitle("Copy-head order parameter vs number of training sequences\n" + _title_params(any_rec), fontsize=10)
     return _save(fig, out, "fig1_order_parameter_vs_P")
 
 
+def _landscape_label(P: float, curve: dict) -> str:
+    tr = curve.get("transition", {})
+    Pc = _num(tr.get("P_c"))
+    if not math.isfinite(Pc):
+        return f"P = {P:.0f}"
+    if abs(P - Pc) < 1e-6 * Pc:
+        return f"P = {P:.0f} (" + ("binodal" if tr.get("order") == "first" else "critical point") + ")"
+    return f"P = {P:.0f} (" + ("below" if P < Pc else "above") + ")"
+
+
 def fig_landscapes(runs: dict, out: Path) -> list[Path]:
     th = runs.get("theory", {})
-    if not (panels := _panels(runs, "theory", 4.2, need="landscapes")):
+    if not (panels := _panels(runs, "theory", 4.4, need="landscapes")):
         return []
     atts, fig, axes = panels
     for ax, att in zip(axes, atts):
-        lands = th[att][0]["result"]["landscapes"]
-        for land, ls in zip(lands, ("-", "--", ":")):
-            ax.plot(_arr(land["x"]), _arr(land["S"]), ls, lw=1.5, label=f"P = {_num(land['P']):.0f}")
+        res = th[att][0]["result"]
+        lands = res["landscapes"]
+        curves = []
+        for k, (land, ls) in enumerate(zip(lands, ("-", "--", ":"))):
+            lab = _landscape_label(_num(land["P"]), res["curve"])
+            curves.append((_arr(land["x"]), _arr(land["S"]), ls, lab))
+            ax.plot(curves[-1][0], curves[-1][1], ls, lw=1.5, label=lab)
         ax.set_xlabel(X_LABEL[lands[0].get("x_name", ORDER_PARAMETER[att])])
         # zoom on the wells: the barrier between coexisting phases is a few nats, the walls hundreds
-        S_all = np.concatenate([_arr(land["S"]) for land in lands])
-        x_all = np.concatenate([_arr(land["x"]) for land in lands])
+        S_all = np.concatenate([c[1] for c in curves])
+        x_all = np.concatenate([c[0] for c in curves])
         near = x_all[S_all < 15.0]
-        ax.set_xlim(0, min(1.0, 1.15 * float(near.max())) if near.size else 1.0)
+        tr = res["curve"].get("transition", {})
+        inset = tr.get("order") == "first" and len(curves) > 1
+        # with an inset, leave the right 30% of the panel free of the wells for it and the legend
+        right = min(1.0, (1.5 if inset else 1.15) * float(near.max())) if near.size else 1.0
+        ax.set_xlim(0, right)
         ax.set_ylim(-0.5, 15.0)
         ax.set_ylabel("free energy S − min S  [nats]")
         ax.set_title(f"{att}: below, at and above the transition")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="lower right" if inset else "upper right")
+        # inset on the binodal's double well: its barrier is a fraction of a nat at T = 32
+        if inset:
+            xb, Sb = curves[1][0], curves[1][1]
+            low = np.flatnonzero(np.isfinite(Sb) & (Sb < 1.5))
+            if low.size > 2:
+                ins = ax.inset_axes([0.71, 0.45, 0.27, 0.42])
+                ins.plot(xb, Sb, "--", color=ax.lines[1].get_color(), lw=1.5)
+                top = max(0.05, float(np.nanmax(Sb[low[0]:low[-1] + 1])))
+                ins.set_xlim(xb[low[0]], xb[low[-1]])
+                ins.set_ylim(-0.1 * top, 1.4 * top)
+                ins.set_title(f"zoom: binodal P = {_num(tr['P_c']):.0f}", fontsize=7)
+                ins.tick_params(labelsize=6)
+                ins.grid(alpha=0.3)
     fig.suptitle("Free-energy landscape of the order parameter\n" + _title_params(th[atts[0]][0]), fontsize=10)
     return _save(fig, out, "fig2_free_energy_landscapes")
 
@@ -185,7 +263,13 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
             ax.plot(_arr(pl["spinodal_high"]), v, "^--", color="tab:red", label="upper spinodal")
         if pl.get("crossover") is not None and np.any(np.isfinite(_arr(pl["crossover"]))):
             ax.plot(_arr(pl["crossover"]), v, "s:", color="tab:green", label="crossover")
-        ax.set_xscale("log")
+        P_pl = np.concatenate([_arr(pl[k]) for k in ("P_c", "spinodal_low", "spinodal_high", "crossover")
+                               if pl.get(k) is not None])
+        P_pl = P_pl[np.isfinite(P_pl)]
+        if P_pl.size:
+            _log_P_axis(ax, float(P_pl.min()), float(P_pl.max()))
+        else:
+            ax.set_xscale("log")
         ax.set_xlabel("training sequences P")
         name = pl["vary_name"]
         ax.set_ylabel({"sigma_A2": "prior variance σ_A²", "T": "sequence length T"}.get(name, name))
@@ -214,22 +298,41 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in mc]
     if not atts:
         return []
-    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 4 * len(atts)), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 3.9 * len(atts)), squeeze=False, layout="constrained")
     for row, att in zip(axes, atts):
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
-        for ax, rec in zip(row, _below_above(mc[att], curve)):
-            init = next(iter(rec["result"]))
-            A = _arr(rec["result"][init]["mean_attention"])
-            lim = np.nanmax(np.abs(A)) or 1.0
+        picks = _below_above(mc[att], curve)
+        mats = [(rec, next(iter(_inits(rec))), None) for rec in picks]
+        mats = [(rec, init, _arr(_inits(rec)[init]["mean_attention"])) for rec, init, _ in mats]
+        # one colour scale per attention, so that below and above compare at a glance
+        lim = max(float(np.nanmax(np.abs(A))) for *_, A in mats) or 1.0
+        im = None
+        for ax, (rec, init, A) in zip(row, mats):
             im = ax.imshow(A, cmap="viridis" if att == "softmax" else "RdBu_r",
                            vmin=0 if att == "softmax" else -lim, vmax=lim)
-            ax.set_title(f"{att}, P = {rec['point']['P']} ({init} start)", fontsize=9)
+            side = "below" if curve and rec["point"]["P"] < _num(curve["transition"].get("P_c")) else "above"
+            ax.set_title(f"{att}, P = {rec['point']['P']} ({side} P_c; {init} start)", fontsize=9)
             ax.set_xlabel("key position s")
             ax.set_ylabel("query position t")
-            fig.colorbar(im, ax=ax, fraction=0.046, label="E[α_ts]" if att == "softmax" else "E[sign(m) α_ts]")
+        for ax in row[len(mats):]:
+            ax.set_axis_off()
+        fig.colorbar(im, ax=list(row), fraction=0.046, label="E[α_ts]" if att == "softmax" else "E[sign(m) α_ts]")
     fig.suptitle("Posterior-mean attention matrix below and above the transition\n" + _title_params(mc[atts[0]][0]),
                  fontsize=10)
     return _save(fig, out, "fig4_posterior_mean_attention")
+
+
+def _theory_density(land: dict, x_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised density of the order parameter from a landscape S: exp(-S) for m; for u the landscape is a
+    density of the cosine sqrt(u), so p(u) = exp(-S) / (2 sqrt(u))."""
+    x, S = _arr(land["x"]), _arr(land["S"])
+    w = np.exp(-np.where(np.isfinite(S), S, np.inf))
+    mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x))
+    if x_name == "u":
+        w = w / (2 * np.sqrt(x))
+        # the mass below the first grid point, where p(u) ~ 1/sqrt(u): 2 x0 p(x0)
+        mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x)) + 2 * x[0] * w[0]
+    return x, w / mass
 
 
 def fig_histograms(runs: dict, out: Path) -> list[Path]:
@@ -239,20 +342,29 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
     atts, fig, axes = panels
     for ax, att in zip(axes, atts):
         x = ORDER_PARAMETER[att]
-        curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
+        th = runs.get("theory", {}).get(att, [{}])[0].get("result", {})
+        curve = th.get("curve")
         Pc = _num(curve["transition"].get("P_c")) if curve else math.nan
         P = np.array([r["point"]["P"] for r in mc[att]], dtype=float)
         i = int(np.argmin(np.abs(np.log(P / Pc)))) if math.isfinite(Pc) else len(P) // 2
         rec = mc[att][i]
-        for init, res in rec["result"].items():
+        hi = 0.05
+        for init, res in _inits(rec).items():
             draws = _arr(res.get("draws", {}).get(x, [])).ravel()
             draws = draws[np.isfinite(draws)]
             if draws.size:
-                ax.hist(draws, bins=40, range=(0, max(0.05, 1.1 * float(draws.max()))), density=True, alpha=0.5, color=COLORS.get(init),
-                        label=f"{init} start (R-hat {_num(res[x].get('r_hat')):.2f})")
+                hi = max(hi, 1.1 * float(draws.max()))
+                ax.hist(draws, bins=40, range=(0, hi), density=True, alpha=0.5, color=COLORS.get(init),
+                        label=f"MCMC, {init} start (R-hat {_num(res[x].get('r_hat')):.2f})")
+        land = [g for g in th.get("grid_landscapes", []) if abs(_num(g["P"]) - P[i]) < 1e-6 * P[i]]
+        if land:
+            xs, dens = _theory_density(land[0], x)
+            keep = xs <= hi
+            ax.plot(xs[keep], dens[keep], "k-", lw=1.5, label="theory density ∝ exp(−S)")
+        where = "at" if math.isfinite(Pc) and abs(P[i] - Pc) < 0.01 * Pc else "nearest"
         ax.set_xlabel(X_LABEL[x])
         ax.set_ylabel("posterior density")
-        ax.set_title(f"{att}, P = {rec['point']['P']} (nearest the theory's P_c)")
+        ax.set_title(f"{att}, P = {rec['point']['P']} ({where} the theory's P_c = {Pc:.0f})", fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle("Posterior of the order parameter near the transition\n" + _title_params(mc[atts[0]][0]), fontsize=10)
@@ -265,29 +377,37 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     if not atts:
         return []
     fig, axes = plt.subplots(2, len(atts), figsize=(6 * len(atts), 7), squeeze=False, layout="constrained")
+    recs_all = [r for a in atts for r in ad[a]]
+    Ps = np.array(sorted({r["point"]["P"] for r in recs_all}), dtype=float)
+    norm = matplotlib.colors.LogNorm(Ps.min(), Ps.max()) if Ps.size > 1 else matplotlib.colors.Normalize(0, 2 * Ps[0])
+    cmap = plt.get_cmap("viridis")
     for j, att in enumerate(atts):
         x = "m"  # the copy weight for both: u aligns within a few steps for linear, m then grows gradually
-        recs = ad[att]
-        cmap = plt.get_cmap("viridis")
-        for k, rec in enumerate(recs):
-            res = rec["result"].get("small") or next(iter(rec["result"].values()))
+        for rec in ad[att]:
+            res = _inits(rec).get("small") or next(iter(_inits(rec).values()))
             h = res["history"]
-            step = _arr(h["step"])[0, 0]
-            col = cmap(k / max(1, len(recs) - 1))
-            axes[0, j].plot(step, np.nanmean(_arr(h["loss"])[0], axis=0), color=col, label=f"P = {rec['point']['P']}")
-            xs = _arr(h[x])[0]
-            # linear attention is symmetric under (L, V) -> (-L, -V): seeds land on either sign, average |m|
-            axes[1, j].plot(step, np.nanmean(np.abs(xs) if att == "linear" else xs, axis=0), color=col)
+            step = _arr(h["step"])[0]
+            col = cmap(norm(rec["point"]["P"]))
+            axes[0, j].plot(step, np.nanmean(_arr(h["loss"]), axis=0), color=col, lw=1.3)
+            xs = _arr(h[x])
+            # linear attention is symmetric under (L, V) -> (-L, -V): runs land on either sign, average |m|
+            axes[1, j].plot(step, np.nanmean(np.abs(xs) if att == "linear" else xs, axis=0), color=col, lw=1.3)
+        init = "small" if "small" in _inits(ad[att][0]) else next(iter(_inits(ad[att][0])))
         axes[0, j].set_yscale("log")
-        axes[0, j].set_ylabel("training loss (mean over seeds)")
-        axes[0, j].set_title(f"{att} attention, Adam from small init")
-        axes[0, j].legend(fontsize=7, ncol=2)
-        axes[1, j].set_ylabel(("|m|, " if att == "linear" else "") + X_LABEL[x] + " (mean over seeds)")
+        axes[0, j].set_ylabel("training loss (mean over runs)")
+        axes[0, j].set_title(f"{att} attention, Adam from {init} init")
+        axes[1, j].set_ylabel(("|m|, " if att == "linear" else "") + X_LABEL[x] + " (mean over runs)")
         for ax in axes[:, j]:
             ax.set_xlabel("Adam step")
             ax.grid(alpha=0.3)
+    # P as a colour bar beside the panels, not a legend over the curves
+    sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cb = fig.colorbar(sm, ax=axes, location="right", shrink=0.6, label="training sequences P")
+    cb.set_ticks(Ps)
+    cb.set_ticklabels([f"{p:.0f}" for p in Ps])
+    cb.minorticks_off()
     fig.suptitle("Training dynamics: abrupt for softmax, gradual for linear\n" + _title_params(ad[atts[0]][0]), fontsize=10)
-    return _save(fig, out, "fig6_training_curves")
+    return _save(fig, out, "fig6_training_curves", dpi=110)  # many dense curves: keeps the PNG under 200 KB
 
 
 def fig_finite_size(runs: dict, out: Path) -> list[Path]:
@@ -298,7 +418,7 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
     for ax, att in zip(axes, atts):
         x = ORDER_PARAMETER[att]
         rec = th[att][0]
-        c = rec["point"]["config"]
+        c = rec["point"]
         curves = rec["result"]["curves_T"]
         cmap = plt.get_cmap("plasma")
         for k, (T, curve) in enumerate(sorted(curves.items(), key=lambda kv: int(kv[0]))):

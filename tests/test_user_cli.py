@@ -1,0 +1,210 @@
+"""What a new user hit (issue 11) and the phase-diagram review items of issue 10: output paths checked before
+any work, file modes, bookkeeping after a resume, provenance, one-value options, per-method cache keys and
+one data set per grid point."""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import bayesattn as ba
+from bayesattn import sweep
+from bayesattn.cli import build_parser, main
+from bayesattn.experiments import RunConfig, build_points, copy_head
+from bayesattn.sweep import point_id, write_json_atomic
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_main(argv, capsys):
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+# ----------------------------------------------------------------------------------------------- output paths
+def _no_work(monkeypatch):
+    """Make every method's work fail loudly, so a test sees whether it started."""
+    def boom(*a, **k):
+        raise AssertionError("work started before the output path was checked")
+
+    monkeypatch.setattr("bayesattn.bayes.sampling.sample", boom)
+    monkeypatch.setattr("bayesattn.training.train", boom)
+    monkeypatch.setattr("bayesattn.experiments.run_phase_diagram", boom)
+
+
+@pytest.mark.parametrize("argv", [
+    ["sample", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
+    ["train", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
+    ["phase-diagram", "--methods", "theory", "--out", "/proc/forbidden"],
+])
+def test_unwritable_output_fails_before_any_work(argv, monkeypatch, capsys):
+    _no_work(monkeypatch)
+    code, cap = _run_main(argv, capsys)
+    assert code == 2
+    err = cap.err.strip()
+    assert len(err.splitlines()) == 1 and "--out=" in err and "Traceback" not in err, err
+
+
+def test_output_that_is_a_file_or_a_folder(tmp_path, monkeypatch, capsys):
+    _no_work(monkeypatch)
+    a_file = tmp_path / "README.md"
+    a_file.write_text("not a folder")
+    code, cap = _run_main(["phase-diagram", "--methods", "theory", "--out", str(a_file)], capsys)
+    assert code == 2 and "is not a folder" in cap.err and len(cap.err.strip().splitlines()) == 1
+    code, cap = _run_main(["sample", "--P", "50", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "is a folder" in cap.err
+    # the library call checks too
+    with pytest.raises(ValueError, match="out_dir="):
+        copy_head.run_phase_diagram(RunConfig(methods=["theory"]), a_file)
+
+
+# ----------------------------------------------------------------------------------------------- file modes
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_write_honours_umask(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        write_json_atomic(tmp_path / "r.json", {"x": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == mode
+    assert json.loads((tmp_path / "r.json").read_text()) == {"x": 1}
+
+
+# ----------------------------------------------------------------------------------------------- bookkeeping
+def _fake_mcmc(point):
+    import time
+
+    time.sleep(0.3)
+    m = 0.1 + point["P"] / 1000
+    return {"data": {"P": point["P"]}, "inits": {"cold": {"m": {"mean": m}, "u": {"mean": m}}}}
+
+
+def test_resume_keeps_total_compute_time(tmp_path, monkeypatch):
+    monkeypatch.setitem(copy_head.COMPUTE, "mcmc", _fake_mcmc)
+    cfg = RunConfig(methods=["mcmc"], attention=["softmax"]).override("P.values", [100, 200, 300])
+    first = copy_head.run_phase_diagram(cfg, tmp_path, progress=False, figures=False, log=lambda *_: None)
+    assert first["points_computed"] == 3 and first["points_resumed"] == 0
+    assert first["compute_time_s"] >= 0.9 and first["wall_time_s"] >= first["compute_time_s"]
+    # resume with one more point: only that one is computed, the total counts all four
+    cfg2 = cfg.override("P.values", [100, 200, 300, 400])
+    second = copy_head.run_phase_diagram(cfg2, tmp_path, progress=False, figures=False, log=lambda *_: None)
+    times = [json.loads(p.read_text())["wall_time_s"] for p in (tmp_path / "points" / "mcmc").glob("*.json")]
+    assert second["points_computed"] == 1 and second["points_resumed"] == 3
+    assert second["compute_time_s"] == pytest.approx(sum(times)) and second["compute_time_s"] >= 1.2
+    assert second["wall_time_s"] < 1.0 + 0.3 * 2  # this run computed one point only
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["compute_time_s"] == pytest.approx(sum(times)) and saved["wall_time_s"] == second["wall_time_s"]
+
+
+# ----------------------------------------------------------------------------------------------- provenance
+def test_point_files_record_code_version_and_device(tmp_path):
+    sweep.code_version.cache_clear()  # cached per process; the checkout may have moved during a long session
+    rec = sweep.run_sweep([{"method": "toy", "P": 1}], lambda p: {"x": 1}, tmp_path, progress=False)[0]
+    prov = rec["provenance"]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0 and (ROOT / ".git").exists():
+        assert prov["git_commit"] == head.stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        assert prov["git_dirty"] is bool(dirty)
+    assert prov["jax_backend"] == jax.default_backend()
+    assert prov["jax_devices"] and prov["platform"] and rec["versions"]["jax"] == jax.__version__
+    on_disk = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert on_disk["provenance"] == json.loads(json.dumps(prov))
+
+
+def test_code_version_outside_a_checkout_is_unknown(tmp_path):
+    shutil.copytree(ROOT / "bayesattn", tmp_path / "bayesattn", ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, "-c", "import json, bayesattn.sweep as s; print(json.dumps(s.code_version()))"],
+                       cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"git_commit": "unknown", "git_dirty": "unknown"}
+
+
+# ----------------------------------------------------------------------------------------------- options
+def test_one_point_commands_offer_only_their_choices():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    for name in ("sample", "train"):
+        att = next(a for a in sub[name]._actions if a.dest == "attention")
+        assert list(att.choices) == list(ba.models.ATTENTIONS)
+    pd_att = next(a for a in sub["phase-diagram"]._actions if a.dest == "attention")
+    assert list(pd_att.choices) == [*ba.models.ATTENTIONS, "both"]
+    method = next(a for a in sub["sample"]._actions if a.dest == "method")
+    assert list(method.choices) == list(ba.bayes.sampling.METHODS)
+    out = next(a for a in sub["phase-diagram"]._actions if a.dest == "out")
+    assert "phase_diagrams/<config name>" in out.help and "results/" not in out.help
+
+
+def test_train_says_which_attention(capsys):
+    assert main(["train", "--P", "50", "--T", "4", "--d", "2", "--steps", "20", "--attention", "linear"]) == 0
+    out = capsys.readouterr().out
+    assert "train linear attention, P = 50" in out and "linear: final m =" in out
+
+
+# ----------------------------------------------------------------------------------------------- issue 10
+def test_cache_key_of_a_point_depends_only_on_its_method():
+    base = RunConfig().override("P.values", [300, 1000])
+    ids = lambda cfg: {m: [point_id(p) for p in pts] for m, pts in build_points(cfg).items()}  # noqa: E731
+    a = ids(base)
+    b = ids(base.override("adam.lr", 0.02))
+    assert a["theory"] == b["theory"] and a["mcmc"] == b["mcmc"] and a["adam"] != b["adam"]
+    c = ids(base.override("mcmc.num_samples", 900))
+    assert a["theory"] == c["theory"] and a["adam"] == c["adam"] and a["mcmc"] != c["mcmc"]
+    d = ids(base.override("seed", 5))
+    assert a["theory"] == d["theory"] and a["mcmc"] != d["mcmc"] and a["adam"] != d["adam"]
+    e = ids(base.override("task.T", 16))
+    assert all(set(a[m]).isdisjoint(e[m]) for m in a)
+    f = ids(base.override("prior.sigma2", 300.0))
+    assert all(set(a[m]).isdisjoint(f[m]) for m in a)
+    # the theory depends on the P range, a sampled point only on its own P
+    g = ids(base.override("P.values", [300, 1000, 2000]))
+    assert a["theory"] != g["theory"] and set(a["mcmc"]) < set(g["mcmc"])
+
+
+def test_every_method_at_a_point_sees_the_same_recorded_data():
+    cfg = RunConfig(attention=["softmax"], seed=3).override("task.T", 4).override("task.d", 2)
+    cfg = cfg.override("P.values", [60])
+    cfg = cfg.override("mcmc.num_chains", 1).override("mcmc.num_warmup", 20).override("mcmc.num_samples", 20)
+    cfg = cfg.override("adam.seeds", 2).override("adam.steps", 30).override("adam.record_every", 10)
+    pts = build_points(cfg)
+    mc = copy_head.mcmc_point(pts["mcmc"][0])
+    ad = copy_head.adam_point(pts["adam"][0])
+    data = cfg.task.sample(copy_head.point_keys(3, copy_head.DATA, 60), 60)  # the documented key rule
+    X, Y = np.asarray(data.X), np.asarray(data.Y)
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (X, Y):
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    assert mc["data"]["sha256"] == ad["data"]["sha256"] == h.hexdigest()
+    assert mc["data"]["n"] == 60 * 4
+    # Adam's runs are ba.train on exactly that data set, from the documented keys
+    for i, init in enumerate(cfg.adam.inits):
+        for r in range(2):
+            ref = ba.train(data, cfg.prior, "softmax", copy_head.point_keys(3, copy_head.ADAM, 60, i, r),
+                           steps=30, lr=cfg.adam.lr, init=init, record_every=10)
+            got = ad["inits"][init]["final_order_parameters"]["m"][r]
+            assert got == pytest.approx(ref.final_order_parameters["m"], rel=1e-10)
+    # a different seed gives different data, recorded as such
+    other = copy_head.data_record(copy_head.point_data(cfg.task, 4, 60))
+    assert other["sha256"] != mc["data"]["sha256"]
+
+
+def test_figures_draw_the_latest_record_of_a_point(tmp_path):
+    from bayesattn.plots.copy_head import load_run
+
+    folder = tmp_path / "points" / "theory"
+    # the newer record sorts first by file name: the choice must come from finished_at
+    for name, when, v in (("a.json", "2026-01-02T00:00:00", "new"), ("b.json", "2026-01-01T00:00:00", "old")):
+        write_json_atomic(folder / name, {"point": {"method": "theory", "attention": "softmax", "task": {}},
+                                          "result": {"v": v}, "finished_at": when})
+    assert [r["result"]["v"] for r in load_run(tmp_path)["theory"]["softmax"]] == ["new"]
