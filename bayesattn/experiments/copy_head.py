@@ -95,6 +95,7 @@ class AdamConfig:
     lr: float = 0.01
     inits: list[str] = field(default_factory=lambda: ["small", "hot"])
     record_every: int = 50
+    log_records: int = 0  # also record at this many log-spaced steps (resolves the fast early rise)
 
 
 @dataclass
@@ -329,7 +330,8 @@ def adam_runs(data: Dataset, prior: Prior, attention: str, adam: AdamConfig, see
     """``adam.seeds`` Adam runs from ``init`` on the same ``data``; runs differ only in their init / noise key.
     Histories are (runs, records) arrays, final order parameters (runs,)."""
     runs = [train(data, prior, attention, point_keys(seed, ADAM, data.P, init_index, r), optimizer="adam",
-                  lr=adam.lr, steps=adam.steps, init=init, record_every=adam.record_every, seed=r)
+                  lr=adam.lr, steps=adam.steps, init=init, record_every=adam.record_every, log_records=adam.log_records,
+                  seed=r)
             for r in range(adam.seeds)]
     hist = {k: np.stack([np.asarray(r.history[k]) for r in runs]) for k in runs[0].history if k != "L"}
     config = {k: v for k, v in runs[0].config.items() if k not in ("seed", "task", "prior", "attention", "P")}

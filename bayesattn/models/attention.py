@@ -1,4 +1,4 @@
-"""Attention maps a(L) and the attention model that the posterior and the samplers see (docs/theory.md
+"""Attention maps a(L) and the attention model that the posterior and the samplers see (docs/model.md
 section 1).
 
 L is the matrix of positional logits: (T, T) for one head, (H, T, T) for H heads. Both maps accept any leading
@@ -20,7 +20,7 @@ from .._validate import check_choice, check_int
 AttentionKind = Literal["softmax", "linear"]
 ATTENTIONS = ("softmax", "linear")
 MASKS = ("task", "causal", "full")
-# the order parameter that characterises each attention's transition (docs/theory.md section 3)
+# the order parameter that characterises each attention's transition (docs/model.md section 3)
 ORDER_PARAMETER = {"softmax": "m", "linear": "u"}
 
 

@@ -1,4 +1,4 @@
-"""The copy task: each query must output the token ``offset`` positions back (docs/theory.md section 1)."""
+"""The copy task: each query must output the token ``offset`` positions back (docs/model.md section 1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Input checks, P-scaling and the reduced action shared by both attentions (docs/theory.md section 4)."""
+"""Input checks, P-scaling and the reduced action shared by both attentions (docs/model.md section 4)."""
 
 from __future__ import annotations
 
