@@ -9,16 +9,19 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_readme_python_examples_run_each_on_its_own():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     spaces = []
     for block in blocks:
         ns: dict = {}
         exec(compile(block, str(README), "exec"), ns)
         spaces.append(ns)
-    sampling, theory, training = spaces
+    sampling, heads, theory, training = spaces
     # the claims written next to the code
     assert abs(float(sampling["samples"].order_parameters["m"].mean()) - 0.243) < 0.02
     assert sampling["mean_V"].shape == (8, 8) and sampling["cov_V"].shape == (8, 8)
+    assert heads["post"].L_shape == (2, 4, 4)
+    assert {"m", "q", "u", "overlap", "entropy", "m_h0", "m_h1"} <= set(heads["post"].observables(
+        heads["jnp"].zeros((3, 2, 4, 4))))
     assert theory["curve"].transition["order"] == "first" and 700 < theory["curve"].transition["P_c"] < 780
     assert training["data"].T == training["task"].T == 8 and training["res"].failure is None
     assert training["sweep"].final_order_parameters["m"].shape == (3, 8)
