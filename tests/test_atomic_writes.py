@@ -8,7 +8,6 @@ file in the first case and the new content in the second.
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -32,12 +31,34 @@ class Interrupted(Exception):
     pass
 
 
-def half_dump(obj, f, **kw):
-    """json.dump that writes the first half of the document, flushes it, then fails."""
-    text = json.dumps(obj, **kw)
-    f.write(text[: len(text) // 2])
-    f.flush()
-    raise Interrupted("disk full halfway through the document")
+class HalfWriter:
+    """A file object whose write() writes the first half of the document, flushes it, then fails."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, text):
+        self.f.write(text[: len(text) // 2])
+        self.f.flush()
+        raise Interrupted("disk full halfway through the document")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def half_writing_fdopen(fd, *args, **kw):
+    """os.fdopen whose file fails halfway through the JSON document (the serialised result)."""
+    return HalfWriter(REAL_FDOPEN(fd, *args, **kw))
+
+
+REAL_FDOPEN = sweep.os.fdopen
 
 
 def test_serialiser_failing_halfway_leaves_no_result_file_and_rerun_recomputes(tmp_path, monkeypatch):
@@ -46,7 +67,7 @@ def test_serialiser_failing_halfway_leaves_no_result_file_and_rerun_recomputes(t
     done = files(tmp_path)
     assert done == [f"{point_id(points[0])}.json"]
     CALLS.clear()
-    monkeypatch.setattr(sweep.json, "dump", half_dump)
+    monkeypatch.setattr(sweep.os, "fdopen", half_writing_fdopen)
     with pytest.raises(Interrupted):
         run_sweep(points, compute, tmp_path, progress=False)
     monkeypatch.undo()
