@@ -35,12 +35,13 @@ from ..sweep import run_sweep, write_json_atomic, package_versions
 from ..tasks import CopyTask
 from ..training import train_sweep
 
-CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
+CONFIG_DIRS = (Path("phase_diagrams/three_transitions"),
+               Path(__file__).resolve().parents[2] / "phase_diagrams" / "three_transitions")
 
 
 @dataclass
 class ThreeTransitionsConfig:
-    """The figure's settings (phase_diagrams/three_transitions.toml)."""
+    """The figure's settings (phase_diagrams/three_transitions/three_transitions.toml)."""
 
     T_values: list = field(default_factory=lambda: [8, 16, 32, 64])
     attentions: list = field(default_factory=lambda: ["softmax", "linear"])
