@@ -115,3 +115,22 @@ def test_sigterm_exits_143(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "Traceback" not in err, err
+
+
+def test_interrupt_while_importing_exits_130_without_a_traceback(tmp_path):
+    """The command's entry point (bayesattn_launcher) handles Ctrl-C before JAX is imported."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, bayesattn_launcher; sys.argv = ['bayesattn', 'phase-diagram', '--out', sys.argv[1]]; "
+            "sys.exit(bayesattn_launcher.main())")
+    for delay in (0.2, 0.6):
+        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / f"out{delay}")], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (delay, proc.returncode, err[-500:])
+        assert b"Traceback" not in err, err[-500:]
