@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -36,12 +35,13 @@ from ..sweep import (point_id, prepare_output_dir, provenance, run_sweep, to_jso
                      write_json_atomic)
 from ..tasks import CopyTask, Dataset
 from ..training import TRAIN_INITS, train
+from ._configs import config_dirs, load_toml
 
 METHODS = ("theory", "mcmc", "adam")
 # what each method's grid point depends on, besides attention, task and prior (its cache key; docs: README)
 DEPENDS_ON = {"theory": ("theory", "P"), "mcmc": ("mcmc", "seed"), "adam": ("adam", "seed")}
 # named configs: phase_diagrams/NAME.toml in the working directory, else in the source checkout
-CONFIG_DIRS = (Path("phase_diagrams"), Path(__file__).resolve().parents[2] / "phase_diagrams")
+CONFIG_DIRS = config_dirs()
 
 
 # ----------------------------------------------------------------------------------------------- config
@@ -122,19 +122,7 @@ class RunConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "RunConfig":
-        path = Path(path)
-        if not path.exists():
-            named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
-            if not named:
-                names = ", ".join(sorted({p.stem for d in CONFIG_DIRS for p in d.glob("*.toml")}))
-                raise ValueError(f"config={str(path)!r}: no such file or named config (named configs: {names})")
-            path = named[0]
-        with open(path, "rb") as f:
-            try:
-                data = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise ValueError(f"config={str(path)!r}: invalid TOML ({e})") from None
-        return cls.from_dict(data)
+        return cls.from_dict(load_toml(path, CONFIG_DIRS)[1])
 
     def override(self, dotted: str, value: Any) -> "RunConfig":
         """Return a copy with ``section.key`` (or ``key``) set to ``value`` (coerced to the field's type)."""

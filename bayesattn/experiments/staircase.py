@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +30,11 @@ from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks import MultiLagCopyTask
 from .staircase_training import TrainingConfig, stage_times, train_minimal
+from ._configs import config_dirs, load_toml
 
 PARTS = ("mcmc", "train", "ode")
 # named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
-CONFIG_DIRS = (Path("phase_diagrams/staircase"), Path(__file__).resolve().parents[2] / "phase_diagrams" / "staircase")
+CONFIG_DIRS = config_dirs("staircase")
 
 
 @dataclass
@@ -73,15 +73,7 @@ class StaircaseConfig:
 
     @classmethod
     def from_toml(cls, path) -> "StaircaseConfig":
-        path = Path(path)
-        if not path.exists():
-            named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
-            if not named:
-                raise ValueError(f"config={str(path)!r}: no such file, and no named config "
-                                 f"phase_diagrams/staircase/{path.stem}.toml")
-            path = named[0]
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        path, data = load_toml(path, CONFIG_DIRS)
         bayes = data.pop("bayes", {})
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)

@@ -34,9 +34,9 @@ from ..bayes.posterior import Prior
 from ..sweep import run_sweep, write_json_atomic, package_versions
 from ..tasks import CopyTask
 from ..training import train_sweep
+from ._configs import config_dirs, load_toml
 
-CONFIG_DIRS = (Path("phase_diagrams/three_transitions"),
-               Path(__file__).resolve().parents[2] / "phase_diagrams" / "three_transitions")
+CONFIG_DIRS = config_dirs("three_transitions")
 
 
 @dataclass
@@ -60,16 +60,7 @@ class ThreeTransitionsConfig:
 
     @classmethod
     def from_toml(cls, path) -> "ThreeTransitionsConfig":
-        import tomllib
-
-        path = Path(path)
-        if not path.exists():
-            named = [d / f"{path.stem}.toml" for d in CONFIG_DIRS if (d / f"{path.stem}.toml").exists()]
-            if not named:
-                raise ValueError(f"config={str(path)!r}: no such file or named config")
-            path = named[0]
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = load_toml(path, CONFIG_DIRS)[1]
         data.pop("name", None)
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
