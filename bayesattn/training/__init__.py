@@ -5,7 +5,8 @@ from .analysis import emergence_vs_P, final_vs_P, training_curves
 from .checkpoints import load_checkpoint, save_checkpoint
 from .core import OptimizerConfig, Plan, run_loop, sgld
 from .fitting import fit, fit_sweep, sequence_loss
-from .loop import OBJECTIVES, OPTIMIZERS, TRAIN_INITS, train, train_sweep
+from .loop import train, train_sweep
+from .run_config import OBJECTIVES, OPTIMIZERS, TRAIN_INITS
 from .objective import marginal_objective, training_objective
 from .results import FitResult, FitSweepResult, SweepResult, TrainResult, emergence
 

@@ -40,8 +40,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,47 +49,24 @@ import equinox as eqx
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_choice, check_int, check_positive
+from .._validate import check_array, check_int
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
-from ..models.attention import AttentionKind, AttentionModel, hot_logits
+from ..models.attention import AttentionKind, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
-from .core import Plan, failure_message, run_loop, sgld
+from .core import run_loop, sgld
 from .objective import _batch_sq_error, _decay, _marginal_objective, _objective, _sq_error
 from .results import SweepResult, TrainResult, can_sample
+from .run_config import (InitKind, ObjectiveKind, OptimizerKind, _check_prior_attention, _Config, _config_dict, _failure_message, _finals, _history_np, _init_arrays, _make_config)
 
 
-OptimizerKind = Literal["adam", "langevin"]
-InitKind = Literal["small", "hot"]
-ObjectiveKind = Literal["joint", "marginal"]
-OPTIMIZERS = ("adam", "langevin")
-OBJECTIVES = ("joint", "marginal")
-TRAIN_INITS = ("small", "hot")
 
 
 # ----------------------------------------------------------------------------------------------------------
 # One run: the single layer through the one loop (core.run_loop), vmapped over seeds and P by train_sweep
 # ----------------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Config:
-    """Static (hashable) configuration of a run; one jit compilation per distinct config and shape."""
-
-    optimizer: str
-    lr: Any  # float or an optax schedule (callable of the step)
-    steps: int
-    record_every: int
-    batch_size: int | None
-    init: str  # "small", "hot" or "array"
-    init_scale: float | None  # None: the default hot pattern (hot_logits)
-    log_records: int = 0
-    objective: str = "joint"  # "joint": J(L, V); "marginal": J_marg(L), V integrated out
-    temperature: float = 1.0  # langevin: tau, the noise temperature in units of sigma2 / n
-
-    @property
-    def plan(self) -> Plan:
-        return Plan.make(self.steps, self.record_every, self.log_records)
 
 
 class _RunData(NamedTuple):
@@ -212,97 +188,22 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
 
-def _default_lr(optimizer: str) -> float:
-    # langevin: at T = 16, P = 1000 (canonical prior) lr = 3e-2 mixes 4x faster than 1e-2 and matches NUTS
-    return 1e-2 if optimizer == "adam" else 3e-2
 
 
-def _default_init_scale(init: str) -> float | None:
-    # hot: None lets hot_logits put 0.9 on the source in every row (softmax) or alpha = pattern (linear)
-    return None if init == "hot" else 1e-2
 
 
-def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max,
-                 log_records=0, objective="joint", temperature=1.0):
-    check_choice("optimizer", optimizer, OPTIMIZERS)
-    check_choice("objective", objective, OBJECTIVES)
-    temperature = check_positive("temperature", temperature)
-    if optimizer != "langevin" and temperature != 1.0:
-        raise ValueError(f"temperature={temperature!r}: only optimizer='langevin' has a temperature; "
-                         "leave it at 1.0 for optimizer='adam'")
-    if objective == "marginal" and batch_size is not None:
-        raise ValueError(f"batch_size={batch_size!r}: objective='marginal' is full batch (the readout is "
-                         "integrated out from the statistics of all sequences); expected None")
-    if callable(lr):
-        if optimizer != "adam":
-            raise ValueError(f"lr={lr!r}: a schedule is only supported for optimizer='adam'; give a positive number")
-        lr_val = lr
-    else:
-        lr_val = check_positive("lr", _default_lr(optimizer) if lr is None else lr)
-    steps = check_int("steps", steps, minimum=1)
-    record_every = min(check_int("record_every", record_every, minimum=1), steps)
-    if isinstance(init, str):
-        init_kind = check_choice("init", init, TRAIN_INITS)
-    else:
-        init_kind = "array"
-    scale = _default_init_scale(init_kind) if init_scale is None else check_positive("init_scale", init_scale)
-    if batch_size is not None:
-        batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
-    log_records = check_int("log_records", log_records, minimum=0)
-    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective,
-                   float(temperature))
 
 
-def _check_prior_attention(prior, attention, heads=None) -> AttentionModel:
-    """The attention model of a run (a kind string with ``heads``, or an AttentionModel)."""
-    if not isinstance(prior, Prior):
-        raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
-    return AttentionModel.coerce(attention, heads)
 
 
-def _init_arrays(init, shape, d_out, d):
-    """init given as an array L of ``shape`` ((T, T) or (H, T, T)) or a pair (L, V), V: (d_out, d) with d = H d_in."""
-    if isinstance(init, (tuple, list)):
-        if len(init) != 2:
-            raise ValueError(f"init: a sequence must be the pair (L, V), got {len(init)} items")
-        L0 = check_array("init L", np.asarray(init[0], np.float64), shape)
-        V0 = check_array("init V", np.asarray(init[1], np.float64), (d_out, d))
-        return jnp.asarray(L0), jnp.asarray(V0)
-    try:
-        L0 = np.asarray(init, np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"init={init!r}: expected 'small', 'hot', an array L of shape {shape} or a pair (L, V)") from None
-    return jnp.asarray(check_array("init", L0, shape)), None
 
 
-def _config_dict(cfg: _Config, attention, prior, task, **extra):
-    return {
-        "optimizer": cfg.optimizer, "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr), "steps": cfg.steps,
-        "record_every": cfg.record_every, "log_records": cfg.log_records, "batch_size": cfg.batch_size,
-        "init": cfg.init,
-        "init_scale": cfg.init_scale, "attention": attention.kind, "heads": attention.heads,
-        "prior": prior.config(), "task": task.config(),
-        "objective": ("J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const" if cfg.objective == "joint"
-                      else "J_marg = -(sigma2/n) log p(L, D) + const (V integrated out; records use V = E[V | L, D])"),
-        "objective_kind": cfg.objective, "temperature": cfg.temperature,
-        **extra,
-    }
 
 
-def _history_np(recs) -> dict:
-    h = {k: np.asarray(v) for k, v in recs.items()}
-    h["step"] = h["step"].astype(int)
-    return h
 
 
-def _failure_message(seed, P, step, optimizer):
-    return failure_message(seed, P, step, f"optimizer={optimizer!r}")
 
 
-def _finals(history: dict, index=-1) -> dict:
-    """The last record of every declared observable (history keys other than the losses, step and L)."""
-    skip = {"step", "loss", "test_loss", "objective", "L"}
-    return {k: v[..., index] for k, v in history.items() if k not in skip}
 
 
 def train(
