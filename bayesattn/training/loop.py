@@ -58,7 +58,8 @@ from ..tasks import Dataset, Task
 from .core import run_loop, sgld
 from .objective import _batch_sq_error, _decay, _marginal_objective, _objective, _sq_error
 from .results import SweepResult, TrainResult, can_sample
-from .run_config import (InitKind, ObjectiveKind, OptimizerKind, _check_prior_attention, _Config, _config_dict, _failure_message, _finals, _history_np, _init_arrays, _make_config)
+from .run_config import (InitKind, ObjectiveKind, OptimizerKind, _check_prior_attention, _Config, _config_dict,
+                         _failure_message, _finals, _history_np, _init_arrays, _make_config)
 
 
 
@@ -279,7 +280,7 @@ def train(
         check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
-    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T, dataset.P,
+    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, dataset.P,
                        log_records, objective, temperature)
     L0 = V0 = None
     if cfg.init == "array":
@@ -372,7 +373,7 @@ def train_sweep(
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)
     Pmax = max(P_values)
-    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, task.T,
+    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every,
                        min(P_values), log_records, objective, temperature)
     minibatch = cfg.batch_size is not None
 

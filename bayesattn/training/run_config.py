@@ -52,8 +52,8 @@ def _default_init_scale(init: str) -> float | None:
     return None if init == "hot" else 1e-2
 
 
-def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, attention, T, P_max,
-                 log_records=0, objective="joint", temperature=1.0):
+def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, P_max, log_records=0,
+                 objective="joint", temperature=1.0):
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("objective", objective, OBJECTIVES)
     temperature = check_positive("temperature", temperature)
