@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 
 import jax
 import numpy as np
@@ -309,3 +310,26 @@ def test_theory_vs_mcmc_curves(T, attention, beta):
     if tr["order"] == "first" and tr["spinodals"][0] <= p <= tr["spinodals"][1] and abs(cold - hot) > 0.03:
         ms = sorted(np.interp(p, b["P"], b[name]) for b in fine.branches if b["P"][0] <= p <= b["P"][-1])
         assert abs(cold - ms[0]) < 0.03 and abs(hot - ms[-1]) < 0.03, (p, cold, hot, ms)
+
+
+def test_softmax_curve_warns_where_no_minimum_was_found():
+    """A P value without any minimum of the action must not pass silently: the transition read off such a
+    curve can be an artefact (it was, for tempered priors with sigma_A2 <= 0.05 over a wide P range)."""
+    from bayesattn.bayes.theory.curves import _softmax_curve
+
+    P = np.array([100.0, 200.0, 300.0])
+    minima = [[(0.04, 0.04, 1.0, 0.0)], [], [(0.3, 0.1, 0.5, 0.0)]]
+    means = np.full((3, 3), 0.1)
+    with pytest.warns(UserWarning, match=r"no minimum of the action found at 1 of 3 P values \(first P = 200\)"):
+        _softmax_curve(P, minima, False, means, np.zeros(3), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _softmax_curve(P, [minima[0], minima[0], minima[2]], False, means, np.zeros(3), 1.0)
+
+
+@pytest.mark.slow
+def test_tempered_prior_out_of_reach_warns():
+    """End to end: T = 8 with the prior tempered by tau = 0.02 over P up to 3000 is outside what the dual-grid
+    table resolves; the theory says so instead of reporting a transition."""
+    with pytest.warns(UserWarning, match="no minimum of the action"):
+        th.phase_curve(ba.CopyTask(T=8, d=8), ba.Prior(0.02, 2.0, 8.0), "softmax", np.arange(100.0, 3000.0, 20.0))

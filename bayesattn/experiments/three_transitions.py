@@ -23,6 +23,7 @@ What Adam's transition means, by case (the theory's counterpart in brackets):
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,10 +54,13 @@ class ThreeTransitionsConfig:
     steps: int = 5000  # Adam steps (lr 1e-2)
     grid_points: int = 7  # P values per round
     tau_T: int = 32
-    tau_values: list = field(default_factory=lambda: [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0])
+    tau_values: list = field(default_factory=lambda: [0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0])
     sgld_taus: list = field(default_factory=lambda: [0.1, 1.0])
     sgld_steps: int = 10000
     theory_P_max: float = 2500.0
+    # P range of the tempered theory at tau_T: wide enough for the posterior's binodal at tau = 1 (738 at T = 32),
+    # narrow enough that the dual grid (its width follows the largest beta ~ P / tau) resolves tau down to 0.1
+    tau_P_max: float = 900.0
 
     @classmethod
     def from_toml(cls, path) -> "ThreeTransitionsConfig":
@@ -210,27 +214,41 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
 # ----------------------------------------------------------------------------------------------- tau
 def tau_theory_point(cfg) -> dict:
     task = CopyTask(T=cfg.tau_T, d=cfg.d)
-    P = np.arange(100.0, 1.2 * cfg.theory_P_max, 2.0)
-    out = {"tau": [], "order": [], "P_c": [], "spinodals": []}
+    P = np.arange(100.0, cfg.tau_P_max, 2.0)
+    out = {"tau": [], "order": [], "P_c": [], "spinodals": [], "warnings": []}
     for tau in cfg.tau_values:
-        pc = th.phase_curve(task, cfg.prior(tau), "softmax", P)
+        pc, warned = _tempered_curve(task, cfg.prior(tau), P)
         s = _summary(pc)
+        if any("no minimum" in w for w in warned):  # the theory does not resolve this tau: no number
+            s = {"order": "unresolved", "P_c": None, "spinodals": []}
         out["tau"].append(tau)
         out["order"].append(s["order"])
         out["P_c"].append(s["P_c"])
         out["spinodals"].append(s["spinodals"])
+        out["warnings"].append(warned)
     for obj in ("joint", "marginal"):
         out[obj] = _summary(th.mode_curve(task, cfg.prior(), "softmax", P, objective=obj))
     return out
+
+
+def _tempered_curve(task, prior, P):
+    """The softmax phase curve and the theory's warnings (as strings), recorded instead of printed."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        pc = th.phase_curve(task, prior, "softmax", P)
+    return pc, sorted({str(x.message) for x in w})
 
 
 def sgld_point(cfg, tau, init) -> dict:
     """SGLD at temperature tau from one init on a P grid around the tempered theory's binodal: the mean of m
     over the second half of the run, per P."""
     task = CopyTask(T=cfg.tau_T, d=cfg.d)
-    P = np.arange(100.0, 1.2 * cfg.theory_P_max, 2.0)
-    pc = th.phase_curve(task, cfg.prior(tau), "softmax", P)
+    P = np.arange(100.0, cfg.tau_P_max, 2.0)
+    pc, warned = _tempered_curve(task, cfg.prior(tau), P)
     Pc = _summary(pc)["P_c"]
+    if Pc is None or any("no minimum" in w for w in warned):
+        raise ValueError(f"sgld_taus: tau={tau} is not resolved by the tempered theory at T={cfg.tau_T} "
+                         f"(P up to tau_P_max={cfg.tau_P_max:g}), so there is no P grid to centre SGLD on: {warned}")
     Ps = np.unique(np.round(np.linspace(0.6 * Pc, 1.4 * Pc, cfg.grid_points)))
     _, sw = _final(cfg, task, "softmax", Ps, "joint", init, jax.random.key(cfg.seed), optimizer="langevin",
                    temperature=tau, steps=cfg.sgld_steps)
@@ -242,7 +260,7 @@ def sgld_point(cfg, tau, init) -> dict:
 
 # ----------------------------------------------------------------------------------------------- driver
 def compute_point(point: dict) -> dict:
-    cfg = ThreeTransitionsConfig(**point["config"])
+    cfg = ThreeTransitionsConfig(**point["config"])  # fields a point does not depend on take their defaults
     k = point["kind"]
     if k == "theory":
         return theory_point(cfg, point["attention"], point["T"])
@@ -255,11 +273,23 @@ def compute_point(point: dict) -> dict:
     raise ValueError(f"point kind={k!r}: expected theory, adam, tau_theory or sgld")
 
 
+_TAU_FIELDS = ("tau_T", "tau_values", "sgld_taus", "sgld_steps", "tau_P_max")
+
+
+def point_config(cfg: ThreeTransitionsConfig, kind: str) -> dict:
+    """The config fields a point of this kind depends on (its file name hashes them, so changing the SGLD-tau
+    settings does not invalidate the theory and Adam points, and the other way round)."""
+    c = asdict(cfg)
+    if kind in ("theory", "adam"):
+        return {k: v for k, v in c.items() if k not in _TAU_FIELDS}
+    return {k: v for k, v in c.items() if k not in ("T_values", "attentions", "theory_P_max")}
+
+
 def run(cfg: ThreeTransitionsConfig, out_dir, *, progress: bool = True) -> dict:
     """Compute every point (resumable) and write ``summary.json``: the table of transitions per (attention, T)."""
     out_dir = Path(out_dir)
     t0, c0 = time.time(), time.process_time()
-    pts = [{**p, "config": asdict(cfg)} for p in cfg.points()]
+    pts = [{**p, "config": point_config(cfg, p["kind"])} for p in cfg.points()]
     recs = run_sweep(pts, compute_point, out_dir / "points", progress=progress, desc="three transitions")
     summary = summarize(recs)
     summary.update({"config": asdict(cfg), "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0,

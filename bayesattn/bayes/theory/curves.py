@@ -142,6 +142,12 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
     # posterior means: the saddle-point density integrated over the whole dual grid (not only the Laplace
     # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
     mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy()}
+    missing = [float(P[i]) for i, mins in enumerate(minima) if not mins]
+    if missing:
+        warnings.warn(f"theory: no minimum of the action found at {len(missing)} of {len(P)} P values (first "
+                      f"P = {missing[0]:g}); the dual (h, g) grid or its Monte Carlo table does not resolve this "
+                      "prior (very small sigma_A2 with a wide P range); the transition reported may be wrong",
+                      stacklevel=4)
     trans = _first_order(P, branches)
     if trans is None:
         trans = {"order": "crossover", "P_c": None, "spinodals": []}
