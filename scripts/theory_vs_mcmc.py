@@ -32,18 +32,28 @@ BETAS = {  # beta = P d / (2 sigma2) values that span each transition (sigma2 = 
 }
 
 
-def mcmc_point(attention, T, P, warmup, draws, chains, seed):
+def P_grid(attention, T, tokens, n_P=0):
+    """P values of one curve: the beta list (BETAS) as P = beta * 2 sigma2 / d for Gaussian tokens; for one-hot
+    tokens beta = P (d - 1) / (2 sigma2 d) (docs/theory.md section 8), so P = beta * 2 sigma2 d / (d - 1)."""
+    betas = BETAS[(attention, T)]
+    if n_P > 0:
+        betas = list(np.linspace(betas[0], betas[-1], n_P))
+    per_beta = 2 * SIGMA2 / D_TOK if tokens == "gaussian" else 2 * SIGMA2 * D_TOK / (D_TOK - 1)
+    return np.round(np.asarray(betas) * per_beta)
+
+
+def mcmc_point(attention, T, P, warmup, draws, chains, seed, tokens="gaussian"):
     """NUTS on the closed-form posterior at one P: cold and hot starts on the same data set."""
     import jax
 
     import bayesattn as ba
 
     prior = ba.Prior(1.0, 100.0, SIGMA2)
-    task = ba.CopyTask(T=T, d=D_TOK)
+    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens)
     data = task.sample(jax.random.key(seed + int(P)), int(P))
     post = ba.Posterior(data, attention, prior)
     name = ORDER_PARAMETER[attention]
-    res = {"attention": attention, "T": T, "P": float(P)}
+    res = {"attention": attention, "T": T, "P": float(P), "tokens": tokens}
     for j, init in enumerate(("cold", "hot")):
         s = ba.sample(post, jax.random.key(seed + 100_000 + 7 * int(P) + j), num_chains=chains, num_warmup=warmup,
                       num_samples=draws, init=init)
@@ -56,12 +66,12 @@ def mcmc_point(attention, T, P, warmup, draws, chains, seed):
     return res
 
 
-def theory(attention, T, P):
+def theory(attention, T, P, tokens="gaussian"):
     import bayesattn as ba
     from bayesattn import theory as th
 
     prior = ba.Prior(1.0, 100.0, SIGMA2)
-    task = ba.CopyTask(T=T, d=D_TOK)
+    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens)
     fine = np.linspace(P[0], P[-1], 200)
     pc = th.phase_curve(task, prior, attention, fine)
     pc_at = th.phase_curve(task, prior, attention, P)
@@ -118,7 +128,7 @@ def plot(results, path):
                     color="C0", label="NUTS cold")
         ax.errorbar(Ps, [p["hot"] for p in r["points"]], yerr=[p["hot_sem"] for p in r["points"]], fmt="s", ms=3,
                     mfc="none", color="C3", label="NUTS hot")
-        ax.set_title(f"{r['attention']}, T = {r['T']} ({pc.transition['order']})")
+        ax.set_title(f"{r['attention']}, T = {r['T']}, {r.get('tokens', 'gaussian')} ({pc.transition['order']})")
         ax.set_xlabel("P")
         ax.set_ylabel(f"<{name}>")
     axes[0][0].legend(fontsize=7)
@@ -131,6 +141,7 @@ def main():
     ap.add_argument("--out", default="results/theory_vs_mcmc", help="output folder")
     ap.add_argument("--T", type=int, nargs="+", default=[8, 32], help="sequence lengths")
     ap.add_argument("--attention", nargs="+", default=["softmax", "linear"], help="attention maps")
+    ap.add_argument("--tokens", default="gaussian", choices=["gaussian", "onehot"], help="token distribution")
     ap.add_argument("--n-P", type=int, default=0, help="number of P values per curve (0: the built-in list)")
     ap.add_argument("--warmup", type=int, default=400, help="NUTS warmup steps")
     ap.add_argument("--draws", type=int, default=800, help="NUTS draws per chain")
@@ -148,25 +159,22 @@ def main():
         return
     os.makedirs(a.out, exist_ok=True)
     configs = [(att, T) for att in a.attention for T in a.T]
-    grids = {}
-    for att, T in configs:
-        betas = BETAS[(att, T)] if a.n_P <= 0 else list(np.linspace(*BETAS[(att, T)][::len(BETAS[(att, T)]) - 1], a.n_P))
-        grids[(att, T)] = np.round(np.asarray(betas) * 2 * SIGMA2 / D_TOK)
+    grids = {(att, T): P_grid(att, T, a.tokens, a.n_P) for att, T in configs}
     tasks = [(att, T, float(P)) for (att, T), Ps in grids.items() for P in Ps]
     if a.jobs > 1:
         with cf.ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed) for att, T, P in tasks]
+            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens) for att, T, P in tasks]
             points = []
             for f in cf.as_completed(futs):
                 points.append(f.result())
                 p = points[-1]
                 print(f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
     else:
-        points = [mcmc_point(att, T, P, a.warmup, a.draws, a.chains, a.seed) for att, T, P in tasks]
+        points = [mcmc_point(att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens) for att, T, P in tasks]
     results = []
     for att, T in configs:
         P = grids[(att, T)]
-        pc, pc_at = theory(att, T, P)
+        pc, pc_at = theory(att, T, P, a.tokens)
         name = ORDER_PARAMETER[att]
         rows = sorted((p for p in points if p["attention"] == att and p["T"] == T), key=lambda p: p["P"])
         for i, p in enumerate(rows):
@@ -175,7 +183,7 @@ def main():
             p["theory_branches"] = branches_at(pc_at, p["P"], name)
             print(f"{att} T={T} P={p['P']:.0f}: theory mean {p['theory_mean']:.4f} stable {p['theory_stable']:.4f} "
                   f"| MCMC cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
-        r = {"attention": att, "T": T, "curve": pc.to_dict(), "points": rows}
+        r = {"attention": att, "T": T, "tokens": a.tokens, "curve": pc.to_dict(), "points": rows}
         r["summary"] = summarise(r)
         print(att, T, json.dumps(r["summary"]), flush=True)
         results.append(r)

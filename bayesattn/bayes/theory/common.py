@@ -19,14 +19,16 @@ Attention = Literal["softmax", "linear"]
 # ----------------------------------------------------------------------------------------------------
 
 COVERED = (
-    "the reduced theory covers CopyTask with tokens='gaussian'; softmax attention with boundary='cyclic'; "
-    "linear attention with boundary='cyclic' or 'causal'; one head"
+    "the reduced theory covers CopyTask with tokens='gaussian' (softmax with boundary='cyclic'; linear with "
+    "boundary='cyclic' or 'causal') and tokens='onehot' for softmax with boundary='cyclic' in phase_curve and "
+    "phase_diagram; one head"
 )
 
 
-def covered(task, attention) -> str:
+def covered(task, attention, *, onehot: bool = False) -> str:
     """Raise ValueError unless the reduced theory is derived for this task and attention (a kind string or an
-    AttentionModel); return the attention kind."""
+    AttentionModel); return the attention kind. ``onehot``: the caller handles one-hot tokens (softmax, cyclic:
+    docs/theory.md section 8)."""
     if isinstance(attention, AttentionModel):
         if attention.heads != 1 or attention.mask != "task":
             raise ValueError(f"attention={attention!r}: not covered; {COVERED}")
@@ -34,7 +36,11 @@ def covered(task, attention) -> str:
     check_choice("attention", attention, ATTENTIONS)
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
-    if task.tokens != "gaussian":
+    if task.tokens == "onehot":
+        if not (onehot and attention == "softmax" and task.boundary == "cyclic"):
+            raise ValueError(f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
+                             f"covered here; {COVERED}")
+    elif task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
     if attention == "softmax" and task.boundary != "cyclic":
         raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered; {COVERED}")
@@ -65,12 +71,26 @@ def _check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
 
 
 def _scales(task, prior, P):
-    """beta = P d / (2 sigma2) and eps = lam / n as arrays over P; T_q = number of query rows."""
+    """beta = P d / (2 sigma2) and eps = lam / n as arrays over P; T_q = number of query rows.
+
+    One-hot tokens (docs/theory.md section 8): the d - 1 directions orthogonal to the all-ones vector carry
+    tokens of variance 1/d, so beta = P (d - 1) / (2 sigma2 d) and eps = d lam / n."""
     Tq = int(np.sum(task.query_mask))
     P = np.asarray(P, dtype=np.float64)
+    if getattr(task, "tokens", "gaussian") == "onehot":
+        d = task.d
+        return P * (d - 1) / (2.0 * prior.sigma2 * d), d * prior.lam(d) / (P * Tq), Tq
     beta = P * task.d_out / (2.0 * prior.sigma2)
     eps = prior.lam(task.d) / (P * Tq)
     return beta, eps, Tq
+
+
+def occam_d(task) -> float:
+    """The d with d^2 = the Occam term's weight: d_out x d (Gaussian tokens); d (d - 1) for one-hot tokens
+    (d outputs, d - 1 centred feature directions; the all-ones direction does not depend on L)."""
+    if getattr(task, "tokens", "gaussian") == "onehot":
+        return float(np.sqrt(task.d * (task.d - 1)))
+    return task.d_out
 
 
 # ----------------------------------------------------------------------------------------------------

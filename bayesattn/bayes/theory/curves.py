@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import check_int
-from .common import Attention, _check_grid, _check_prior, _scales, covered
+from .common import Attention, _check_grid, _check_prior, _scales, covered, occam_d
 from .linear import _linear_curves, _linear_dims, _linear_energy, _radius_quadrature
 from .softmax_minima import _softmax_minima
 from .softmax_table import _cached_table, _softmax_tables
@@ -154,6 +154,12 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
     return PhaseCurve("softmax", np.asarray(P), branches, stable, mean, trans)
 
 
+def _check_noise_fit(task, noise_fit) -> None:
+    if noise_fit and getattr(task, "tokens", "gaussian") == "onehot":
+        raise ValueError("noise_fit=True with task.tokens='onehot': the noise-fit term is derived for Gaussian "
+                         "tokens only; use noise_fit=False")
+
+
 def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
     """Phase curves of several (task, prior) configurations over one P grid, in a few compiled calls."""
     num_samples, seed = numerics.get("num_samples", 20000), numerics.get("seed", 0)
@@ -166,7 +172,7 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
         epss.append(eps)
         Tqs.append(Tq)
     beta, eps = np.stack(betas), np.stack(epss)
-    d = tasks[0].d_out
+    d = occam_d(tasks[0])
     beta_max = float(beta.max())
     if len(tasks) == 1:
         tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800)]
@@ -264,10 +270,11 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     >>> pc.transition["order"]
     'second'
     """
-    attention = covered(task, attention)
+    attention = covered(task, attention, onehot=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     num_samples = check_int("num_samples", num_samples, minimum=100)
+    _check_noise_fit(task, noise_fit)
     if attention == "softmax":
         pc = _softmax_phase_curve(task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
     else:

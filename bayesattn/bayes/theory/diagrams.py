@@ -11,7 +11,8 @@ import numpy as np
 from ..._validate import check_int
 from ...models.attention import ORDER_PARAMETER
 from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .curves import PhaseCurve, _linear_critical_P, _linear_phase_curves, _softmax_phase_curves, phase_curve
+from .curves import (PhaseCurve, _check_noise_fit, _linear_critical_P, _linear_phase_curves, _softmax_phase_curves,
+                     phase_curve)
 from .linear import _linear_dims, _linear_log_density_c
 
 # ----------------------------------------------------------------------------------------------------
@@ -77,9 +78,10 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     Per value: P_c (binodal for first order, critical point for second; NaN where none in the P range),
     the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``).
     """
-    attention = covered(task, attention)
+    attention = covered(task, attention, onehot=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
+    _check_noise_fit(task, noise_fit)
     if not isinstance(vary, dict) or len(vary) != 1 or next(iter(vary)) not in ("sigma_A2", "T"):
         raise ValueError(f"vary={vary!r}: expected a dict with one key, 'sigma_A2' or 'T', mapping to a grid")
     name, values = next(iter(vary.items()))
@@ -89,7 +91,7 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     tasks = [task.replace(T=int(v)) if name == "T" else task for v in vals]
     priors = [prior if name == "T" else prior.replace(sigma_A2=float(v)) for v in vals]
     for t in tasks:
-        covered(t, attention)
+        covered(t, attention, onehot=True)
     num_samples = check_int("num_samples", num_samples, minimum=100)
     if attention == "softmax":
         # every value in a few compiled calls: tables, grid scans and Newton batched over the second axis

@@ -1,0 +1,83 @@
+"""One-hot tokens in the reduced theory (docs/theory.md section 8).
+
+The reduction's energy is checked against the exact closed form (docs/model.md section 2) evaluated on sampled
+one-hot data at large P: differences of log p(D | L) between attention matrices must match the differences of
+the reduced energy, which for one-hot tokens has beta = P (d - 1) / (2 sigma2 d), eps = d lam / n and Occam
+weight d (d - 1). The Gaussian-token energy misses them by an order of magnitude, so the test can fail.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesattn as ba
+from bayesattn import theory as th
+from bayesattn.bayes.theory.common import _scales, occam_d
+
+
+def _attention_matrices(T, rng):
+    shift = np.roll(np.eye(T), -1, axis=1)  # row t has its 1 at the source t - 1 (cyclic)
+    out = [np.zeros((T, T))]
+    for c, s in [(2.0, 0.5), (4.0, 0.3), (6.0, 1.0), (1.0, 2.0)]:
+        out.append(c * shift + s * rng.normal(size=(T, T)))
+    return out
+
+
+def _reduced_energy(task, prior, P, m, q, d_occam):
+    beta, eps, Tq = _scales(task, prior, np.array([float(P)]))
+    return Tq * beta[0] * (1.0 - m**2 / (q + eps[0])) + d_occam**2 / 2.0 * np.log1p(q / eps[0])
+
+
+def test_onehot_energy_matches_the_exact_closed_form():
+    T, d, P = 16, 8, 40000
+    prior = ba.Prior(1.0, 100.0, 400.0)
+    task = ba.CopyTask(T=T, d=d, tokens="onehot")
+    post = ba.Posterior(task.sample(jax.random.key(1), P), "softmax", prior)
+    Ls = _attention_matrices(T, np.random.default_rng(0))
+    exact, reduced, gauss = [], [], []
+    for L in Ls:
+        op = post.order_parameters(jnp.asarray(L))
+        m, q = float(op["m"]), float(op["q"])
+        exact.append(float(post.log_likelihood(jnp.asarray(L))))
+        reduced.append(-_reduced_energy(task, prior, P, m, q, occam_d(task)))
+        gauss.append(-_reduced_energy(task.replace(tokens="gaussian"), prior, P, m, q, d))
+    assert Ls[1][1, 0] > 1.0 and post.order_parameters(jnp.asarray(Ls[3]))["m"] > 0.7  # the shift is where we put it
+    dx, dr, dg = (np.asarray(v) - v[0] for v in (exact, reduced, gauss))
+    assert np.max(np.abs(dx)) > 300.0  # the differences are large, so the check has teeth
+    # O(sqrt(n)) fluctuations of G and C give O(1) nats; measured agreement ~0.1 nat on 400-600
+    np.testing.assert_allclose(dr, dx, atol=2.0, rtol=0.01)
+    assert np.max(np.abs(dg - dx)) > 100.0  # the Gaussian-token energy is far off
+
+
+def test_onehot_softmax_has_a_first_order_transition_at_larger_P():
+    """One-hot tokens carry 1/d of the signal per coordinate: at T = 32 the transition is first order and
+    moves from the Gaussian binodal (738.3) by about d^2/(d - 1); at equal signal to noise (sigma2 / d) by
+    about d/(d - 1)."""
+    prior = ba.Prior(1.0, 100.0, 400.0)
+    oh = th.phase_curve(ba.CopyTask(T=32, d=8, tokens="onehot"), prior, "softmax", np.arange(6000.0, 7400.0, 10.0))
+    assert oh.transition["order"] == "first"
+    lo, hi = oh.transition["spinodals"]
+    assert 6500 < lo < oh.transition["P_c"] < hi < 6800
+    m = oh.stable["m"]
+    assert m[0] < 0.06 and m[-1] > 0.15  # uniform below, copy above
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(attention="linear"), "onehot"),
+    (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
+    (dict(noise_fit=True), "noise_fit"),
+])
+def test_onehot_not_covered_says_so(kw, match):
+    args = dict(task=ba.CopyTask(T=8, d=8, tokens="onehot"), attention="softmax", noise_fit=False)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        th.phase_curve(args["task"], ba.Prior(), args["attention"], [100, 200], noise_fit=args["noise_fit"])
+
+
+def test_onehot_modes_and_landscape_not_covered():
+    task = ba.CopyTask(T=8, d=8, tokens="onehot")
+    with pytest.raises(ValueError, match="covers"):
+        th.mode_curve(task, ba.Prior(), "softmax", [100, 200])
