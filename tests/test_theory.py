@@ -218,6 +218,11 @@ def test_to_dict_roundtrip():
     back = th.PhaseDiagram.from_dict(json.loads(json.dumps(pdg.to_dict())))
     np.testing.assert_allclose(back.P_c, pdg.P_c)
     assert back.order == ["second", "second"]
+    # the heat map: per T the phase curve's posterior mean of u, the same numbers as phase_curve gives
+    assert pdg.mean.shape == (2, 30)
+    np.testing.assert_allclose(back.mean, pdg.mean)
+    one = th.phase_curve(ba.CopyTask(T=12, d=D_TOK), pr, "linear", np.linspace(100, 1500, 30))
+    np.testing.assert_allclose(pdg.mean[1], one.mean["u"], rtol=1e-10)
 
 
 @pytest.mark.parametrize("bad, match", [

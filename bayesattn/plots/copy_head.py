@@ -248,6 +248,38 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
     return _save(fig, out, "fig2_free_energy_landscapes")
 
 
+def _plane_heat_map(fig, ax, pl: dict, att: str) -> None:
+    """The theory's posterior mean of the order parameter over (P, vary) under the transition lines, with the
+    phases named where they are: uniform below the transition, copy above it, coexistence between the
+    spinodals (where the window is wide enough to write in)."""
+    P, v = _arr(pl["P"]), _arr(pl["vary_values"])
+    mean = np.stack([_arr(row) for row in pl["mean"]])
+    name = "m" if att == "softmax" else "u"
+    # cell edges: geometric midpoints in P (log axis), midpoints in the varied parameter
+    Pe = np.concatenate([[P[0] ** 1.5 / P[1] ** 0.5], np.sqrt(P[1:] * P[:-1]), [P[-1] ** 1.5 / P[-2] ** 0.5]])
+    ve = np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]]) \
+        if len(v) > 1 else np.array([v[0] * 0.9, v[0] * 1.1])
+    top = float(np.nanmax(mean)) if np.any(np.isfinite(mean)) else 1.0
+    mesh = ax.pcolormesh(Pe, ve, np.ma.masked_invalid(mean), cmap="Greys", vmin=0.0, vmax=max(top, 1e-3),
+                         shading="flat", alpha=0.7, rasterized=True)
+    fig.colorbar(mesh, ax=ax, label=f"posterior mean {name} (theory)", shrink=0.85, pad=0.02)
+    Pc = _arr(pl["P_c"])
+    ok = np.isfinite(Pc)
+    if np.any(ok):
+        k = int(np.flatnonzero(ok)[len(np.flatnonzero(ok)) // 2])
+        y = v[k]
+        ax.text(max(P[0] * 1.15, Pc[k] / 4.0), y, "uniform", fontsize=8, va="center", ha="left", color="k",
+                bbox=dict(fc="white", ec="none", alpha=0.7, pad=1))
+        ax.text(min(P[-1] / 1.15, Pc[k] * 2.5), y, "copy", fontsize=8, va="center", ha="right", color="k",
+                bbox=dict(fc="white", ec="none", alpha=0.7, pad=1))
+    lo, hi = _arr(pl.get("spinodal_low", [])), _arr(pl.get("spinodal_high", []))
+    wide = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi > 1.3 * lo)) if lo.size and hi.size else []
+    if len(wide):
+        k = int(wide[-1])
+        ax.annotate("coexistence", xy=(np.sqrt(lo[k] * hi[k]), v[k]), xytext=(np.sqrt(lo[k] * hi[k]), v[k]),
+                    fontsize=7, ha="center", va="bottom", color="tab:purple")
+
+
 def fig_planes(runs: dict, out: Path) -> list[Path]:
     th = runs.get("theory", {})
     if not (panels := _panels(runs, "theory", 4.4, need="plane")):
@@ -256,6 +288,9 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
     for ax, att in zip(axes, atts):
         pl = th[att][0]["result"]["plane"]
         v = _arr(pl["vary_values"])
+        heat = pl.get("mean") is not None and pl.get("P") is not None
+        if heat:
+            _plane_heat_map(fig, ax, pl, att)
         ax.plot(_arr(pl["P_c"]), v, "o-", color="tab:orange",
                 label="first-order line (binodal)" if att == "softmax" else "critical line")
         if np.any(np.isfinite(_arr(pl.get("spinodal_low")))):
@@ -266,6 +301,8 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
         P_pl = np.concatenate([_arr(pl[k]) for k in ("P_c", "spinodal_low", "spinodal_high", "crossover")
                                if pl.get(k) is not None])
         P_pl = P_pl[np.isfinite(P_pl)]
+        if heat:  # the heat map spans the whole P grid
+            P_pl = _arr(pl["P"])
         if P_pl.size:
             _log_P_axis(ax, float(P_pl.min()), float(P_pl.max()))
         else:

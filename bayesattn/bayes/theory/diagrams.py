@@ -51,6 +51,7 @@ class PhaseDiagram:
     crossover: np.ndarray
     P: np.ndarray = None
     config: dict = field(default_factory=dict)
+    mean: np.ndarray = None  # (len(vary_values), len(P)): the posterior mean of the order parameter (m or u)
 
     def to_dict(self) -> dict:
         def lst(a):
@@ -59,7 +60,8 @@ class PhaseDiagram:
         return {"attention": self.attention, "vary_name": self.vary_name, "vary_values": lst(self.vary_values),
                 "P_c": lst(self.P_c), "spinodal_low": lst(self.spinodal_low), "spinodal_high": lst(self.spinodal_high),
                 "order": list(self.order), "crossover": lst(self.crossover),
-                "P": None if self.P is None else lst(self.P), "config": self.config}
+                "P": None if self.P is None else lst(self.P), "config": self.config,
+                "mean": None if self.mean is None else [lst(row) for row in self.mean]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PhaseDiagram":
@@ -68,7 +70,8 @@ class PhaseDiagram:
 
         return cls(d["attention"], d["vary_name"], arr(d["vary_values"]), arr(d["P_c"]), arr(d["spinodal_low"]),
                    arr(d["spinodal_high"]), list(d["order"]), arr(d["crossover"]),
-                   None if d.get("P") is None else arr(d["P"]), dict(d.get("config", {})))
+                   None if d.get("P") is None else arr(d["P"]), dict(d.get("config", {})),
+                   None if d.get("mean") is None else np.stack([arr(row) for row in d["mean"]]))
 
 
 def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, noise_fit: bool = False,
@@ -76,7 +79,8 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     """The transition over the (P, vary) plane. vary: {"sigma_A2": [...]} or {"T": [...]} (increasing).
 
     Per value: P_c (binodal for first order, critical point for second; NaN where none in the P range),
-    the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``).
+    the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``), and ``mean``:
+    the theory's posterior mean of the order parameter (m for softmax, u for linear) on the (vary, P) grid.
     """
     attention = covered(task, attention, onehot=True)
     prior = _check_prior(prior)
@@ -99,7 +103,9 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
                                        dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
     else:
         curves = _linear_phase_curves(tasks, priors, P, float(noise_fit))
+    mean = np.full((len(vals), len(P)), np.nan)
     for k, pc in enumerate(curves):
+        mean[k] = pc.mean[ORDER_PARAMETER[attention]]
         tr = pc.transition
         order.append(tr["order"])
         if tr["P_c"] is not None:
@@ -109,7 +115,7 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
         out["cross"][k] = _crossover(pc)
     return PhaseDiagram(attention, name, vals, out["P_c"], out["lo"], out["hi"], order, out["cross"], P,
                         {"task": task.config(), "prior": prior.config(), "noise_fit": bool(noise_fit),
-                         "num_samples": num_samples, "seed": seed})
+                         "num_samples": num_samples, "seed": seed}, mean)
 
 
 def _linear_mode_u(task, prior, P):
