@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..bayes import theory as th
@@ -235,9 +236,12 @@ def point_keys(seed: int, *tags: int) -> jax.Array:
     return key
 
 
-DATA, MCMC, ADAM = 1, 2, 3  # key streams: data, sampler, training are independent
+DATA, MCMC, ADAM, TEST = 1, 2, 3, 4  # key streams: data, sampler, training, held-out data are independent
 KEY_RULES = {"data": "fold_in(key(seed), 1, P)", "mcmc": "fold_in(key(seed), 2, P, init index)",
-             "adam": "fold_in(key(seed), 3, P, init index, run index)"}
+             "adam": "fold_in(key(seed), 3, P, init index, run index)",
+             "test": "fold_in(key(seed), 4, P): MCMC_TEST_SEQUENCES held-out sequences for the test error"}
+MCMC_TEST_SEQUENCES = 256  # held-out sequences on which each thinned posterior draw's test error is measured
+MCMC_TEST_DRAWS = 64  # thinned draws per init for the test error
 
 
 def point_data(task, seed: int, P: int) -> Dataset:
@@ -280,6 +284,7 @@ def theory_point(point: dict) -> dict:
     out = {"curve": curve.to_dict(),
            "landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P],
            "grid_landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in sorted(near)]}
+    out["losses"] = th.loss_curve(task, prior, att, P_dense, curve=curve)
     if cfg.theory.vary_name:
         out["plane"] = th.phase_diagram(task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}).to_dict()
     if cfg.theory.T_values:
@@ -299,6 +304,15 @@ def mcmc_point(point: dict) -> dict:
     data = point_data(cfg.make_task(), cfg.seed, P)
     post = Posterior(data, attention=att, prior=prior)
     alpha = jax.jit(jax.vmap(jax.vmap(post.attention_weights)))
+    test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
+    rows = np.flatnonzero(np.asarray(test.task.query_mask))
+    Xt, Yt = jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows]
+
+    @jax.jit
+    def test_error(L):  # squared error per query row and output coordinate of the readout's posterior mean at L
+        mean, _ = post.predict(L, Xt)
+        return jnp.mean((mean[:, rows] - Yt) ** 2)
+
     inits = {}
     for i, init in enumerate(cfg.mcmc.inits):
         s = sample(post, point_keys(cfg.seed, MCMC, P, i), method=cfg.mcmc.method, backend=cfg.mcmc.backend,
@@ -309,6 +323,11 @@ def mcmc_point(point: dict) -> dict:
         if att == "linear":
             A = A * np.sign(s.order_parameters["m"])[..., None, None]
         summ["mean_attention"] = A.mean(axis=(0, 1))
+        Ls = np.asarray(s.L).reshape((-1,) + np.asarray(s.L).shape[2:])
+        thin = Ls[np.linspace(0, len(Ls) - 1, min(MCMC_TEST_DRAWS, len(Ls))).astype(int)]
+        errs = np.asarray(jax.lax.map(test_error, jnp.asarray(thin)))
+        summ["test_error"] = {"mean": float(errs.mean()), "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
+                              "draws": len(errs), "sequences": MCMC_TEST_SEQUENCES}
         inits[init] = summ
     return {"data": data_record(data), "inits": inits}
 

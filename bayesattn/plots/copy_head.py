@@ -429,6 +429,17 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
             xs = _arr(h[x])
             # linear attention is symmetric under (L, V) -> (-L, -V): runs land on either sign, average |m|
             axes[1, j].plot(step, np.nanmean(np.abs(xs) if att == "linear" else xs, axis=0), color=col, lw=1.3)
+        lc = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("losses")
+        if lc:  # the theory's levels: the plateau (uniform attention / L = 0) and, per P, the joint mode's error
+            Pl = _arr(lc["P"])
+            for rec in ad[att]:
+                p = float(rec["point"]["P"])
+                if lc.get("joint_mode") is not None and Pl[0] <= p <= Pl[-1]:
+                    axes[0, j].axhline(np.interp(p, Pl, _arr(lc["joint_mode"])), color=cmap(norm(p)), ls=":", lw=1)
+            axes[0, j].axhline(float(np.median(_arr(lc["plateau"]))), color="0.4", ls="--", lw=1,
+                               label="theory: plateau")
+            axes[0, j].plot([], [], ":", color="0.4", label="theory: final level (joint mode), per P")
+            axes[0, j].legend(fontsize=7, loc="lower left")
         init = "small" if "small" in _inits(ad[att][0]) else next(iter(_inits(ad[att][0])))
         axes[0, j].set_yscale("log")
         axes[0, j].set_ylabel("training loss (mean over runs)")
@@ -479,9 +490,11 @@ FIGURES = (fig_order_parameter, fig_landscapes, fig_planes, fig_attention_matric
 
 def draw_all(out_dir: str | Path) -> list[Path]:
     """Draw every figure the saved results of ``out_dir`` allow; return the written paths."""
+    from .losses import fig_losses
+
     out_dir = Path(out_dir)
     runs = load_run(out_dir)
     paths: list[Path] = []
-    for fig in FIGURES:
+    for fig in (*FIGURES, fig_losses):
         paths += fig(runs, out_dir / "figures")
     return paths

@@ -17,7 +17,7 @@ T_q the number of query rows) the log density of the order parameters is -T_q Ph
   free logits), exact at every T, and the radius is integrated exactly.
 
 Covered: ``CopyTask`` with Gaussian tokens; softmax with the cyclic boundary; linear with cyclic or causal
-boundary. Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
+boundary; one-hot tokens for softmax with the cyclic boundary (``phase_curve``, ``phase_diagram``, ``loss_curve``). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
 differences between phases).
 """
 
@@ -26,6 +26,7 @@ from .curves import PhaseCurve, phase_curve
 from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
 from .landscape import landscape
 from .linear import linear_log_density
+from .losses import loss_curve
 from .softmax_table import softmax_action_table
 from .zero_temperature import MODE_OBJECTIVES, linear_mode_critical_P, mode_action, mode_curve
 
@@ -35,6 +36,7 @@ __all__ = [
     "linear_log_density",
     "phase_curve",
     "PhaseCurve",
+    "loss_curve",
     "landscape",
     "phase_diagram",
     "PhaseDiagram",

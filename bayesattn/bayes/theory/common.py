@@ -116,3 +116,13 @@ def _energy_grads(m, q, beta, eps, d, Tq, nf):
     dm = -2.0 * be * m / (q + eps)
     dq = be * m**2 / (q + eps) ** 2 + d**2 / (2.0 * Tq) / (q + eps)
     return dm, dq
+
+
+def prediction_error(m, q, eps):
+    """The test error of an attention matrix with order parameters (m, q), as the fraction of the target's variance
+    that the readout's posterior mean leaves unexplained, per query row and output coordinate, to leading order in
+    n (docs/theory.md section 9): 1 - m^2 (q + 2 eps) / (q + eps)^2. The training error is the same at this order
+    (their O(d/n) difference is the generalisation gap of a d x d least-squares readout). For one-hot tokens it
+    is the fraction of the centred target's variance, with eps the one-hot eps' of ``_scales``."""
+    return 1.0 - m**2 * (q + 2.0 * eps) / (q + eps) ** 2
+

@@ -141,7 +141,8 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
         stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_ * Tq
     # posterior means: the saddle-point density integrated over the whole dual grid (not only the Laplace
     # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
-    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy()}
+    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy(),
+            "test_error": means[:, 3].copy()}
     missing = [float(P[i]) for i, mins in enumerate(minima) if not mins]
     if missing:
         warnings.warn(f"theory: no minimum of the action found at {len(missing)} of {len(P)} P values (first "
@@ -239,10 +240,32 @@ def _linear_phase_curve(task, prior, P, nf_flag):
     stable = {"m": np.sqrt(us * qs), "q": qs, "u": us, "free_energy": Fs - F0}
     branch = {"P": np.asarray(P, float), **{k: v.copy() for k, v in stable.items()}}
     qbar = _linear_q_given_c(task, prior, beta, eps, np.zeros(len(P)), D, Tq)
-    mean = {"u": mean_u, "q": qbar, "m": np.sqrt(mean_u * qbar)}
+    mean = {"u": mean_u, "q": qbar, "m": np.sqrt(mean_u * qbar),
+            "test_error": _linear_mean_test_error(task, prior, beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq),
+                                                  eps, c, logp, D, Tq)}
     inside = P[0] <= Pc <= P[-1]
     trans = {"order": "second", "P_c": float(Pc) if inside else None, "spinodals": [], "P_c_exact": float(Pc)}
     return PhaseCurve("linear", np.asarray(P), [branch], stable, mean, trans)
+
+
+def _linear_mean_test_error(task, prior, beta, eps, c, logp, D, Tq, n_sub=65):
+    """Posterior mean of test_error(m, q, eps) = 1 - u g(q), g(q) = q (q + 2 eps)/(q + eps)^2: the cosine density
+    (logp on the grid c) times the conditional mean of g(q) given c, computed on n_sub cosines and interpolated
+    (it is smooth in c)."""
+    _, _, log_pt, qv = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
+    cs = np.linspace(0.0, float(c[-1]), n_sub)
+    g_given_c = np.empty((len(beta), n_sub))
+    for i, (be, ep) in enumerate(zip(np.asarray(beta, float), np.asarray(eps, float))):
+        lw = log_pt[None, :] - np.asarray(_linear_energy(cs[:, None] ** 2, qv[None, :], be, ep, Tq, task.d_out))
+        w = np.exp(lw - lw.max(axis=1, keepdims=True))
+        g = qv * (qv + 2 * ep) / (qv + ep) ** 2
+        g_given_c[i] = (w @ g) / w.sum(axis=1)
+    wc = np.gradient(c)
+    lw = logp + np.log(wc)[None, :]
+    w = np.exp(lw - lw.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    g_on_c = np.stack([np.interp(c, cs, row) for row in g_given_c])
+    return 1.0 - np.sum(w * c[None, :] ** 2 * g_on_c, axis=1)
 
 
 def _linear_q_given_c(task, prior, beta, eps, c, D, Tq):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .common import _energy_grads, action
+from .common import _energy_grads, action, prediction_error
 from .softmax_table import _tilt
 
 def _hess_E(m, q, be, eps, d, Tq):
@@ -126,7 +126,7 @@ def _dual_weights(h, g, detC):
 @functools.partial(jax.jit, static_argnames=("d", "kmax"))
 def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
     """For each configuration (leading axis C) and each P (beta, eps: (C, NP)): the kmax lowest discrete local
-    minima of Phi on the dual grid (indices and validity), and the posterior means of (m, q, u) from the
+    minima of Phi on the dual grid (indices and validity), and the posterior means of (m, q, u, test error) from the
     saddle-point density integrated over the dual grid, with the share of it on the grid's border. Tq: (C,)."""
 
     def config(args):
@@ -171,7 +171,8 @@ def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
             lw = -Tq * Phi + logdA
             w = jnp.exp(lw - jnp.max(lw))
             Z = jnp.sum(w)
-            means = jnp.stack([jnp.sum(w * m), jnp.sum(w * q), jnp.sum(w * u)]) / Z
+            err = prediction_error(m, q, ep)
+            means = jnp.stack([jnp.sum(w * m), jnp.sum(w * q), jnp.sum(w * u), jnp.sum(w * err)]) / Z
             edge_mass = jnp.sum(jnp.where(border, w, 0.0)) / Z
             return ii, jj, valid, means, edge_mass
 
@@ -213,7 +214,7 @@ def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d):
 
 def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
     """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
-    configuration, and the posterior means (C, NP, 3) with the density mass on the grid border (C, NP).
+    configuration, and the posterior means (C, NP, 4) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
     from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.

@@ -1,0 +1,46 @@
+"""The theory's loss predictions over P (docs/theory.md section 9)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import _check_grid, _check_prior, _scales, covered, prediction_error
+from .curves import phase_curve
+from .zero_temperature import mode_curve
+
+
+def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
+    """Predicted errors over P as fractions of the target's variance per query row and output coordinate (the
+    mean squared error for Gaussian tokens; for one-hot tokens, of the centred target).
+
+    - ``posterior``: the posterior mean of the test error of the readout's posterior mean at L, which is what
+      exact MCMC measures on held-out data (and, to leading order in n, also the training error);
+    - ``joint_mode``: the error at the joint mode of (L, V) that Adam converges to when it is on the stable
+      branch (Gaussian tokens only: the zero-temperature theory);
+    - ``plateau``: uniform softmax attention with its fitted readout, 1 - 1/T + O(eps); L = 0 for linear
+      attention (error 1): where Adam from a small init starts.
+
+    ``curve``: the ``phase_curve`` of the same arguments, if already computed.
+
+    >>> import bayesattn as ba
+    >>> lc = ba.theory.loss_curve(ba.CopyTask(T=16, d=8), ba.Prior(1, 100, 400), "linear", [400, 1600, 3200])
+    >>> [round(v, 2) for v in lc["plateau"]]
+    [1.0, 1.0, 1.0]
+    """
+    attention = covered(task, attention, onehot=True)
+    prior = _check_prior(prior)
+    P = _check_grid("P_values", P_values)
+    if curve is None:
+        curve = phase_curve(task, prior, attention, P)
+    elif len(curve.P) != len(P) or not np.allclose(curve.P, P):
+        raise ValueError("curve: expected the phase_curve of the same P_values")
+    _, eps, _ = _scales(task, prior, P)
+    out = {"P": P.tolist(), "posterior": np.asarray(curve.mean["test_error"]).tolist()}
+    if attention == "softmax":
+        out["plateau"] = np.asarray(prediction_error(1.0 / task.T, 1.0 / task.T, eps)).tolist()
+    else:
+        out["plateau"] = np.ones(len(P)).tolist()
+    if task.tokens == "gaussian":
+        mode = mode_curve(task, prior, attention, P, objective="joint")
+        out["joint_mode"] = np.asarray(prediction_error(mode.stable["m"], mode.stable["q"], eps)).tolist()
+    return out
