@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # A reduced default: same structure (both attentions, theory + MCMC + Adam), tiny sizes.
 SMALL = ["--T", "8", "--d", "4", "--P", "100,400", "--set", "mcmc.num_chains=2", "--set", "mcmc.num_warmup=60",
          "--set", "mcmc.num_samples=60", "--set", "adam.seeds=2", "--set", "adam.steps=200",
-         "--set", "adam.record_every=20", "--set", "theory.num_P=40", "--quiet"]
+         "--set", "adam.record_every=20", "--set", "theory.num_P=40", "--set", "theory.vary_name=", "--quiet"]
 
 
 def test_default_toml_equals_builtin_default():

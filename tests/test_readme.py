@@ -23,6 +23,8 @@ def test_readme_python_examples_run_each_on_its_own():
     assert {"m", "q", "u", "overlap", "entropy", "m_h0", "m_h1"} <= set(heads["post"].observables(
         heads["jnp"].zeros((3, 2, 4, 4))))
     assert theory["curve"].transition["order"] == "first" and 700 < theory["curve"].transition["P_c"] < 780
+    err = theory["losses"]["posterior"]
+    assert err[0] > 0.9 and err[-1] < 0.5 and len(theory["losses"]["joint_mode"]) == len(err)
     assert training["data"].T == training["task"].T == 8 and training["res"].failure is None
     assert training["sweep"].final_order_parameters["m"].shape == (3, 8)
 

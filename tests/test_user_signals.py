@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TINY = ["--T", "8", "--d", "4", "--set", "mcmc.num_chains=1", "--set", "mcmc.num_warmup=50",
-        "--set", "theory.num_P=40", "--no-figures", "--quiet"]
+        "--set", "theory.num_P=40", "--set", "theory.vary_name=", "--no-figures", "--quiet"]
 
 
 def _start(args, tmp_path):

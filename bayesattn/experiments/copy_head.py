@@ -74,8 +74,8 @@ class GridConfig:
 @dataclass
 class TheoryConfig:
     num_P: int = 200  # dense grid for the theory curves
-    vary_name: str = ""  # "sigma_A2" or "T": also compute the (P, vary) plane
-    vary_values: list[float] = field(default_factory=list)
+    vary_name: str = "T"  # "sigma_A2" or "T": also compute the (P, vary) plane ("": none)
+    vary_values: list[float] = field(default_factory=lambda: [8, 16, 32, 64])
     T_values: list[int] = field(default_factory=list)  # finite-size scaling
 
 
