@@ -31,7 +31,7 @@ from ..models.attention import ATTENTIONS, ORDER_PARAMETER
 from ..bayes.posterior import Posterior, Prior
 from ..bayes.sampling import BACKENDS, SAMPLER_INITS, sample
 from ..bayes.sampling import METHODS as SAMPLERS
-from ..sweep import (point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
+from ..sweep import (SweepError, point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
                      write_json_atomic)
 from ..tasks import CopyTask, Dataset
 from ..training import TRAIN_INITS, train
@@ -304,13 +304,18 @@ def mcmc_point(point: dict) -> dict:
         s = sample(post, point_keys(cfg.seed, MCMC, P, i), method=cfg.mcmc.method, backend=cfg.mcmc.backend,
                    num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
                    num_samples=cfg.mcmc.num_samples, init=init)
-        summ = s.summary()
-        A = np.asarray(alpha(s.L))
-        if att == "linear":
-            A = A * np.sign(s.order_parameters["m"])[..., None, None]
-        summ["mean_attention"] = A.mean(axis=(0, 1))
-        inits[init] = summ
+        inits[init] = chain_summary(s, alpha, att)
     return {"data": data_record(data), "inits": inits}
+
+
+def chain_summary(s, alpha, att: str) -> dict:
+    """One init's entry of an MCMC point: the samples' summary and the posterior-mean attention."""
+    summ = s.summary()
+    A = np.asarray(alpha(s.L))
+    if att == "linear":
+        A = A * np.sign(s.order_parameters["m"])[..., None, None]
+    summ["mean_attention"] = A.mean(axis=(0, 1))
+    return summ
 
 
 def adam_runs(data: Dataset, prior: Prior, attention: str, adam: AdamConfig, seed: int, init_index: int,
@@ -361,19 +366,30 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
 
 
 def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = True, figures: bool = True,
-                      log=print) -> dict:
+                      log=print, executor=None, batch: int = 1) -> dict:
     """Run every method of ``cfg`` over its grid, write points, summary.json and figures; return the summary.
 
-    ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise)."""
+    ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise).
+    ``executor``: where points run (:func:`bayesattn.scaleout.sweep_executor`; default: ``cfg.workers``
+    processes); ``batch``: MCMC points of one shape sampled ``batch`` at a time in one program
+    (``experiments/batched.py``). A failed point does not stop the other methods: SweepError at the end."""
+    from .batched import mcmc_batch
+
     cfg.validate()
     out = prepare_output_dir(out_dir, "out_dir")
     t0 = time.perf_counter()
-    records, resumed = {}, 0
+    records, resumed, errors = {}, 0, []
     for method, points in build_points(cfg).items():
         folder = out / "points" / method
         resumed += sum((folder / f"{point_id(p)}.json").exists() for p in points)
-        records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers,
-                                    progress=progress, desc=method)
+        try:
+            records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers, executor=executor,
+                                        progress=progress, desc=method,
+                                        batch=mcmc_batch(batch) if method == "mcmc" else None)
+        except SweepError as e:
+            errors.append(e)
+    if errors:
+        raise SweepError("; ".join(map(str, errors)), [f for e in errors for f in e.failures])
     summary = summarize(cfg, records)
     summary["points_resumed"] = resumed
     summary["points_computed"] = sum(map(len, records.values())) - resumed
