@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine (the `device` tool of this workplace): times the samplers, the training
 # sweep and the default phase diagram there. Needs blackjax as a wheel in .whl/ (the image has jax, numpyro,
-# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; the whole stays < 8 min.
+# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; the whole stays under their sum (~10 min).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
 OUT=${OUT:-/tmp/device_out}; mkdir -p "$OUT"
