@@ -7,8 +7,10 @@ on). Files are written to a temporary name and renamed (``os.replace``), so an i
 complete files: rerunning the same sweep skips them and computes the rest.
 
 Execution is pluggable: ``executor`` is any ``concurrent.futures.Executor`` (a process pool by default when
-``workers > 1``; a distributed engine exposing the same interface, e.g. dask's or ray's executors, plugs in
-unchanged). ``compute`` must then be picklable (a module-level function).
+``workers > 1``) or a ``dask.distributed.Client`` (:mod:`bayesattn.scaleout` builds them); ``compute`` must
+then be picklable (a module-level function). Result files are always written by the calling process, so a
+lost worker never leaves a partial file. A point that raises is listed in ``failures.jsonl`` and the sweep
+goes on (:class:`SweepError` at the end); points of one shape can be computed together (:class:`Batch`).
 
 Interrupts (:func:`exit_on_interrupt`, for command-line processes): SIGINT / SIGTERM end the process at once
 with status 130 / 143, except during the write-and-rename of a result file, which is finished first.
@@ -346,7 +348,7 @@ def run_sweep(
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.json.*.tmp"):  # half-written by a killed run: never read, cleared here
+    for stale in out.glob(".*.json*.tmp"):  # half-written by a killed run (results, failures.jsonl): cleared
         stale.unlink(missing_ok=True)
     paths = [out / f"{point_id(p)}.json" for p in points]
     if len(set(paths)) != len(paths):

@@ -124,12 +124,12 @@ def bench_batch(rows, args):
     dm = max(abs(a.summary()["m"]["mean"] - b.summary()["m"]["mean"]) for a, b in zip(out["one"], out["vmapped"]))
     size = f"{len(points)} posteriors, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
     rows += [
-        ("batch", f"{size}: one sample() call each (s; first call incl. compile)",
+        ("batch", f"{size}: one sample() call each (s; first call: compile unless cached)",
          f"{times['one'][1]:.2f}", f"first {times['one'][0]:.1f} s"),
         ("batch", "sample_many, one program, lax.map over the points (CPU default)", f"{times['grouped'][1]:.2f}",
-         f"{times['one'][1] / times['grouped'][1]:.2f}x faster; first {times['grouped'][0]:.1f} s; draws identical: {same}"),
+         f"speed-up {times['one'][1] / times['grouped'][1]:.2f}x; first {times['grouped'][0]:.1f} s; draws identical: {same}"),
         ("batch", "sample_many, all 16 vmapped (the accelerator default)", f"{times['vmapped'][1]:.2f}",
-         f"{times['one'][1] / times['vmapped'][1]:.2f}x; first {times['vmapped'][0]:.1f} s; max |dm| vs one: {dm:.3f}"),
+         f"speed-up {times['one'][1] / times['vmapped'][1]:.2f}x; first {times['vmapped'][0]:.1f} s; max |dm| vs one: {dm:.3f}"),
     ]
 
 

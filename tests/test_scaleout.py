@@ -88,12 +88,18 @@ def calls(folder):
 
 
 @pytest.fixture(scope="module")
-def dask2():
-    """A 2-worker LocalCluster with worker processes, shared by the tests that do not kill workers."""
+def cluster2():
+    """A 2-worker LocalCluster with worker processes (each behind a nanny, which restarts a killed worker),
+    shared by this module's tests: (cluster, client)."""
     cluster, client = local_cluster(2)
-    yield client
+    yield cluster, client
     client.close()
     cluster.close()
+
+
+@pytest.fixture
+def dask2(cluster2):
+    return cluster2[1]
 
 
 # ----------------------------------------------------------------------------------------------- same numbers
@@ -146,37 +152,36 @@ def test_a_raising_point_is_reported_and_the_sweep_goes_on(tmp_path, where, requ
             assert read_json(tmp_path / "out" / f"{point_id(p)}.json")["result"] == {"value": p["P"] ** 2}
 
 
-def test_killed_worker_point_is_rerun_and_no_finished_point_is_touched(tmp_path):
+def test_killed_worker_point_is_rerun_and_no_finished_point_is_touched(tmp_path, cluster2):
     """A worker process dies in the middle of a point: the scheduler reruns that point on a live worker (the
     nanny restarts the dead one); every point file is complete and written once."""
     points = [{"method": "toy", "P": P, "kill_at": 3, "sleep": 0.2, "log": str(tmp_path)} for P in range(6)]
-    cluster, client = local_cluster(2)
-    try:
-        recs = run_sweep(points, flaky_point, tmp_path / "out", executor=client, progress=False)
-    finally:
-        client.close()
-        cluster.close()
+    client = cluster2[1]
+    before = set(client.run(os.getpid).values())
+    recs = run_sweep(points, flaky_point, tmp_path / "out", executor=client, progress=False)
     assert (tmp_path / "killed").exists()  # the kill happened
     assert calls(tmp_path).count(3) == 2  # point 3 ran twice: killed, then rerun
     assert [r["result"]["value"] for r in recs] == [P ** 2 for P in range(6)]
     assert not (tmp_path / "out" / FAILURES).exists()
     assert not list((tmp_path / "out").glob(".*"))  # no temporary file left
+    client.wait_for_workers(2, timeout=60)  # the nanny has restarted the killed worker: a new process
+    assert len(set(client.run(os.getpid).values()) - before) == 1
 
 
-def test_point_lost_for_good_is_left_for_the_rerun_which_resumes(tmp_path):
+def test_point_lost_for_good_is_left_for_the_rerun_which_resumes(tmp_path, cluster2):
     """With no retries allowed, the points on the killed worker fail (KilledWorker; the scheduler may have
     queued a second point there): they are listed, the others are written; the rerun computes the failed
     points only and leaves the finished files untouched."""
     points = [{"method": "toy", "P": P, "kill_at": 2, "sleep": 0.2, "log": str(tmp_path)} for P in range(5)]
     out = tmp_path / "out"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster, client = local_cluster(2)
-        try:
-            with pytest.raises(SweepError, match="of 5 points failed") as err:
-                run_sweep(points, flaky_point, out, executor=client, progress=False)
-        finally:
-            client.close()
-            cluster.close()
+    cluster, client = cluster2
+    client.wait_for_workers(2, timeout=60)
+    cluster.scheduler.allowed_failures = 0  # distributed.scheduler.allowed-failures, read when it started
+    try:
+        with pytest.raises(SweepError, match="of 5 points failed") as err:
+            run_sweep(points, flaky_point, out, executor=client, progress=False)
+    finally:
+        cluster.scheduler.allowed_failures = dask.config.get("distributed.scheduler.allowed-failures")
     fails = [json.loads(line) for line in (out / FAILURES).read_text().splitlines()]
     assert fails == err.value.failures and 1 <= len(fails) <= 2
     assert point_id(points[2]) in {f["id"] for f in fails}
@@ -305,3 +310,23 @@ def test_slurm_script_builds_a_job_script_without_slurm():
     assert "#SBATCH -p short" in r.stdout and "#SBATCH -t 02:00:00" in r.stdout
     assert "#SBATCH --cpus-per-task=4" in r.stdout and "--nthreads 1" in r.stdout and "--nworkers 4" in r.stdout
     assert "3 jobs" in r.stdout
+
+
+def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch, capsys):
+    """A failing grid point: the other methods still run, then one line naming the failures file, status 1."""
+    from bayesattn.experiments import copy_head
+
+    def broken_theory(point):
+        raise FloatingPointError(f"theory broke for {point['attention']}")
+
+    ran = []
+    monkeypatch.setitem(copy_head.COMPUTE, "theory", broken_theory)
+    monkeypatch.setitem(copy_head.COMPUTE, "adam", lambda p: ran.append(p["P"]) or {"x": 1})
+    code = main(["phase-diagram", "--methods", "theory,adam", "--attention", "softmax", "--P", "50,100",
+                 "--out", str(tmp_path), "--quiet", "--no-figures"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "1 of 1 points failed" in err[0] and "failures.jsonl" in err[0], err
+    assert ran == [50, 100]  # adam ran after theory failed
+    fail = json.loads((tmp_path / "points" / "theory" / FAILURES).read_text())
+    assert fail["error"] == "FloatingPointError: theory broke for softmax" and "broken_theory" in fail["traceback"]
+    assert not (tmp_path / "summary.json").exists()
