@@ -230,7 +230,7 @@ def test_one_progress_bar_counts_all_points_of_all_workers(tmp_path, dask2, caps
     assert "1/4" in lines[0] and "4/4" in lines[-1]
 
 
-def test_batched_mcmc_points_equal_one_point_at_a_time():
+def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
     """Several P of one shape in one sampler program give each point's result of mcmc_point (bit for bit on a
     CPU; wall and compile times aside). MALA keeps the compile short."""
     from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
@@ -246,10 +246,18 @@ def test_batched_mcmc_points_equal_one_point_at_a_time():
         "diag": {k: v for k, v in s["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}}
         for i, s in r["inits"].items()}
     many = mcmc_points(points)
-    for p, got in zip(points, many):
-        ref = mcmc_point(p)
+    refs = [mcmc_point(p) for p in points]
+    for got, ref in zip(many, refs):
         assert got["data"] == ref["data"]
         assert sweep.to_jsonable(strip(got)) == sweep.to_jsonable(strip(ref))
+    # the phase-diagram job with --batch 3: one task for the 3 points, the same point files
+    from bayesattn.experiments import run_phase_diagram
+
+    run_phase_diagram(cfg, tmp_path, progress=False, figures=False, log=lambda *_: None, batch=3)
+    for p, ref in zip(points, refs):
+        rec = read_json(tmp_path / "points" / "mcmc" / f"{point_id(p)}.json")
+        assert rec["provenance"]["batch_size"] == 3
+        assert strip(rec["result"]) == sweep.to_jsonable(strip(ref))
     assert many[0]["inits"]["hot"]["m"]["mean"] != many[2]["inits"]["hot"]["m"]["mean"]
     assert mcmc_group_key({**points[0], "mcmc": {**points[0]["mcmc"], "backend": "numpyro"}}) is None
     with pytest.raises(ValueError, match="differ only in P"):
@@ -330,3 +338,18 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
     fail = json.loads((tmp_path / "points" / "theory" / FAILURES).read_text())
     assert fail["error"] == "FloatingPointError: theory broke for softmax" and "broken_theory" in fail["traceback"]
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_cli_joins_a_running_scheduler(tmp_path, cluster2, capsys):
+    """--scheduler tcp://HOST:PORT: the points run on that cluster's workers (their pids are recorded nowhere,
+    but their processes differ from this one: the executor and the files say dask)."""
+    cluster, client = cluster2
+    argv = ["phase-diagram", "--methods", "theory", "--attention", "linear", "--T", "4", "--d", "2", "--P", "50,100",
+            "--set", "theory.num_P=4", "--out", str(tmp_path), "--quiet", "--no-figures",
+            "--scheduler", cluster.scheduler_address]
+    assert main(argv) == 0, capsys.readouterr().err
+    rec = read_json(next((tmp_path / "points" / "theory").glob("*.json")))
+    assert rec["provenance"]["executor"] == "dask" and rec["result"]["curve"]["transition"]["order"] == "second"
+    assert "executor: dask" in capsys.readouterr().out
+    assert main(argv[:-2] + ["--executor", "dask", "--scheduler", cluster.scheduler_address, "--workers", "2"]) == 2
+    assert "own workers" in capsys.readouterr().err
