@@ -3,6 +3,7 @@
     bayesattn phase-diagram [--config NAME|PATH] [--attention softmax|linear|both] [--methods theory,mcmc,adam]
                             [--T ..] [--d ..] [--sigma-A2 ..] [--sigma-V2 ..] [--sigma2 ..] [--P a:b:n | --P v1,v2]
                             [--out DIR] [--set section.key=value ...]
+                            [--workers N] [--executor serial|process|dask] [--scheduler tcp://HOST:PORT] [--batch N]
     bayesattn sample ...      exact-posterior sampling at one point
     bayesattn train ...       Adam / Langevin training at one point
     bayesattn figures DIR     redraw every figure from saved results
