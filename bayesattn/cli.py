@@ -3,6 +3,7 @@
     bayesattn phase-diagram [--config NAME|PATH] [--attention softmax|linear|both] [--methods theory,mcmc,adam]
                             [--T ..] [--d ..] [--sigma-A2 ..] [--sigma-V2 ..] [--sigma2 ..] [--P a:b:n | --P v1,v2]
                             [--out DIR] [--set section.key=value ...]
+                            [--workers N] [--executor serial|process|dask] [--scheduler tcp://HOST:PORT] [--batch N]
     bayesattn sample ...      exact-posterior sampling at one point
     bayesattn train ...       Adam / Langevin training at one point
     bayesattn figures DIR     redraw every figure from saved results
@@ -111,14 +112,26 @@ def _config_from_args(args):
 
 def _cmd_phase_diagram(args) -> int:
     from .experiments import run_phase_diagram
-
-    from .sweep import prepare_output_dir
+    from .scaleout import sweep_executor
+    from .sweep import SweepError, prepare_output_dir
 
     cfg = _config_from_args(args)
+    if args.batch is not None and args.batch < 1:
+        raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
     out = prepare_output_dir(args.out or f"phase_diagrams/{cfg.name}", "--out")
-    print(f"bayesattn: phase diagram '{cfg.name}' -> {out}  (attention: {', '.join(cfg.attention)}; "
-          f"methods: {', '.join(cfg.methods)}; P: {cfg.P.grid().tolist()})", flush=True)
-    run_phase_diagram(cfg, out, progress=not args.quiet, figures=not args.no_figures)
+    workers = args.workers
+    if workers is None and args.executor in ("process", "dask") and not args.scheduler:
+        workers = cfg.workers  # the config's workers, as --workers alone would use them
+    with sweep_executor(args.executor, workers, args.scheduler) as executor:
+        where = f"; executor: {args.executor or ('dask' if args.scheduler else 'default')}"
+        print(f"bayesattn: phase diagram '{cfg.name}' -> {out}  (attention: {', '.join(cfg.attention)}; "
+              f"methods: {', '.join(cfg.methods)}; P: {cfg.P.grid().tolist()}{where})", flush=True)
+        try:
+            run_phase_diagram(cfg, out, progress=not args.quiet, figures=not args.no_figures, executor=executor,
+                              batch=args.batch or 1)
+        except SweepError as e:
+            print(f"bayesattn: {e}", file=sys.stderr)
+            return 1
     print(f"bayesattn: wrote {out / 'summary.json'}" + ("" if args.no_figures else f" and {out / 'figures'}/"))
     return 0
 
@@ -217,7 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
                     help=f"comma-separated subset of {','.join(METHODS)}")
     pd.add_argument("--out", help="output folder (default phase_diagrams/<config name>, relative to the current folder)")
-    pd.add_argument("--workers", type=int, help="grid points computed in parallel processes (default 1)")
+    pd.add_argument("--workers", type=int, help="grid points computed in parallel: processes, or local Dask workers (default 1)")
+    pd.add_argument("--executor", choices=("serial", "process", "dask"),
+                    help="where points run (default: serial, or process with --workers > 1; README 'Run on a cluster')")
+    pd.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="join a running Dask cluster (implies --executor dask)")
+    pd.add_argument("--batch", type=int, help="MCMC points of one shape sampled N at a time in one program (default 1)")
     pd.add_argument("--no-figures", action="store_true", help="skip drawing figures")
     pd.add_argument("--quiet", action="store_true", help="no progress bars")
     pd.set_defaults(func=_cmd_phase_diagram)

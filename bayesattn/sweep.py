@@ -7,8 +7,10 @@ on). Files are written to a temporary name and renamed (``os.replace``), so an i
 complete files: rerunning the same sweep skips them and computes the rest.
 
 Execution is pluggable: ``executor`` is any ``concurrent.futures.Executor`` (a process pool by default when
-``workers > 1``; a distributed engine exposing the same interface, e.g. dask's or ray's executors, plugs in
-unchanged). ``compute`` must then be picklable (a module-level function).
+``workers > 1``) or a ``dask.distributed.Client`` (:mod:`bayesattn.scaleout` builds them); ``compute`` must
+then be picklable (a module-level function). Result files are always written by the calling process, so a
+lost worker never leaves a partial file. A point that raises is listed in ``failures.jsonl`` and the sweep
+goes on (:class:`SweepError` at the end); points of one shape can be computed together (:class:`Batch`).
 
 Interrupts (:func:`exit_on_interrupt`, for command-line processes): SIGINT / SIGTERM end the process at once
 with status 130 / 143, except during the write-and-rename of a result file, which is finished first.
@@ -28,7 +30,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+import traceback
+import uuid
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -238,13 +243,81 @@ def read_json(path: Path) -> dict:
         return json.load(f)
 
 
-def _run_one(compute: Callable[[dict], dict], point: dict) -> dict:
+@dataclass(frozen=True)
+class Batch:
+    """How a sweep computes several points in one call (``run_sweep(..., batch=...)``).
+
+    ``key(point)``: points with equal keys (not None) can be computed together (same shapes); ``many(points)``
+    returns their results in order, the same as ``[compute(p) for p in points]`` would (a picklable module-level
+    function); ``size``: at most this many points per call (1: no batching)."""
+
+    key: Callable[[dict], Hashable]
+    many: Callable[[list[dict]], list[dict]]
+    size: int = 8
+
+
+class SweepError(RuntimeError):
+    """Some points of a sweep failed; the others are on disk. ``failures``: one dict per failed point."""
+
+    def __init__(self, message: str, failures: list[dict]):
+        super().__init__(message)
+        self.failures = failures
+
+
+FAILURES = "failures.jsonl"  # in a sweep's folder: the failed points of its latest run, one JSON object a line
+
+
+def _is_dask(executor) -> bool:
+    return type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "scheduler_info")
+
+
+def executor_name(executor, workers: int = 1) -> str:
+    """What a point file records as its executor: "serial", "process", "dask", else the executor's class name."""
+    if executor is None:
+        return "serial" if workers == 1 else "process"
+    if _is_dask(executor) or type(executor).__module__.split(".")[0] == "distributed":
+        return "dask"
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        return "process"
+    return type(executor).__name__
+
+
+def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) -> list[tuple[str, dict]]:
+    """On the worker: compute points (one, or a batch through ``many``) -> one (status, record) per point.
+
+    A computation that raises gives ("error", {error, traceback, host}) for each of its points, so that the sweep
+    goes on; interrupts (BaseException) pass through."""
     t0 = time.perf_counter()
-    result = compute(point)
+    try:
+        results = compute(points) if many else [compute(points[0])]
+        if len(results) != len(points):
+            raise ValueError(f"batch of {len(points)} points returned {len(results)} results")
+    except Exception as e:  # noqa: BLE001 -- reported per point, in the failures file
+        fail = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(), "host": platform.node(),
+                "executor": executor}
+        return [("error", fail) for _ in points]
+    wall = (time.perf_counter() - t0) / len(points)
     prov = provenance()
-    return {"point": point, "result": result, "wall_time_s": time.perf_counter() - t0,
-            "versions": prov.pop("versions"), "provenance": prov,
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    versions = prov.pop("versions")
+    prov["executor"] = executor
+    if many:
+        prov["batch_size"] = len(points)
+    at = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return [("ok", {"point": p, "result": r, "wall_time_s": wall, "versions": versions, "provenance": prov,
+                    "finished_at": at}) for p, r in zip(points, results)]
+
+
+def _tasks(points: Sequence[dict], todo: list[int], batch: Batch | None) -> list[list[int]]:
+    """Indices of the points of each call: one point each, or batch groups of at most ``batch.size``."""
+    if batch is None or batch.size <= 1:
+        return [[i] for i in todo]
+    groups: dict[Any, list[int]] = {}
+    single = []
+    for i in todo:
+        k = batch.key(points[i])
+        (single.append([i]) if k is None else groups.setdefault(k, []).append(i))
+    chunks = [g[j:j + batch.size] for g in groups.values() for j in range(0, len(g), batch.size)]
+    return chunks + single
 
 
 def run_sweep(
@@ -254,37 +327,68 @@ def run_sweep(
     *,
     workers: int = 1,
     progress: bool = True,
-    executor: cf.Executor | None = None,
+    executor: Any = None,
     desc: str = "sweep",
+    batch: Batch | None = None,
 ) -> list[dict]:
     """Compute ``compute(point)`` for every point not already on disk; return all records in ``points`` order.
 
     Each record is ``{"point", "result", "wall_time_s", "versions", "provenance", "finished_at"}`` (provenance:
-    :func:`provenance` without the versions) and is stored in
-    ``out_dir/<point_id>.json`` as soon as its point finishes. ``workers > 1`` runs points in a process pool
-    (``compute`` must then be a picklable module-level function); ``executor`` overrides the pool.
+    :func:`provenance` of the process that computed the point, without the versions, plus "executor") and is
+    stored in ``out_dir/<point_id>.json`` as soon as its point finishes. ``workers > 1`` runs points in a
+    process pool (``compute`` must then be a picklable module-level function); ``executor`` overrides the pool:
+    any ``concurrent.futures.Executor``, or a ``dask.distributed.Client`` (its futures; a point whose worker
+    dies is rerun by the scheduler, up to its ``allowed-failures``). ``batch``: compute groups of points in one
+    call (:class:`Batch`).
+
+    A point whose computation raises (or whose worker is lost for good) does not stop the sweep: it is listed,
+    with its id, the error and the traceback, in ``out_dir/failures.jsonl``, and after all other points
+    :class:`SweepError` is raised. Rerunning computes the failed and missing points only.
     """
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.json.*.tmp"):  # half-written by a killed run: never read, cleared here
+    for stale in out.glob(".*.json*.tmp"):  # half-written by a killed run (results, failures.jsonl): cleared
         stale.unlink(missing_ok=True)
     paths = [out / f"{point_id(p)}.json" for p in points]
     if len(set(paths)) != len(paths):
         raise ValueError("points: contains duplicate points (each grid point must be unique)")
     todo = [i for i, path in enumerate(paths) if not path.exists()]
+    failures_path = out / FAILURES
+    failures_path.unlink(missing_ok=True)  # it described an earlier run, whose failed points are retried now
+    failures: list[dict] = []
+    name = executor_name(executor, workers)
+    many = batch is not None and batch.size > 1
+    fn = batch.many if many else compute
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc, unit="pt")
+
+    def finish(idx: list[int], outcomes: list[tuple[str, dict]]) -> None:
+        for i, (status, rec) in zip(idx, outcomes):
+            if status == "ok":
+                write_json_atomic(paths[i], rec)
+            else:
+                failures.append({"id": point_id(points[i]), "point": points[i], **rec,
+                                 "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                _write_failures(failures_path, failures)
+        if bar:
+            bar.update(len(idx))
+
+    def lost(idx: list[int]) -> list[tuple[str, dict]]:  # the executor lost the task (dead worker, broken pool)
+        e = sys.exc_info()[1]
+        rec = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(), "host": "unknown",
+               "executor": name}
+        return [("error", rec)] * len(idx)
+
+    tasks = _tasks(points, todo, batch)
     try:
         if executor is None and workers == 1:
-            for i in todo:
-                write_json_atomic(paths[i], _run_one(compute, points[i]))
-                if bar:
-                    bar.update(1)
+            for idx in tasks:
+                finish(idx, _run_task(fn, [points[i] for i in idx], name, many))
         else:
             own = executor is None
             if own:
@@ -293,19 +397,55 @@ def run_sweep(
                 # spawn: JAX is multithreaded and must not be forked
                 executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                                   initializer=_worker_init)
+            futures: dict = {}
             try:
-                futures = {executor.submit(_run_one, compute, points[i]): i for i in todo}
-                for fut in cf.as_completed(futures):
-                    write_json_atomic(paths[futures[fut]], fut.result())
-                    if bar:
-                        bar.update(1)
+                if _is_dask(executor):
+                    from distributed import as_completed
+
+                    for idx in tasks:
+                        key = f"{desc}-{point_id(points[idx[0]])}-{uuid.uuid4().hex[:8]}"
+                        fut = executor.submit(_run_task, fn, [points[i] for i in idx], name, many, key=key, pure=False)
+                        futures[fut] = idx
+                    completed = as_completed(list(futures), loop=executor.loop)
+                else:
+                    futures = {executor.submit(_run_task, fn, [points[i] for i in idx], name, many): idx
+                               for idx in tasks}
+                    completed = cf.as_completed(futures)
+                for fut in completed:
+                    idx = futures[fut]
+                    try:
+                        outcomes = fut.result()
+                    except Exception:  # noqa: BLE001 -- a lost task: reported, left for the rerun
+                        outcomes = lost(idx)
+                    finish(idx, outcomes)
             finally:
                 if own:
                     executor.shutdown(wait=True, cancel_futures=True)
+                elif _is_dask(executor):
+                    executor.cancel([f for f in futures if not f.done()])
     finally:
         if bar:
             bar.close()
+    if failures:
+        ids = ", ".join(f["id"] for f in failures[:3]) + (", ..." if len(failures) > 3 else "")
+        raise SweepError(f"{desc}: {len(failures)} of {len(points)} points failed ({ids}); errors and tracebacks "
+                         f"in {failures_path}; the other points are on disk, rerun to retry the failed ones",
+                         failures)
     return [read_json(p) for p in paths]
+
+
+def _write_failures(path: Path, failures: list[dict]) -> None:
+    """The failures file, rewritten atomically: one JSON object per line."""
+    blob = "".join(json.dumps(to_jsonable(f)) + "\n" for f in failures)
+    with _WRITE_LOCK:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def load_results(out_dir: str | os.PathLike) -> list[dict]:

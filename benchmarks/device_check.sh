@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine (the `device` tool of this workplace): times the samplers, the training
 # sweep and the default phase diagram there. Needs blackjax as a wheel in .whl/ (the image has jax, numpyro,
-# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; the whole stays < 8 min.
+# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; the whole stays under their sum (~10 min).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
 OUT=${OUT:-/tmp/device_out}; mkdir -p "$OUT"
@@ -15,6 +15,7 @@ step chains_gpu 90 python3 benchmarks/bench_chains.py --T 32 --chains 4,64,512,4
 step draws_gpu 80 python3 benchmarks/bench_sampling.py --only draws
 step grad_gpu 90 python3 benchmarks/bench_sampling.py --only grad   # per-gradient times (the ideal printed is the CPU's)
 step training_gpu 100 python3 benchmarks/bench_training.py
+step batch_gpu 150 python3 benchmarks/bench_scaleout.py --only batch --warmup 200 --samples 300   # 16 P: one at a time vs one vmapped program
 step default_gpu 110 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
 cp /tmp/pd/summary.json "$OUT/default_summary.json" 2>/dev/null
 

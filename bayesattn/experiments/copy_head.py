@@ -32,7 +32,7 @@ from ..models.attention import ATTENTIONS, ORDER_PARAMETER
 from ..bayes.posterior import Posterior, Prior
 from ..bayes.sampling import BACKENDS, SAMPLER_INITS, sample
 from ..bayes.sampling import METHODS as SAMPLERS
-from ..sweep import (point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
+from ..sweep import (SweepError, point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
                      write_json_atomic)
 from ..tasks import CopyTask, Dataset
 from ..training import TRAIN_INITS, train
@@ -304,32 +304,46 @@ def mcmc_point(point: dict) -> dict:
     data = point_data(cfg.make_task(), cfg.seed, P)
     post = Posterior(data, attention=att, prior=prior)
     alpha = jax.jit(jax.vmap(jax.vmap(post.attention_weights)))
-    test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
-    rows = np.flatnonzero(np.asarray(test.task.query_mask))
-    Xt, Yt = jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows]
-
-    @jax.jit
-    def test_error(L):  # squared error per query row and output coordinate of the readout's posterior mean at L
-        mean, _ = post.predict(L, Xt)
-        return jnp.mean((mean[:, rows] - Yt) ** 2)
-
+    test_error = held_out_error(cfg, post, P)
     inits = {}
     for i, init in enumerate(cfg.mcmc.inits):
         s = sample(post, point_keys(cfg.seed, MCMC, P, i), method=cfg.mcmc.method, backend=cfg.mcmc.backend,
                    num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
                    num_samples=cfg.mcmc.num_samples, init=init)
-        summ = s.summary()
-        A = np.asarray(alpha(s.L))
-        if att == "linear":
-            A = A * np.sign(s.order_parameters["m"])[..., None, None]
-        summ["mean_attention"] = A.mean(axis=(0, 1))
+        inits[init] = chain_summary(s, alpha, att, test_error)
+    return {"data": data_record(data), "inits": inits}
+
+
+def held_out_error(cfg: RunConfig, post: Posterior, P: int):
+    """L -> the squared error per query row and output coordinate of the readout's posterior mean at L, on
+    MCMC_TEST_SEQUENCES held-out sequences of grid point P (key stream TEST)."""
+    test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
+    rows = np.flatnonzero(np.asarray(test.task.query_mask))
+    Xt, Yt = jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows]
+
+    @jax.jit
+    def error(L):
+        mean, _ = post.predict(L, Xt)
+        return jnp.mean((mean[:, rows] - Yt) ** 2)
+
+    return error
+
+
+def chain_summary(s, alpha, att: str, test_error=None) -> dict:
+    """One init's entry of an MCMC point: the samples' summary, the posterior-mean attention and, given
+    ``test_error`` (:func:`held_out_error`), the held-out error over MCMC_TEST_DRAWS thinned draws."""
+    summ = s.summary()
+    A = np.asarray(alpha(s.L))
+    if att == "linear":
+        A = A * np.sign(s.order_parameters["m"])[..., None, None]
+    summ["mean_attention"] = A.mean(axis=(0, 1))
+    if test_error is not None:
         Ls = np.asarray(s.L).reshape((-1,) + np.asarray(s.L).shape[2:])
         thin = Ls[np.linspace(0, len(Ls) - 1, min(MCMC_TEST_DRAWS, len(Ls))).astype(int)]
         errs = np.asarray(jax.lax.map(test_error, jnp.asarray(thin)))
         summ["test_error"] = {"mean": float(errs.mean()), "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
                               "draws": len(errs), "sequences": MCMC_TEST_SEQUENCES}
-        inits[init] = summ
-    return {"data": data_record(data), "inits": inits}
+    return summ
 
 
 def adam_runs(data: Dataset, prior: Prior, attention: str, adam: AdamConfig, seed: int, init_index: int,
@@ -380,19 +394,30 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
 
 
 def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = True, figures: bool = True,
-                      log=print) -> dict:
+                      log=print, executor=None, batch: int = 1) -> dict:
     """Run every method of ``cfg`` over its grid, write points, summary.json and figures; return the summary.
 
-    ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise)."""
+    ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise).
+    ``executor``: where points run (:func:`bayesattn.scaleout.sweep_executor`; default: ``cfg.workers``
+    processes); ``batch``: MCMC points of one shape sampled ``batch`` at a time in one program
+    (``experiments/batched.py``). A failed point does not stop the other methods: SweepError at the end."""
+    from .batched import mcmc_batch
+
     cfg.validate()
     out = prepare_output_dir(out_dir, "out_dir")
     t0 = time.perf_counter()
-    records, resumed = {}, 0
+    records, resumed, errors = {}, 0, []
     for method, points in build_points(cfg).items():
         folder = out / "points" / method
         resumed += sum((folder / f"{point_id(p)}.json").exists() for p in points)
-        records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers,
-                                    progress=progress, desc=method)
+        try:
+            records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers, executor=executor,
+                                        progress=progress, desc=method,
+                                        batch=mcmc_batch(batch) if method == "mcmc" else None)
+        except SweepError as e:
+            errors.append(e)
+    if errors:
+        raise SweepError("; ".join(map(str, errors)), [f for e in errors for f in e.failures])
     summary = summarize(cfg, records)
     summary["points_resumed"] = resumed
     summary["points_computed"] = sum(map(len, records.values())) - resumed

@@ -1,0 +1,107 @@
+"""Where a sweep runs: in this process, a local process pool, or a Dask cluster (local, existing, SLURM).
+
+:func:`sweep_executor` is a context manager that yields what :func:`bayesattn.sweep.run_sweep` takes as
+``executor`` (None for serial). The science modules never see it: the same points, with keys folded from
+each point's own fields, give the same point files whichever executor runs them (``tests/test_scaleout.py``).
+
+Dask (the ``dask`` extra, ``pip install 'bayesattn[dask]'``) is imported only here, and only when asked for:
+
+- ``sweep_executor("dask", workers=4)`` starts a ``distributed.LocalCluster`` of 4 single-threaded worker
+  processes (each worker keeps its compiled programs between points, as a pool process does);
+- ``sweep_executor("dask", scheduler="tcp://host:8786")`` joins a running cluster (a scheduler started with
+  ``dask scheduler``, workers with ``dask worker tcp://host:8786 --nthreads 1``, or a ``dask_jobqueue``
+  cluster: ``scripts/slurm_phase_diagram.py``). Its workers need bayesattn installed, at the same version.
+
+A worker that dies mid-point (killed, out of memory, preempted) loses only that point: Dask's scheduler
+reruns it on another worker (up to ``distributed.scheduler.allowed-failures`` times), and a point lost for
+good is listed in the sweep's ``failures.jsonl`` and computed by the rerun.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import logging
+import multiprocessing as mp
+from collections.abc import Iterator
+from typing import Any
+
+from ._validate import check_choice, check_int
+
+EXECUTORS = ("serial", "process", "dask")
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ValueError("executor='dask': needs dask.distributed; install it with pip install 'bayesattn[dask]'") from None
+    return distributed
+
+
+def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
+    """A ``distributed.Client`` of the running scheduler at ``scheduler`` (``tcp://HOST:PORT``); ValueError
+    naming it, after at most ``timeout`` seconds, when it cannot be reached."""
+    distributed = _import_distributed()
+    if not isinstance(scheduler, str) or not scheduler.strip():
+        raise ValueError(f"scheduler={scheduler!r}: expected the address of a Dask scheduler, e.g. tcp://HOST:8786")
+    try:
+        return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+    except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"scheduler={scheduler!r}: cannot connect within {timeout:g} s ({why}); expected the "
+                         "address of a running Dask scheduler, e.g. tcp://HOST:8786") from None
+
+
+def local_cluster(workers: int, processes: bool = True, **kwargs):
+    """A ``distributed.LocalCluster`` of ``workers`` single-threaded workers (worker processes by default; the
+    dashboard on a free port, quiet logs) and its ``Client``."""
+    distributed = _import_distributed()
+    kwargs = {"n_workers": workers, "threads_per_worker": 1, "processes": processes, "dashboard_address": ":0",
+              "silence_logs": logging.ERROR, **kwargs}
+    cluster = distributed.LocalCluster(**kwargs)
+    return cluster, distributed.Client(cluster, set_as_default=False)
+
+
+@contextlib.contextmanager
+def sweep_executor(kind: str | None = None, workers: int | None = None, scheduler: str | None = None, *,
+                   connect_timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+    """Yield the executor of ``kind`` for :func:`~bayesattn.sweep.run_sweep` (None: serial), closed on exit.
+
+    kind: "serial", "process" (a spawn process pool of ``workers``), "dask" (a local cluster of ``workers``,
+    or the cluster at ``scheduler``); None: "dask" when ``scheduler`` is given, else "process" when
+    ``workers > 1``, else "serial" (the behaviour of ``--workers N`` alone)."""
+    if kind is None:
+        kind = "dask" if scheduler else ("process" if (workers or 1) > 1 else "serial")
+    check_choice("executor", kind, EXECUTORS)
+    if workers is not None:
+        check_int("workers", workers, minimum=1)
+    if scheduler and kind != "dask":
+        raise ValueError(f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'")
+    if kind == "serial":
+        if workers not in (None, 1):
+            raise ValueError(f"workers={workers} with executor='serial': expected 1 (or choose 'process' or 'dask')")
+        yield None
+    elif kind == "process":
+        from .sweep import _worker_init
+
+        with cf.ProcessPoolExecutor(max_workers=workers or 1, mp_context=mp.get_context("spawn"),
+                                    initializer=_worker_init) as pool:
+            yield pool
+    elif scheduler:
+        if workers is not None:
+            raise ValueError(f"workers={workers} with scheduler={scheduler!r}: an existing cluster has its own "
+                             "workers; give workers only for a local cluster")
+        client = connect(scheduler, connect_timeout)
+        try:
+            yield client
+        finally:
+            client.close()
+    else:
+        cluster, client = local_cluster(workers or 1)
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.close()

@@ -1,0 +1,158 @@
+"""Scale-out benchmarks (not tests): a sweep on a 2-worker Dask LocalCluster vs serially, the overhead per
+point of Dask vs a process pool, and batched MCMC points vs one at a time. Ratios are measured in one run.
+
+    python benchmarks/bench_scaleout.py                    # everything (~6 min on 2 idle cores)
+    python benchmarks/bench_scaleout.py --only batch       # one section: sweep | overhead | batch
+    python benchmarks/bench_scaleout.py --T 16 --warmup 200 --samples 300   # a smaller MCMC point
+
+Sections
+- sweep: 16 MCMC points (softmax, T = 32, d = 8, P log-spaced 250..4000, NUTS 4 chains x (500 + 1000) by
+  default: the sweep of bench_sampling.py) through bayesattn.sweep.run_sweep, serially in this process, then on a
+  fresh 2-worker LocalCluster (cluster start and each worker's compilation included, as a user sees them).
+  The point files of both runs are compared (identical, timings and executor aside). Target: >= 1.7x.
+- overhead: --tiny near-empty points through a 2-process pool and a 2-worker LocalCluster, both started and
+  warmed first: the wall time per point is the executor's overhead (submit, pickle, result, atomic write).
+- batch: the 16 posteriors of the sweep sampled one ``ba.sample`` call at a time vs ``sample_many`` (one
+  program: lax.map over the points on a CPU) and vmapped over all 16 (``points_per_batch=16``, the GPU
+  setting), each run once to compile and once timed; the draws of the first two are compared bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import bayesattn as ba
+from bayesattn.bayes.batched import sample_many
+from bayesattn.scaleout import sweep_executor
+from bayesattn.sweep import run_sweep
+
+SIGMA2_PER_P = 8 / (2 * 7.0)  # sigma2 = P_ref d / (2 beta) at P_ref = 1000, beta = 7 (bench_sampling's sweep)
+
+
+def sweep_point(point: dict) -> dict:
+    """One MCMC point: its data and sampler keys folded from the point's own P and seeds."""
+    data = ba.CopyTask(T=point["T"], d=point["d"]).sample(jax.random.fold_in(jax.random.key(0), point["P"]), point["P"])
+    post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, point["sigma2"]))
+    s = ba.sample(post, jax.random.fold_in(jax.random.key(1), point["P"]), num_chains=point["chains"],
+                  num_warmup=point["warmup"], num_samples=point["samples"])
+    return {k: v for k, v in s.summary().items() if k != "draws"}
+
+
+def tiny_point(point: dict) -> dict:
+    return {"value": point["P"] ** 2}
+
+
+def make_points(args) -> list[dict]:
+    Ps = np.unique(np.round(np.geomspace(250, 4000, args.points)).astype(int)).tolist()
+    return [{"method": "bench", "T": args.T, "d": args.d, "P": P, "sigma2": 1000 * SIGMA2_PER_P, "chains": args.chains,
+             "warmup": args.warmup, "samples": args.samples} for P in Ps]
+
+
+def strip(rec: dict) -> dict:
+    diag = {k: v for k, v in rec["result"]["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}
+    return {"point": rec["point"], "result": {**rec["result"], "diagnostics": diag}, "versions": rec["versions"]}
+
+
+def bench_sweep(rows, args):
+    points = make_points(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        serial = run_sweep(points, sweep_point, Path(tmp) / "serial", progress=False)
+        t_serial = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with sweep_executor("dask", 2) as client:
+            t_start = time.perf_counter() - t0
+            dask = run_sweep(points, sweep_point, Path(tmp) / "dask", executor=client, progress=False)
+        t_dask = time.perf_counter() - t0
+        same = [strip(a) for a in serial] == [strip(b) for b in dask]
+    compile_s = sum(r["result"]["diagnostics"]["compile_time_s"] for r in serial)
+    size = f"{len(points)} points, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
+    rows += [
+        ("sweep", f"{size}: serial, this process (s)", f"{t_serial:.1f}", f"compile {compile_s:.1f} s, once"),
+        ("sweep", "the same on a fresh 2-worker LocalCluster (s)", f"{t_dask:.1f}",
+         f"cluster start {t_start:.1f} s included; each worker compiles once"),
+        ("sweep", "speed-up, 2 Dask workers vs serial", f"{t_serial / t_dask:.2f}x", "target >= 1.7x"),
+        ("sweep", "point files identical (timings, host, executor aside)", str(same), ""),
+    ]
+
+
+def bench_overhead(rows, args):
+    points = [{"method": "tiny", "P": P} for P in range(args.tiny)]
+    warm = [{"method": "warm", "P": P} for P in range(4)]
+    res = {}
+    for kind in ("process", "dask"):
+        with sweep_executor(kind, 2) as ex, tempfile.TemporaryDirectory() as tmp:
+            run_sweep(warm, tiny_point, Path(tmp) / "warm", executor=ex, progress=False)  # start, import, compile
+            t0 = time.perf_counter()
+            run_sweep(points, tiny_point, Path(tmp) / "run", executor=ex, progress=False)
+            res[kind] = (time.perf_counter() - t0) / len(points)
+    rows += [
+        ("overhead", f"{args.tiny} near-empty points, 2-process pool: ms per point", f"{res['process'] * 1e3:.2f}", ""),
+        ("overhead", f"{args.tiny} near-empty points, 2-worker LocalCluster: ms per point", f"{res['dask'] * 1e3:.2f}",
+         f"{res['dask'] / res['process']:.2f}x the pool; Dask minus pool: {(res['dask'] - res['process']) * 1e3:.2f} ms"),
+    ]
+
+
+def bench_batch(rows, args):
+    points = make_points(args)
+    posts, keys = [], []
+    for p in points:
+        data = ba.CopyTask(T=p["T"], d=p["d"]).sample(jax.random.fold_in(jax.random.key(0), p["P"]), p["P"])
+        posts.append(ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, p["sigma2"])))
+        keys.append(jax.random.fold_in(jax.random.key(1), p["P"]))
+    kw = dict(num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples)
+
+    def one_at_a_time():
+        return [ba.sample(post, key, **kw) for post, key in zip(posts, keys)]
+
+    times, out = {}, {}
+    for name, fn in (("one", one_at_a_time), ("grouped", lambda: sample_many(posts, keys, **kw)),
+                     ("vmapped", lambda: sample_many(posts, keys, points_per_batch=len(posts), **kw))):
+        t0 = time.perf_counter()
+        fn()  # compile (and run once)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out[name] = fn()
+        times[name] = (first, time.perf_counter() - t0)
+    same = all(np.array_equal(a.L, b.L) for a, b in zip(out["one"], out["grouped"]))
+    dm = max(abs(a.summary()["m"]["mean"] - b.summary()["m"]["mean"]) for a, b in zip(out["one"], out["vmapped"]))
+    size = f"{len(points)} posteriors, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
+    rows += [
+        ("batch", f"{size}: one sample() call each (s; first call: compile unless cached)",
+         f"{times['one'][1]:.2f}", f"first {times['one'][0]:.1f} s"),
+        ("batch", "sample_many, one program, lax.map over the points (CPU default)", f"{times['grouped'][1]:.2f}",
+         f"speed-up {times['one'][1] / times['grouped'][1]:.2f}x; first {times['grouped'][0]:.1f} s; draws identical: {same}"),
+        ("batch", "sample_many, all 16 vmapped (the accelerator default)", f"{times['vmapped'][1]:.2f}",
+         f"speed-up {times['one'][1] / times['vmapped'][1]:.2f}x; first {times['vmapped'][0]:.1f} s; max |dm| vs one: {dm:.3f}"),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["sweep", "overhead", "batch"], action="append", help="sections (repeatable)")
+    ap.add_argument("--T", type=int, default=32)
+    ap.add_argument("--d", type=int, default=8)
+    ap.add_argument("--points", type=int, default=16)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--tiny", type=int, default=200, help="points of the overhead section")
+    args = ap.parse_args()
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}", flush=True)
+    rows = []
+    for name, fn in (("sweep", bench_sweep), ("overhead", bench_overhead), ("batch", bench_batch)):
+        if not args.only or name in args.only:
+            fn(rows, args)
+            for r in rows:
+                if r[0] == name:
+                    print(" | ".join(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
