@@ -196,3 +196,14 @@ def test_detection_scores_match_transformerlens(exclude_bos, exclude_current):
         got = S.detection_score(attn, pats[kind][:, None, None], exclude_bos=exclude_bos,
                                 exclude_current=exclude_current).mean(0)
         np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_best_class():
+    sel = {c: np.full((1, 3), 2.0) for c in S.CLASSES}
+    sel["bos"][0, 0], sel["self"][0, 0] = 100.0, 40.0
+    sel["local"][0, 1] = 29.0
+    sel["induction"][0, 2], sel["duplicate"][0, 2] = 60.0, 70.0
+    r = S.ScreenResult({}, sel, None, {}, {})
+    assert r.best().tolist() == [["bos", None, "duplicate"]]
+    recs = r.records()
+    assert recs[0]["classes"] == ["bos", "self"] and recs[2]["induction_circuit"] and recs[1]["classes"] == []

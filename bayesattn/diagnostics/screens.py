@@ -13,7 +13,7 @@ Everything here is a function of arrays; nothing knows a network. A model enters
 Definitions (following Xu, "When do attention circuits form?", and its code):
 
 - **Probe batches.** :func:`repeated_pair_batch`: N random sequences with ``A B`` planted at a random position
-  in ``pair_range`` (default 20 .. T/2 - 1) and a second ``A`` at the last position; A and B occur nowhere else.
+  in ``pair_range`` (default min(20, T/6) .. T/2 - 1) and a second ``A`` at the last position; A and B occur nowhere else.
   The query is the last position. :func:`repeated_sequence_batch`: a random sequence ``r`` of length n, then
   ``r`` again; the queries are every position of the second copy.
 - **Selectivity** of a head for a class: the mean attention from the query to the class's target position(s)
@@ -111,13 +111,14 @@ def _fixed_targets(N: int, queries: np.ndarray) -> dict:
 def repeated_pair_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_range=None, pair_range=None,
                         bos: int | None = None, n_other: int = N_OTHER) -> ProbeBatch:
     """N sequences of T tokens drawn uniformly from ``token_range`` (default [min(100, vocab/4), vocab)), with
-    ``A B`` at positions (p, p + 1), p uniform in ``pair_range`` = [lo, hi) (default [20, T // 2)), and A again
+    ``A B`` at positions (p, p + 1), p uniform in ``pair_range`` = [lo, hi) (default [min(20, T // 6), T // 2)),
+    and A again
     at T - 1; A and B (distinct) occur nowhere else. ``bos``: a token id put at position 0. The query is T - 1.
     (The paper: N = 2000, T = 256, tokens [100, 10000).)"""
     N = check_int("N", N, minimum=1)
     T = check_int("T", T, minimum=12)
     vocab, lo, hi = _token_range(vocab, token_range)
-    plo, phi = (20, T // 2) if pair_range is None else (int(pair_range[0]), int(pair_range[1]))
+    plo, phi = (min(20, T // 6), T // 2) if pair_range is None else (int(pair_range[0]), int(pair_range[1]))
     first = 1 if bos is not None else 0
     if not (first <= plo < phi and phi + 1 < T - 1 - max(LOCAL_LAGS)):
         raise ValueError(f"pair_range=({plo}, {phi}): expected {first} <= lo < hi and the pair (hi, hi + 1) "
@@ -235,6 +236,16 @@ class ScreenResult:
         """class -> (layers, heads) bool: selectivity >= threshold."""
         return {c: self.selectivity[c] >= threshold for c in CLASSES}
 
+    def best(self, threshold: float = THRESHOLD) -> np.ndarray:
+        """(layers, heads) object array: the paper's classification, the class of highest selectivity when it
+        reaches ``threshold``, else None."""
+        stack = np.stack([self.selectivity[c] for c in CLASSES])
+        idx = np.argmax(stack, axis=0)
+        out = np.empty(idx.shape, dtype=object)
+        for lh in np.ndindex(idx.shape):
+            out[lh] = CLASSES[idx[lh]] if stack[(idx[lh], *lh)] >= threshold else None
+        return out
+
     def heads(self, threshold: float = THRESHOLD) -> dict:
         """class -> [(layer, head), ...] passing, strongest first."""
         out = {}
@@ -245,8 +256,9 @@ class ScreenResult:
 
     def records(self, threshold: float = THRESHOLD) -> list[dict]:
         """One dict per head: layer, head, selectivity {class: x}, attention, pr, classes (passed), detection,
-        induction_circuit (induction selectivity >= CIRCUIT_THRESHOLD)."""
+        induction_circuit (induction selectivity >= CIRCUIT_THRESHOLD), best_class (:meth:`best`)."""
         L, H = self.shape
+        best = self.best(threshold)
         recs = []
         for layer in range(L):
             for head in range(H):
@@ -255,7 +267,7 @@ class ScreenResult:
                     "layer": layer, "head": head, "selectivity": sel,
                     "attention": {c: float(v[layer, head]) for c, v in self.attention.items()},
                     "pr": None if self.pr is None else float(self.pr[layer, head]),
-                    "classes": [c for c in CLASSES if sel[c] >= threshold],
+                    "classes": [c for c in CLASSES if sel[c] >= threshold], "best_class": best[layer, head],
                     "induction_circuit": sel["induction"] >= CIRCUIT_THRESHOLD,
                     "detection": {k: float(v[layer, head]) for k, v in self.detection.items()},
                 })
