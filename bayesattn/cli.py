@@ -294,13 +294,26 @@ def _add_staircase(sub) -> None:
 # `bayesattn screen`: circuit screens of issue 14 (docs/screens.md); one self-contained block
 # ---------------------------------------------------------------------------------------------------------
 def _cmd_screen(args) -> int:
-    import json
-
+    from .diagnostics.screens import THRESHOLD
     from .experiments import screens as sx
 
-    sources = [x for x in (args.model, args.directory, args.train) if x]
+    sources = [x for x in (args.model, args.directory, args.train, args.bayes) if x]
     if len(sources) != 1:
-        raise ValueError("screen: give exactly one of --model NAME, a checkpoint DIRECTORY or --train CONFIG")
+        raise ValueError("screen: give exactly one of --model NAME, a checkpoint DIRECTORY, --train CONFIG or "
+                         "--bayes CONFIG")
+    if args.bayes:
+        from .experiments import screens_bayes as sb
+
+        cfg = sb.BayesLensConfig.from_toml(args.bayes)
+        out = args.out or f"results/{cfg.name}"
+        s = sb.run(cfg, out, progress=not args.quiet)
+        print(f"wrote {sb.figure(out)}")
+        for p in s["points"]:
+            print(f"P = {p['P']}: previous-token selectivity median {p['selectivity_median']:.1f}x, "
+                  f"PR {p['pr_mean']:.2f} +- {p['pr_sd']:.2f} (gaussian tokens {p['pr_gaussian_mean']:.2f}), m = {p['m']:.3f}")
+        print(f"selectivity median reaches {THRESHOLD:.0f}x at P = {s['P_selectivity_threshold']}; PR half-rise at "
+              f"P = {s['P_pr_half_rise']}")
+        return 0
     if args.train:
         from .experiments.screens_trajectory import TrajectoryConfig, run
         from .plots.screens import draw_all
@@ -365,6 +378,8 @@ def _add_screen(sub) -> None:
     sc.add_argument("--model", help="a pretrained model shipped in an installed package: smollm2 (extra 'real')")
     sc.add_argument("--train", metavar="CONFIG", help="train and screen: a TOML file or a name in "
                     "phase_diagrams/screens/ (e.g. screens)")
+    sc.add_argument("--bayes", metavar="CONFIG", help="the Bayesian copy head across P: a TOML file or a name in "
+                    "phase_diagrams/screens/ (e.g. screens_bayes)")
     sc.add_argument("--probe", default="repeated_pair", choices=["repeated_pair", "repeated_sequence"])
     sc.add_argument("--N", type=int, default=64, help="probe sequences (default 64)")
     sc.add_argument("--T", type=int, help="probe length (default: 256 for a pretrained model, the context otherwise)")
@@ -372,7 +387,7 @@ def _add_screen(sub) -> None:
     sc.add_argument("--bos", action="store_true", help="put the model's BOS token at position 0")
     sc.add_argument("--threshold", type=float, default=30.0, help="selectivity a head must reach (default 30)")
     sc.add_argument("--chunk", type=int, default=8, help="sequences per forward pass of a pretrained model")
-    sc.add_argument("--out", help="JSON file of records (figures beside it); with --train, the output folder")
+    sc.add_argument("--out", help="JSON file of records (figures beside it); with --train / --bayes, the output folder")
     sc.add_argument("--quiet", action="store_true")
     sc.set_defaults(func=_cmd_screen)
 

@@ -48,7 +48,9 @@ def test_transformer_trace_matches_forward():
 
 def test_pr_rise_step():
     assert pr_rise_step([0, 1, 2, 3], [2.0, 2.5, 4.0, 6.0]) == 2
+    assert pr_rise_step([0, 10, 20, 30, 40], [8.0, 1.0, 3.0, 6.0, 9.0]) == 30  # climbs from the dip: 1 -> 5 at 30
     assert pr_rise_step([0, 1, 2], [5.0, 5.0, 5.0]) is None
+    assert pr_rise_step([0, 1, 2], [5.0, 4.0, 3.0]) is None
 
 
 TINY = {"name": "tiny", "T": 24, "vocab": 16, "min_period": 4, "max_period": 8, "width": 16, "heads": 2,

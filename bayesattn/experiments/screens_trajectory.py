@@ -52,6 +52,7 @@ class TrajectoryConfig:
     batch_size: int = 32
     checkpoints: int = 16
     probe_N: int = 64
+    probe_T: int = 0  # 0: T - 1 (the last position, never a training query, is left out)
     probe_seed: int = 1
     pair_range: list = field(default_factory=lambda: [10, 32])
 
@@ -79,10 +80,11 @@ class TrajectoryConfig:
                                  mlp=self.mlp or None, d_in=self.vocab, d_out=self.vocab, positions="learned")
 
     def probes(self) -> dict:
-        kw = {"token_range": (0, self.vocab)}
-        return {"repeated_pair": probe_batch("repeated_pair", self.probe_N, self.T, self.vocab, self.probe_seed,
+        kw = {"token_range": (0, self.vocab), "context": self.T}
+        T = self.probe_T or self.T - 1
+        return {"repeated_pair": probe_batch("repeated_pair", self.probe_N, T, self.vocab, self.probe_seed,
                                              pair_range=tuple(self.pair_range), **kw),
-                "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, self.T, self.vocab,
+                "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, T, self.vocab,
                                                  self.probe_seed, **kw)}
 
 
@@ -96,11 +98,15 @@ def train(cfg: TrajectoryConfig, out: Path):
         return FitResult.load(d), 0.0
     t0 = time.perf_counter()
     res = fit(cfg.network(), cfg.task(), jax.random.key(cfg.seed), loss="xent", lr=cfg.lr, steps=cfg.steps,
-              batch_size=cfg.batch_size, test=None, probe_size=64, record_every=max(1, cfg.steps // 60),
+              batch_size=cfg.batch_size, test=None, probe_size=64, record_every=record_every(cfg),
               log_records=20, checkpoints=cfg.checkpoints, seed=cfg.seed)
     wall = time.perf_counter() - t0
     res.save(d)
     return res, wall
+
+
+def record_every(cfg: TrajectoryConfig) -> int:
+    return max(1, cfg.steps // 60)
 
 
 def screen_point(net, step: int, probes: dict) -> dict:
@@ -135,7 +141,7 @@ def run(cfg: TrajectoryConfig, out_dir, progress: bool = True) -> dict:
     hist = {k: np.asarray(v).tolist() for k, v in res.history.items() if k in ("step", "loss")}
     summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "history": hist,
                "train_wall_s": train_wall, "screen_wall_s": screen_wall, "wall_s": time.perf_counter() - t0,
-               "probes": {k: b.config for k, b in probes.items()}, **summarize(points, hist)}
+               "probes": {k: b.config for k, b in probes.items()}, **summarize(points, hist, record_every(cfg))}
     write_json_atomic(out / "summary.json", summary)
     return summary
 
@@ -147,16 +153,17 @@ def _first(steps, ok):
 
 
 def pr_rise_step(steps, pr) -> int | None:
-    """First checkpoint where PR has covered half of its largest excursion from its initial value."""
-    pr = np.asarray(pr)
-    dev = pr - pr[0]
-    k = int(np.argmax(np.abs(dev)))
-    if dev[k] == 0:
+    """First checkpoint after the PR's minimum at which it has climbed half-way from that minimum to its later
+    maximum (None when it never climbs)."""
+    pr = np.asarray(pr, dtype=float)
+    k = int(np.argmin(pr))
+    top = pr[k:].max()
+    if top <= pr[k]:
         return None
-    return _first(steps, np.abs(dev) >= 0.5 * abs(dev[k]))
+    return _first(np.asarray(steps)[k:], pr[k:] >= pr[k] + 0.5 * (top - pr[k]))
 
 
-def summarize(points: list, history: dict) -> dict:
+def summarize(points: list, history: dict, every: int = 1) -> dict:
     """Per head: its final classes (repeated-pair screen at 30x), the first checkpoint crossing the threshold
     of each, its PR half-rise checkpoint; per layer: BOS fraction over checkpoints; the induction bump: the
     steepest loss drop vs the first induction-circuit head (50x) and the first previous-token head."""
@@ -179,8 +186,9 @@ def summarize(points: list, history: dict) -> dict:
     bos = (sel["bos"] >= THRESHOLD).mean(axis=2)  # (K, L)
     hsteps = np.asarray(history["step"])
     loss = np.asarray(history["loss"])
-    drop = np.diff(loss) / np.maximum(np.diff(hsteps), 1)
-    i = int(np.argmin(drop))
+    regular = (hsteps % every == 0) | (hsteps == hsteps[-1])  # the evenly spaced records, not the log-spaced ones
+    hsteps, loss = hsteps[regular], loss[regular]
+    i = int(np.argmin(np.diff(loss)))  # the largest drop between consecutive evenly spaced records
     ind_any = (sel["induction"] >= CIRCUIT_THRESHOLD).any(axis=2)  # (K, L)
     prev_any = (sel["previous_token"] >= THRESHOLD).any(axis=2)
     seq = [p["repeated_sequence"] for p in points]
@@ -190,6 +198,7 @@ def summarize(points: list, history: dict) -> dict:
         "copy_loss": [p["copy_loss"] for p in seq],
         "induction_bump": {
             "steepest_drop_between": [int(hsteps[i]), int(hsteps[i + 1])],
+            "loss_halfway_step": _first(hsteps, loss <= 0.5 * (loss[0] + loss[-1])),
             "loss_before": float(loss[i]), "loss_after": float(loss[i + 1]),
             "first_induction_head": {f"layer{l}": _first(steps, ind_any[:, l]) for l in range(L)},
             "first_previous_token_head": {f"layer{l}": _first(steps, prev_any[:, l]) for l in range(L)},
