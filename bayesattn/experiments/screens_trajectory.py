@@ -50,7 +50,7 @@ class TrajectoryConfig:
     steps: int = 1500
     lr: float = 1e-3
     batch_size: int = 32
-    checkpoints: int = 16
+    checkpoints: int = 32
     probe_N: int = 64
     probe_T: int = 0  # 0: T - 1 (the last position, never a training query, is left out)
     probe_seed: int = 1
@@ -89,19 +89,21 @@ class TrajectoryConfig:
 
 
 def train(cfg: TrajectoryConfig, out: Path):
-    """The training run (loaded when run/result.json exists)."""
+    """(the training run, its wall time in seconds); loaded when run/result.json exists."""
     from ..training.fitting import fit
     from ..training.results import FitResult
 
     d = out / "run"
     if (d / "result.json").exists():
-        return FitResult.load(d), 0.0
+        wall = read_json(d / "train_wall.json")["train_wall_s"] if (d / "train_wall.json").exists() else None
+        return FitResult.load(d), wall
     t0 = time.perf_counter()
     res = fit(cfg.network(), cfg.task(), jax.random.key(cfg.seed), loss="xent", lr=cfg.lr, steps=cfg.steps,
               batch_size=cfg.batch_size, test=None, probe_size=64, record_every=record_every(cfg),
               log_records=20, checkpoints=cfg.checkpoints, seed=cfg.seed)
     wall = time.perf_counter() - t0
     res.save(d)
+    write_json_atomic(d / "train_wall.json", {"train_wall_s": wall})
     return res, wall
 
 
