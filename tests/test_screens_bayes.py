@@ -40,3 +40,14 @@ def test_run_small(tmp_path):
     assert [p["P"] for p in s["points"]] == [20, 2000]
     assert s["points"][1]["selectivity_median"] > s["points"][0]["selectivity_median"]
     assert figure(tmp_path).exists()
+
+
+def test_pr_onehot_limit_matches_many_sequences():
+    from bayesattn.experiments.screens_bayes import pr_onehot_limit
+
+    rng = np.random.default_rng(2)
+    d, T, N = 5, 7, 200000
+    X = np.eye(d)[rng.integers(0, d, size=(N, T))]
+    for a in (np.full(T, 1 / T), rng.dirichlet(np.ones(T)), np.eye(T)[3]):
+        out = np.einsum("t,ntd->nd", a, X)
+        assert participation_ratio(out) == pytest.approx(float(pr_onehot_limit(np.sum(a**2), d)), rel=2e-3)

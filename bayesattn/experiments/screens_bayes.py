@@ -63,6 +63,17 @@ class BayesLensConfig:
         return CopyTask(T=self.T, d=self.d, offset=1, tokens=tokens or self.tokens, boundary=self.boundary)
 
 
+def pr_onehot_limit(q, d: int):
+    """PR of the outputs sum_s alpha_s x_s of uniform one-hot tokens in the limit of many probe sequences, for an
+    attention row with sum_s alpha_s^2 = q: the second-moment matrix 11^T / d^2 + q (I / d - 11^T / d^2) has
+    eigenvalue 1/d along the mean and q/d on the d - 1 directions orthogonal to it."""
+    q = np.asarray(q, dtype=np.float64)
+    p0 = 1.0 / (1.0 + (d - 1) * q)
+    p1 = q * p0
+    ent = -(p0 * np.log(p0) + (d - 1) * np.where(p1 > 0, p1 * np.log(np.where(p1 > 0, p1, 1.0)), 0.0))
+    return np.exp(ent)
+
+
 def lens(alpha: np.ndarray, task: CopyTask, probe_X: np.ndarray) -> dict:
     """Per draw (alpha: (S, T, T)): previous-token selectivity and PR at the last query on probe_X (N, T, d)."""
     T = task.T
@@ -71,7 +82,8 @@ def lens(alpha: np.ndarray, task: CopyTask, probe_X: np.ndarray) -> dict:
     a = np.asarray(alpha, dtype=np.float64)[:, t]  # (S, T)
     sel = a[:, src] / np.maximum(a[:, others].mean(-1), 1e-12)
     outputs = np.einsum("st,ntd->snd", a, np.asarray(probe_X, dtype=np.float64))
-    return {"selectivity": sel, "pr": participation_ratio(outputs), "mass": a[:, src]}
+    return {"selectivity": sel, "pr": participation_ratio(outputs), "mass": a[:, src],
+            "pr_limit": pr_onehot_limit(np.sum(a**2, axis=-1), task.d)}
 
 
 def point(cfg: BayesLensConfig, P: int) -> dict:
@@ -89,6 +101,7 @@ def point(cfg: BayesLensConfig, P: int) -> dict:
     return {"P": P, "selectivity_mean": float(sel.mean()), "selectivity_median": float(np.median(sel)),
             "log10_selectivity_mean": float(np.log10(sel).mean()), "frac_above_threshold": float(np.mean(sel >= THRESHOLD)),
             "pr_mean": float(res["pr"].mean()), "pr_sd": float(res["pr"].std()), "mass_mean": float(res["mass"].mean()),
+            "pr_limit_mean": float(res["pr_limit"].mean()),
             "m": float(np.mean(s.order_parameters["m"])), "q": float(np.mean(s.order_parameters["q"])),
             "pr_gaussian_mean": float(gauss.mean()), "pr_gaussian_range": float(gauss.max() - gauss.min()),
             "draws": int(sel.size), "wall_s": time.perf_counter() - t0}
@@ -146,6 +159,8 @@ def figure(out_dir, path=None) -> Path:
     ax[0].set(xscale="log", yscale="log", xlabel="P", ylabel="previous-token selectivity", title="(a) selectivity")
     ax[0].legend(fontsize=7)
     ax[1].errorbar(P, [p["pr_mean"] for p in pts], yerr=[p["pr_sd"] for p in pts], fmt="o-", label=s["config"]["tokens"])
+    if "pr_limit_mean" in pts[0]:
+        ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "k-", lw=0.8, label="onehot, many-sequence limit")
     ax[1].plot(P, [p["pr_gaussian_mean"] for p in pts], "s--", ms=3, label="gaussian tokens")
     for x, st in ((s["P_selectivity_threshold"], "k:"), (s["P_pr_half_rise"], "r:")):
         if x:
