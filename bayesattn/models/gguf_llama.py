@@ -112,7 +112,10 @@ def load_gguf(path: str | os.PathLike) -> Llama:
 
 
 def load_model(name: str) -> Llama:
-    """A named pretrained model shipped in an installed package: "smollm2" (SmolLM2-135M-Instruct, Q4_1)."""
+    """A named pretrained model shipped in an installed package, "smollm2" (SmolLM2-135M-Instruct, Q4_1), or
+    the path of a llama GGUF file (ending in .gguf)."""
+    if str(name).endswith(".gguf"):
+        return load_gguf(name)
     if name not in MODELS:
-        raise ValueError(f"model={name!r}: expected one of {', '.join(map(repr, MODELS))}")
+        raise ValueError(f"model={name!r}: expected one of {', '.join(map(repr, MODELS))} or a .gguf file path")
     return load_gguf(smollm2_path())
