@@ -310,7 +310,8 @@ def _cmd_screen(args) -> int:
         print(f"wrote {sb.figure(out)}")
         for p in s["points"]:
             print(f"P = {p['P']}: previous-token selectivity median {p['selectivity_median']:.1f}x, "
-                  f"PR {p['pr_mean']:.2f} +- {p['pr_sd']:.2f} (gaussian tokens {p['pr_gaussian_mean']:.2f}), m = {p['m']:.3f}")
+                  f"PR {p['pr_mean']:.2f} +- {p['pr_sd']:.2f} (gaussian tokens {p['pr_gaussian_mean']:.2f}), "
+                  f"m = {p['m']:.3f}")
         print(f"selectivity median reaches {THRESHOLD:.0f}x at P = {s['P_selectivity_threshold']}; PR half-rise at "
               f"P = {s['P_pr_half_rise']}")
         return 0

@@ -124,7 +124,8 @@ def test_loader_matches_numpy_forward(tiny):
     logits, attn, outs = _reference(hf, tokens, w["embed"])
     np.testing.assert_allclose(np.asarray(model.logits(tokens)), logits, atol=2e-4, rtol=1e-4)
     nll = model.nll(tokens)
-    lp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    mx = logits.max(-1, keepdims=True)
+    lp = logits - mx - np.log(np.exp(logits - mx).sum(-1, keepdims=True))
     ref_nll = -np.take_along_axis(lp[:, :-1], tokens[:, 1:, None], -1)[..., 0]
     np.testing.assert_allclose(nll, ref_nll, atol=2e-4)
     # the trace: attention rows, head outputs at the last query, detection scores

@@ -130,7 +130,8 @@ def test_constructed_heads_classified():
     assert recs[(1, 0)]["classes"] == ["induction"] and recs[(1, 0)]["induction_circuit"]
     assert recs[(1, 1)]["classes"] == [] and not recs[(1, 1)]["induction_circuit"]
     # detection scores in full: a perfect previous-token head scores 1 on previous_token, the uniform head 1/...
-    assert res.detection["previous_token"][1, 0] == pytest.approx((T - 2) / T)  # T-1 rows shift, last row not, row 0 self
+    # rows 1 .. T - 2 on t - 1; row 0 on itself, row T - 1 on the induction target
+    assert res.detection["previous_token"][1, 0] == pytest.approx((T - 2) / T)
     assert res.pr.shape == (2, 2)
 
 

@@ -13,7 +13,8 @@ Everything here is a function of arrays; nothing knows a network. A model enters
 Definitions (following Xu, "When do attention circuits form?", and its code):
 
 - **Probe batches.** :func:`repeated_pair_batch`: N random sequences with ``A B`` planted at a random position
-  in ``pair_range`` (default min(20, T/6) .. T/2 - 1) and a second ``A`` at the last position; A and B occur nowhere else.
+  in ``pair_range`` (default min(20, T/6) .. T/2 - 1) and a second ``A`` at the last position; A and B occur
+  nowhere else.
   The query is the last position. :func:`repeated_sequence_batch`: a random sequence ``r`` of length n, then
   ``r`` again; the queries are every position of the second copy.
 - **Selectivity** of a head for a class: the mean attention from the query to the class's target position(s)

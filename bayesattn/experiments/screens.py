@@ -73,7 +73,8 @@ def copy_losses(nll: np.ndarray, batch: ProbeBatch) -> dict:
     """Mean next-token loss on the first and on the second copy of a repeated-sequence batch (rows predicting
     a token of that copy, except its first)."""
     n, off = batch.config["period"], 1 if batch.config.get("bos") is not None else 0
-    return {"first_copy": float(nll[:, off:off + n - 1].mean()), "second_copy": float(nll[:, off + n:off + 2 * n - 1].mean())}
+    return {"first_copy": float(nll[:, off:off + n - 1].mean()),
+            "second_copy": float(nll[:, off + n:off + 2 * n - 1].mean())}
 
 
 # ------------------------------------------------------------------------------------- checkpoint directories

@@ -99,7 +99,8 @@ def point(cfg: BayesLensConfig, P: int) -> dict:
     gauss = lens(alpha, task, cfg.task("gaussian").sample(k_probe, cfg.probe_N).X)["pr"]
     sel = res["selectivity"]
     return {"P": P, "selectivity_mean": float(sel.mean()), "selectivity_median": float(np.median(sel)),
-            "log10_selectivity_mean": float(np.log10(sel).mean()), "frac_above_threshold": float(np.mean(sel >= THRESHOLD)),
+            "log10_selectivity_mean": float(np.log10(sel).mean()),
+            "frac_above_threshold": float(np.mean(sel >= THRESHOLD)),
             "pr_mean": float(res["pr"].mean()), "pr_sd": float(res["pr"].std()), "mass_mean": float(res["mass"].mean()),
             "pr_limit_mean": float(res["pr_limit"].mean()),
             "m": float(np.mean(s.order_parameters["m"])), "q": float(np.mean(s.order_parameters["q"])),
@@ -158,7 +159,8 @@ def figure(out_dir, path=None) -> Path:
     ax[0].axhline(THRESHOLD, color="k", ls=":", lw=0.8, label=f"{THRESHOLD:.0f}x")
     ax[0].set(xscale="log", yscale="log", xlabel="P", ylabel="previous-token selectivity", title="(a) selectivity")
     ax[0].legend(fontsize=7)
-    ax[1].errorbar(P, [p["pr_mean"] for p in pts], yerr=[p["pr_sd"] for p in pts], fmt="o-", label=s["config"]["tokens"])
+    ax[1].errorbar(P, [p["pr_mean"] for p in pts], yerr=[p["pr_sd"] for p in pts], fmt="o-",
+                   label=s["config"]["tokens"])
     if "pr_limit_mean" in pts[0]:
         ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "k-", lw=0.8, label="onehot, many-sequence limit")
     ax[1].plot(P, [p["pr_gaussian_mean"] for p in pts], "s--", ms=3, label="gaussian tokens")
