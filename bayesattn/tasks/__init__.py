@@ -7,6 +7,7 @@ from .base import TASKS, Dataset, Task, draw_tokens, register_task, task_from_co
 from .copy import CopyTask
 from .markov import HighOrderMarkovTask
 from .multilag import MultiLagCopyTask
+from .repeat import RepeatedSequenceTask
 
-__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "draw_tokens",
-           "register_task", "task_from_config"]
+__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "RepeatedSequenceTask",
+           "draw_tokens", "register_task", "task_from_config"]

@@ -1,0 +1,142 @@
+"""Circuit screens of whole models (docs/screens.md): a pretrained llama read from GGUF (SmolLM2), a trained
+:class:`~bayesattn.models.transformer.Transformer`, or every checkpoint in a directory.
+
+:func:`screen_llama` runs the model on the probe batch in chunks (attention rows at the queries, head outputs at
+the last query and the detection scores are reduced inside the forward pass, so the (T, T) attention of 270
+heads is never kept); :func:`screen_transformer` keeps the full attention of a small network.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ..diagnostics.screens import (PROBES, CLASSES, ProbeBatch, ScreenAccumulator, ScreenResult,
+                                   detection_patterns, screen_full_attention)
+from ..models.trace import transformer_trace
+
+
+def probe_batch(kind: str, N: int, T: int, vocab: int, seed: int, *, context: int | None = None, **kw) -> ProbeBatch:
+    """A probe batch of ``kind`` ("repeated_pair" or "repeated_sequence"); ValueError when T exceeds the
+    model's ``context``."""
+    if kind not in PROBES:
+        raise ValueError(f"probe={kind!r}: expected one of {', '.join(map(repr, PROBES))}")
+    if context is not None and T > context:
+        raise ValueError(f"T={T}: probe sequences longer than the model's context ({context} positions)")
+    return PROBES[kind](N, T, vocab, seed, **kw)
+
+
+def screen_llama(model, batch: ProbeBatch, chunk: int = 8, progress=None) -> ScreenResult:
+    """Screen every head of a :class:`~bayesattn.models.llama.Llama` on ``batch`` (``chunk`` sequences per
+    forward pass)."""
+    if batch.T > model.config.context:
+        raise ValueError(f"T={batch.T}: probe sequences longer than the model's context ({model.config.context})")
+    acc = ScreenAccumulator(batch)
+    for start in range(0, batch.N, chunk):
+        tok = batch.tokens[start:start + chunk]
+        tr = model.trace(tok, batch.queries, detection_patterns(tok))
+        acc.add(start, tr["attn"], tr["outputs"], tr["detection"])
+        if progress:
+            progress(min(start + chunk, batch.N), batch.N)
+    return acc.result()
+
+
+def _inputs(net, tokens):
+    c = net.config
+    if c.vocab is not None:
+        return jax.numpy.asarray(tokens)
+    if tokens.max() >= c.d_in:
+        raise ValueError(f"tokens up to {tokens.max()}: the network reads one-hot vectors of d_in={c.d_in}")
+    return jax.nn.one_hot(tokens, c.d_in, dtype=jax.numpy.float64)
+
+
+def transformer_forward(net, tokens):
+    """(logits (N, T, d_out), attention (N, L, H, T, T), head outputs (N, L, T, H, dh)) of int tokens (N, T)."""
+    if tokens.shape[1] > net.config.T:
+        raise ValueError(f"T={tokens.shape[1]}: probe sequences longer than the model's context ({net.config.T})")
+    return jax.vmap(lambda x: transformer_trace(net, x))(_inputs(net, np.asarray(tokens)))
+
+
+def screen_transformer(net, batch: ProbeBatch) -> tuple[ScreenResult, np.ndarray]:
+    """(screen, per-position next-token loss (N, T - 1)) of a Transformer on ``batch``."""
+    y, attn, heads = transformer_forward(net, batch.tokens)
+    outputs = np.asarray(heads)[:, :, batch.queries[-1]]  # (N, L, H, dh)
+    logp = jax.nn.log_softmax(y[:, :-1], axis=-1)
+    nll = -np.take_along_axis(np.asarray(logp), batch.tokens[:, 1:, None], axis=-1)[..., 0]
+    return screen_full_attention(batch, np.asarray(attn), outputs), nll
+
+
+def copy_losses(nll: np.ndarray, batch: ProbeBatch) -> dict:
+    """Mean next-token loss on the first and on the second copy of a repeated-sequence batch (rows predicting
+    a token of that copy, except its first)."""
+    n, off = batch.config["period"], 1 if batch.config.get("bos") is not None else 0
+    return {"first_copy": float(nll[:, off:off + n - 1].mean()),
+            "second_copy": float(nll[:, off + n:off + 2 * n - 1].mean())}
+
+
+# ------------------------------------------------------------------------------------- checkpoint directories
+def checkpoint_files(directory) -> list[Path]:
+    """The checkpoints of a directory, by step: step_*.eqx in it or in its checkpoints/ (as FitResult.save
+    writes them), else its network.eqx. ValueError when there are none."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ValueError(f"checkpoint directory={str(d)!r}: no such directory")
+    files = sorted(d.glob("step_*.eqx")) or sorted((d / "checkpoints").glob("step_*.eqx"))
+    if not files and (d / "network.eqx").exists():
+        files = [d / "network.eqx"]
+    if not files:
+        raise ValueError(f"checkpoint directory={str(d)!r}: no checkpoints (expected step_*.eqx, "
+                         f"checkpoints/step_*.eqx or network.eqx with their .json headers)")
+    return files
+
+
+def load_checkpoints(directory) -> list[tuple[int | None, object]]:
+    """[(step, network)] of :func:`checkpoint_files` (networks rebuilt from their headers)."""
+    from ..training.checkpoints import checkpoint_header, load_checkpoint
+
+    out = []
+    for f in checkpoint_files(directory):
+        net = load_checkpoint(f)
+        if not hasattr(net, "blocks"):
+            raise ValueError(f"checkpoint={str(f)!r}: a {type(net).__name__}; screens read Transformer networks")
+        out.append((checkpoint_header(f).get("step"), net))
+    return out
+
+
+def vocab_of(net) -> int:
+    c = net.config
+    return int(c.vocab if c.vocab is not None else c.d_in)
+
+
+# ------------------------------------------------------------------------------------------- reporting
+def summarize_heads(result: ScreenResult, threshold: float) -> list[str]:
+    """Lines: per class, the heads passing (L<l>H<h> x<selectivity>) and the count per layer."""
+    lines = []
+    L = result.shape[0]
+    for c, heads in result.heads(threshold).items():
+        per_layer = np.bincount([lh[0] for lh in heads], minlength=L)
+        shown = ", ".join(f"L{a}H{b} {result.selectivity[c][a, b]:.0f}x" for a, b in heads[:20])
+        more = f" (+{len(heads) - 20} more)" if len(heads) > 20 else ""
+        lines.append(f"{c}: {len(heads)} heads{': ' + shown + more if heads else ''}")
+        if heads:
+            lines.append(f"  per layer: {' '.join(f'{l}:{n}' for l, n in enumerate(per_layer) if n)}")
+    best = result.best(threshold)
+    lines.append("best class per head (the paper's classification), heads per layer:")
+    for c in (*CLASSES, None):
+        per_layer = np.sum(best == c, axis=1) if c else np.sum(best == None, axis=1)  # noqa: E711
+        lines.append(f"  {c or 'unclassified'}: {int(per_layer.sum())} ("
+                     f"{' '.join(f'{l}:{n}' for l, n in enumerate(per_layer) if n) or 'none'})")
+    return lines
+
+
+def timed(fn, *a, **kw):
+    t0 = time.perf_counter()
+    out = fn(*a, **kw)
+    return out, time.perf_counter() - t0
+
+
+__all__ = ["CLASSES", "probe_batch", "screen_llama", "screen_transformer", "transformer_forward", "copy_losses",
+           "checkpoint_files", "load_checkpoints", "vocab_of", "summarize_heads"]

@@ -1,0 +1,208 @@
+"""Developmental trajectories of the circuit screens (docs/screens.md): a small transformer trained on in-context
+repetition (:class:`~bayesattn.tasks.repeat.RepeatedSequenceTask`), log-spaced checkpoints, every screen on every
+checkpoint.
+
+A run writes, under its output folder::
+
+    run/                      the training result (history.npz, result.json, checkpoints/step_*.eqx)
+    points/step_<n>.json      one file per checkpoint: both probe batches' screens, the copy losses
+    summary.json              config, versions, timings per head, BOS fraction per layer, the induction bump
+
+Resumable: a finished training run is loaded, not redone; finished checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from .._validate import check_int
+from ..diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
+from ..models import TransformerConfig
+from ..sweep import package_versions, read_json, write_json_atomic
+from ..tasks import RepeatedSequenceTask
+from ._configs import config_dirs, load_toml
+from .screens import copy_losses, probe_batch, screen_transformer
+
+CONFIG_DIRS = config_dirs("screens")
+
+
+@dataclass
+class TrajectoryConfig:
+    """Task (T, vocab, periods), network (width, layers, heads, mlp: 0 = attention only), training (Adam, online
+    batches, log-spaced checkpoints) and probes (N sequences of length T, pair positions)."""
+
+    name: str = "screens"
+    seed: int = 0
+    T: int = 64
+    vocab: int = 64
+    min_period: int = 8
+    max_period: int = 32
+    width: int = 64
+    layers: int = 2
+    heads: int = 4
+    mlp: int = 0
+    steps: int = 1500
+    lr: float = 1e-3
+    batch_size: int = 32
+    checkpoints: int = 32
+    probe_N: int = 64
+    probe_T: int = 0  # 0: T - 1 (the last position, never a training query, is left out)
+    probe_seed: int = 1
+    pair_range: list = field(default_factory=lambda: [10, 32])
+
+    @classmethod
+    def from_toml(cls, path) -> "TrajectoryConfig":
+        path, data = load_toml(path, CONFIG_DIRS)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        return cls(**data).validate()
+
+    def validate(self) -> "TrajectoryConfig":
+        for f in ("steps", "batch_size", "checkpoints", "probe_N", "layers", "heads", "width"):
+            check_int(f, getattr(self, f), minimum=1)
+        self.task()
+        self.network()
+        return self
+
+    def task(self) -> RepeatedSequenceTask:
+        return RepeatedSequenceTask(T=self.T, d=self.vocab, min_period=self.min_period, max_period=self.max_period)
+
+    def network(self) -> TransformerConfig:
+        return TransformerConfig(T=self.T, width=self.width, layers=self.layers, heads=self.heads,
+                                 mlp=self.mlp or None, d_in=self.vocab, d_out=self.vocab, positions="learned")
+
+    def probes(self) -> dict:
+        kw = {"token_range": (0, self.vocab), "context": self.T}
+        T = self.probe_T or self.T - 1
+        return {"repeated_pair": probe_batch("repeated_pair", self.probe_N, T, self.vocab, self.probe_seed,
+                                             pair_range=tuple(self.pair_range), **kw),
+                "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, T, self.vocab,
+                                                 self.probe_seed, **kw)}
+
+
+def train(cfg: TrajectoryConfig, out: Path):
+    """(the training run, its wall time in seconds); loaded when run/result.json exists."""
+    from ..training.fitting import fit
+    from ..training.results import FitResult
+
+    d = out / "run"
+    if (d / "result.json").exists():
+        wall = read_json(d / "train_wall.json")["train_wall_s"] if (d / "train_wall.json").exists() else None
+        return FitResult.load(d), wall
+    t0 = time.perf_counter()
+    res = fit(cfg.network(), cfg.task(), jax.random.key(cfg.seed), loss="xent", lr=cfg.lr, steps=cfg.steps,
+              batch_size=cfg.batch_size, test=None, probe_size=64, record_every=record_every(cfg),
+              log_records=20, checkpoints=cfg.checkpoints, seed=cfg.seed)
+    wall = time.perf_counter() - t0
+    res.save(d)
+    write_json_atomic(d / "train_wall.json", {"train_wall_s": wall})
+    return res, wall
+
+
+def record_every(cfg: TrajectoryConfig) -> int:
+    return max(1, cfg.steps // 60)
+
+
+def screen_point(net, step: int, probes: dict) -> dict:
+    out = {"step": int(step)}
+    for kind, batch in probes.items():
+        res, nll = screen_transformer(net, batch)
+        rec = {"selectivity": {c: v.tolist() for c, v in res.selectivity.items()},
+               "attention": {c: v.tolist() for c, v in res.attention.items()},
+               "pr": res.pr.tolist(), "detection": {k: v.tolist() for k, v in res.detection.items()},
+               "loss": float(nll.mean())}
+        if kind == "repeated_sequence":
+            rec["copy_loss"] = copy_losses(nll, batch)
+        out[kind] = rec
+    return out
+
+
+def run(cfg: TrajectoryConfig, out_dir, progress: bool = True) -> dict:
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    res, train_wall = train(cfg, out)
+    probes = cfg.probes()
+    points = []
+    t1 = time.perf_counter()
+    for step, net in res.checkpoints:
+        f = out / "points" / f"step_{int(step):08d}.json"
+        if not f.exists():
+            write_json_atomic(f, {"config": dataclasses.asdict(cfg), "result": screen_point(net, step, probes)})
+            if progress:
+                print(f"  screened checkpoint step {step}", flush=True)
+        points.append(read_json(f)["result"])
+    screen_wall = time.perf_counter() - t1
+    hist = {k: np.asarray(v).tolist() for k, v in res.history.items() if k in ("step", "loss")}
+    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "history": hist,
+               "train_wall_s": train_wall, "screen_wall_s": screen_wall, "wall_s": time.perf_counter() - t0,
+               "probes": {k: b.config for k, b in probes.items()}, **summarize(points, hist, record_every(cfg))}
+    write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+# ------------------------------------------------------------------------------------------- the summary
+def _first(steps, ok):
+    i = np.flatnonzero(ok)
+    return None if i.size == 0 else int(steps[i[0]])
+
+
+def pr_rise_step(steps, pr) -> int | None:
+    """First checkpoint after the PR's minimum at which it has climbed half-way from that minimum to its later
+    maximum (None when it never climbs)."""
+    pr = np.asarray(pr, dtype=float)
+    k = int(np.argmin(pr))
+    top = pr[k:].max()
+    if top <= pr[k]:
+        return None
+    return _first(np.asarray(steps)[k:], pr[k:] >= pr[k] + 0.5 * (top - pr[k]))
+
+
+def summarize(points: list, history: dict, every: int = 1) -> dict:
+    """Per head: its final classes (repeated-pair screen at 30x), the first checkpoint crossing the threshold
+    of each, its PR half-rise checkpoint; per layer: BOS fraction over checkpoints; the induction bump: the
+    steepest loss drop vs the first induction-circuit head (50x) and the first previous-token head."""
+    points = sorted(points, key=lambda p: p["step"])
+    steps = np.array([p["step"] for p in points])
+    pair = [p["repeated_pair"] for p in points]
+    sel = {c: np.array([p["selectivity"][c] for p in pair]) for c in CLASSES}  # (K, L, H)
+    pr = np.array([p["pr"] for p in pair])
+    K, L, H = pr.shape
+    heads = []
+    for layer in range(L):
+        for head in range(H):
+            final = [c for c in CLASSES if sel[c][-1, layer, head] >= THRESHOLD]
+            crossing = {c: _first(steps, sel[c][:, layer, head] >= THRESHOLD) for c in final}
+            rise = pr_rise_step(steps, pr[:, layer, head])
+            heads.append({"layer": layer, "head": head, "classes": final, "crossing_step": crossing,
+                          "pr_rise_step": rise, "pr": pr[:, layer, head].tolist(),
+                          "pr_at_or_before": {c: (rise is not None and s is not None and rise <= s)
+                                              for c, s in crossing.items()}})
+    bos = (sel["bos"] >= THRESHOLD).mean(axis=2)  # (K, L)
+    hsteps = np.asarray(history["step"])
+    loss = np.asarray(history["loss"])
+    regular = (hsteps % every == 0) | (hsteps == hsteps[-1])  # the evenly spaced records, not the log-spaced ones
+    hsteps, loss = hsteps[regular], loss[regular]
+    i = int(np.argmin(np.diff(loss)))  # the largest drop between consecutive evenly spaced records
+    ind_any = (sel["induction"] >= CIRCUIT_THRESHOLD).any(axis=2)  # (K, L)
+    prev_any = (sel["previous_token"] >= THRESHOLD).any(axis=2)
+    seq = [p["repeated_sequence"] for p in points]
+    return {
+        "steps": steps.tolist(), "heads": heads,
+        "bos_fraction": bos.tolist(),
+        "copy_loss": [p["copy_loss"] for p in seq],
+        "induction_bump": {
+            "steepest_drop_between": [int(hsteps[i]), int(hsteps[i + 1])],
+            "loss_halfway_step": _first(hsteps, loss <= 0.5 * (loss[0] + loss[-1])),
+            "loss_before": float(loss[i]), "loss_after": float(loss[i + 1]),
+            "first_induction_head": {f"layer{l}": _first(steps, ind_any[:, l]) for l in range(L)},
+            "first_previous_token_head": {f"layer{l}": _first(steps, prev_any[:, l]) for l in range(L)},
+        },
+    }
