@@ -1,0 +1,206 @@
+"""The phase-diagram job's typed config (``RunConfig`` and its sections), read from TOML or a dict, with the
+checks that give one clear error per bad field. Re-exported by :mod:`bayesattn.experiments.copy_head`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import numpy as np
+
+from .._validate import check_choice, check_int, check_positive
+from ..models.attention import ATTENTIONS
+from ..bayes.posterior import Prior
+from ..bayes.sampling import BACKENDS, SAMPLER_INITS
+from ..bayes.sampling import METHODS as SAMPLERS
+from ..tasks import CopyTask
+from ..training import TRAIN_INITS
+from ._configs import config_dirs, load_toml
+
+METHODS = ("theory", "mcmc", "adam")
+# named configs: phase_diagrams/NAME.toml in the working directory, else in the source checkout
+CONFIG_DIRS = config_dirs()
+
+
+# ----------------------------------------------------------------------------------------------- config
+@dataclass
+class GridConfig:
+    """P values: explicit ``values``, or ``num`` points from ``start`` to ``stop`` (log- or linearly spaced)."""
+
+    start: float = 200.0
+    stop: float = 4000.0
+    num: int = 12
+    spacing: str = "log"
+    values: list[int] = field(default_factory=list)
+
+    def grid(self) -> np.ndarray:
+        if self.values:
+            P = np.asarray(self.values, dtype=int)
+        else:
+            check_int("P.num", self.num, minimum=1)
+            check_choice("P.spacing", self.spacing, ("log", "linear"))
+            if not (0 < self.start <= self.stop):
+                raise ValueError(f"P.start={self.start}, P.stop={self.stop}: expected 0 < start <= stop")
+            f = np.geomspace if self.spacing == "log" else np.linspace
+            P = np.unique(np.round(f(self.start, self.stop, self.num)).astype(int))
+        if P.size == 0 or np.any(P < 1) or np.any(np.diff(P) <= 0):
+            raise ValueError(f"P={P.tolist()}: expected a non-empty increasing list of positive integers")
+        return P
+
+
+@dataclass
+class TheoryConfig:
+    num_P: int = 200  # dense grid for the theory curves
+    vary_name: str = "T"  # "sigma_A2" or "T": also compute the (P, vary) plane ("": none)
+    vary_values: list[float] = field(default_factory=lambda: [8, 16, 32, 64])
+    T_values: list[int] = field(default_factory=list)  # finite-size scaling
+
+
+@dataclass
+class MCMCConfig:
+    method: str = "nuts"
+    backend: str = "blackjax"
+    num_chains: int = 2
+    num_warmup: int = 300
+    num_samples: int = 500
+    inits: list[str] = field(default_factory=lambda: ["cold", "hot"])
+
+
+@dataclass
+class AdamConfig:
+    seeds: int = 4
+    steps: int = 3000
+    lr: float = 0.01
+    inits: list[str] = field(default_factory=lambda: ["small", "hot"])
+    record_every: int = 50
+    log_records: int = 0  # also record at this many log-spaced steps (resolves the fast early rise)
+
+
+@dataclass
+class RunConfig:
+    """Everything a phase-diagram run depends on. Override from the CLI with ``--set section.key=value``."""
+
+    name: str = "default"
+    attention: list[str] = field(default_factory=lambda: ["softmax", "linear"])
+    methods: list[str] = field(default_factory=lambda: ["theory", "mcmc", "adam"])
+    seed: int = 0
+    workers: int = 1
+    # the task and prior dataclasses themselves are the config sections (validated when built)
+    task: CopyTask = field(default_factory=lambda: CopyTask(T=32, d=8))
+    prior: Prior = field(default_factory=Prior)
+    P: GridConfig = field(default_factory=GridConfig)
+    theory: TheoryConfig = field(default_factory=TheoryConfig)
+    mcmc: MCMCConfig = field(default_factory=MCMCConfig)
+    adam: AdamConfig = field(default_factory=AdamConfig)
+
+    # --- construction ---
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        return _from_dict(cls, data, "")
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "RunConfig":
+        return cls.from_dict(load_toml(path, CONFIG_DIRS)[1])
+
+    def override(self, dotted: str, value: Any) -> "RunConfig":
+        """Return a copy with ``section.key`` (or ``key``) set to ``value`` (coerced to the field's type)."""
+        data = dataclasses.asdict(self)
+        *path, last = dotted.split(".")
+        node = data
+        for part in path:
+            if not isinstance(node.get(part), dict):
+                raise ValueError(f"--set {dotted}: unknown section {part!r}")
+            node = node[part]
+        if last not in node:
+            raise ValueError(f"--set {dotted}: unknown key {last!r} (known: {', '.join(node)})")
+        node[last] = value
+        return RunConfig.from_dict(data)
+
+    def validate(self) -> "RunConfig":
+        if not self.attention:
+            raise ValueError(f"attention=[]: expected at least one of {', '.join(map(repr, ATTENTIONS))}")
+        for a in self.attention:
+            check_choice("attention", a, ATTENTIONS)
+        if not self.methods:
+            raise ValueError(f"methods=[]: expected at least one of {', '.join(map(repr, METHODS))}")
+        for m in self.methods:
+            check_choice("methods", m, METHODS)
+        check_int("seed", self.seed, minimum=0)
+        check_int("workers", self.workers, minimum=1)
+        self.P.grid()
+        check_choice("mcmc.method", self.mcmc.method, SAMPLERS)
+        check_choice("mcmc.backend", self.mcmc.backend, BACKENDS)
+        for i in self.mcmc.inits:
+            check_choice("mcmc.inits", i, SAMPLER_INITS)
+        for i in self.adam.inits:
+            check_choice("adam.inits", i, TRAIN_INITS)
+        check_int("mcmc.num_chains", self.mcmc.num_chains, minimum=1)
+        check_int("mcmc.num_warmup", self.mcmc.num_warmup, minimum=1)
+        check_int("mcmc.num_samples", self.mcmc.num_samples, minimum=1)
+        check_int("adam.seeds", self.adam.seeds, minimum=1)
+        check_int("adam.steps", self.adam.steps, minimum=1)
+        check_int("adam.record_every", self.adam.record_every, minimum=1)
+        check_positive("adam.lr", self.adam.lr)
+        for section in ("mcmc", "adam"):
+            if not getattr(self, section).inits:
+                raise ValueError(f"{section}.inits=[]: expected at least one initialisation")
+        check_int("theory.num_P", self.theory.num_P, minimum=2)
+        if self.theory.vary_name:
+            check_choice("theory.vary_name", self.theory.vary_name, ("sigma_A2", "T"))
+        return self
+
+    def make_task(self) -> CopyTask:
+        return self.task
+
+    def make_prior(self) -> Prior:
+        return self.prior
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _from_dict(cls, data: dict, where: str):
+    if not isinstance(data, dict):
+        raise ValueError(f"config section {where or 'top level'!r}: expected a table, got {data!r}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"config {where or 'top level'}: unknown key(s) {sorted(unknown)} (known: {sorted(names)})")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, hint = data[f.name], hints[f.name]
+        key = f"{where}.{f.name}" if where else f.name
+        if dataclasses.is_dataclass(hint):
+            kwargs[f.name] = _from_dict(hint, value, key)
+        else:
+            kwargs[f.name] = _coerce(key, value, hint)
+    return cls(**kwargs)
+
+
+def _coerce(key: str, value: Any, hint) -> Any:
+    """Coerce CLI strings and TOML values to the field type; ValueError naming the key otherwise."""
+    origin = getattr(hint, "__origin__", None)
+    try:
+        if origin is list:
+            (inner,) = hint.__args__
+            if isinstance(value, str):
+                value = [v for v in value.split(",") if v.strip()]
+            return [_coerce(key, v, inner) for v in value]
+        if hint is bool:
+            if isinstance(value, str):
+                return {"true": True, "1": True, "false": False, "0": False}[value.lower()]
+            return bool(value)
+        if hint is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if hint is float:
+            return float(value)
+        return str(value).strip()
+    except (ValueError, TypeError, KeyError):
+        raise ValueError(f"{key}={value!r}: expected {getattr(hint, '__name__', hint)}") from None
