@@ -75,11 +75,10 @@ def test_effective_rank():
 
 # ------------------------------------------------------------------------------------------ curvature
 def _cluster_loss(seed=0):
-    cfg = ch.ClusterConfig(n_train=64, n_test=8, batch_size=8, epochs=1, seeds=1)
-    st = jax.tree_util.tree_map(lambda x: x[0], ch.init_states(cfg, [seed]))
-    lf, _ = ch.flat_loss(cfg, st)
-    w = jax.flatten_util.ravel_pytree(st["model"])[0]
-    return lf, w
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    X, y = ch.modular_data(k1, 64, 2, 5, 12)
+    w, unravel = jax.flatten_util.ravel_pytree(ch.ClusterNet(k2, 3, 12, 2, 32))
+    return (lambda v: ch.loss_fn(unravel(v), X, y)), w
 
 
 def test_hvp_against_finite_differences_of_the_gradient():
@@ -194,3 +193,82 @@ def test_focus_dilution_tiny_run():
     np.testing.assert_allclose(mass.sum(1), 1.0, rtol=1e-10)  # attention rows sum to one
     assert r["curves"]["loss"][-1] < r["curves"]["loss"][0]
     assert np.shape(r["pca"]["coords"]) == (5, 4, 2)
+
+
+# ------------------------------------------------------------------------------------- driver and CLI
+def test_dynlab_cli_runs_resumes_and_draws(tmp_path, capsys):
+    from bayesattn.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text('''name = "tiny"
+experiment = "focus_dilution"
+seeds = 2
+seeds_per_point = 2
+optimizers = ["gd", "adam"]
+settings = [{}, { vocab = 3, ratio = 0.3 }]
+[base]
+T = 6
+n = 16
+d = 4
+steps = 40
+record_every = 10
+''')
+    out = tmp_path / "out"
+    assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "V=3" in text and "adam" in text and "cycles per seed" in text
+    files = sorted(p.name for p in (out / "figures").iterdir())
+    assert files == ["cycle_counts.png", "cycles.png", "pca_paths.png"]
+    pts = sorted((out / "points" / "train").glob("*.json"))
+    assert len(pts) == 4
+    mtimes = [p.stat().st_mtime_ns for p in pts]
+    assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet", "--no-figures"]) == 0  # resumes
+    assert [p.stat().st_mtime_ns for p in pts] == mtimes
+
+
+def test_dynlab_cli_bad_input(tmp_path, capsys):
+    from bayesattn.cli import main
+
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('experiment = "focus_dilution"\nsettings = [{ pi = [0.6, 0.6] }]\n')
+    assert main(["dynlab", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "pi=[0.6, 0.6]" in capsys.readouterr().err
+    cfg.write_text('experiment = "clustering_head"\n[base]\nk = 20\n')
+    assert main(["dynlab", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "k=20" in capsys.readouterr().err
+    assert main(["dynlab", "--config", "no_such_config"]) == 2
+
+
+def test_named_configs_load():
+    from bayesattn.experiments.dynlab import DynlabConfig, points
+
+    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full"):
+        c = DynlabConfig.from_toml(name)
+        pts = points(c)
+        assert pts["train"], name
+    fdc = DynlabConfig.from_toml("focus_dilution")
+    opts = [p["config"]["optimizer"] for p in points(fdc)["train"]]
+    lrs = [p["config"]["lr"] for p in points(fdc)["train"]]
+    assert opts.count("adam") == 1 and lrs[opts.index("adam")] == fdc.adam_lr
+
+
+def test_diverging_run_is_reported_not_plotted(tmp_path):
+    from bayesattn.plots.dynlab import cycles_figure
+
+    cfg = fd.FDConfig(T=6, n=16, d=4, steps=30, record_every=10, lr=1e6, init_scale=1.0)
+    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0]})
+    r = res["runs"][0]
+    assert r["diverged_at_step"] is not None and r["diverged_at_step"] <= 30
+    rec = {"point": {"label": "diverging"}, "result": res}
+    cycles_figure([rec], tmp_path / "c.png")  # draws the note, not the curve
+    assert (tmp_path / "c.png").exists()
+
+
+@pytest.mark.slow
+def test_equilibrium_entropy_falls_with_P():
+    from bayesattn.experiments.dynlab import equilibrium_point
+
+    lo = equilibrium_point({"P": 4, "seed": 0, "num_warmup": 200, "num_samples": 200})
+    hi = equilibrium_point({"P": 2048, "seed": 0, "num_warmup": 200, "num_samples": 200})
+    assert lo["entropy"]["mean"] > hi["entropy"]["mean"]
+    assert lo["entropy"]["mean"] <= np.log(8) + 1e-9

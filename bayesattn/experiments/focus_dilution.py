@@ -18,6 +18,8 @@ W_O and W_Q W_K^T; the embedding E itself (for PCA paths).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from dataclasses import dataclass, field
 
 import equinox as eqx
@@ -169,8 +171,10 @@ class FDConfig:
         return len(self.pi)
 
 
-def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20) -> dict:
-    """Train ``len(seeds)`` seeds at once (vmap). Returns numpy records (S, R, ...) and the record steps."""
+@functools.lru_cache(maxsize=16)
+def _programs(cfg_json: str):
+    """(init, first, run_block) of one config, built once so that repeated calls reuse the compiled programs."""
+    cfg = FDConfig(**json.loads(cfg_json))
     opt = optax.sgd(cfg.lr) if cfg.optimizer == "gd" else optax.adam(cfg.lr)
     V = cfg.V
 
@@ -193,9 +197,20 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20) -> dict
     def run_block(state, length: int):
         return jax.vmap(lambda s: jax.lax.scan(one_record, s, None, length=length))(state)
 
+    @jax.jit
+    def start(keys):
+        state = jax.vmap(lambda kd: init(jax.random.wrap_key_data(kd)))(keys)
+        return state, jax.vmap(lambda s: observe(s["params"], s["X"], V))(state)
+
+    return start, run_block
+
+
+def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20) -> dict:
+    """Train ``len(seeds)`` seeds at once (vmap). Returns numpy records (S, R, ...) and the record steps."""
+    start, run_block = _programs(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
+    V = cfg.V
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
-    state = jax.vmap(lambda kd: init(jax.random.wrap_key_data(kd)))(keys)
-    first = jax.vmap(lambda s: observe(s["params"], s["X"], V))(state)
+    state, first = start(keys)
     recs = [jax.tree_util.tree_map(lambda x: np.asarray(x)[:, None], first)]
     n_rec = cfg.steps // cfg.record_every
     bar = None
