@@ -8,8 +8,9 @@ logits z' E^T tied to the token embedding E. Adam (lr 3e-3), batch 32, shuffled 
 
 Many seeds train at once: the models are built with ``eqx.filter_vmap`` over keys and the whole epoch loop
 (``lax.scan``) is vmapped over seeds. Every epoch records the train / test loss and accuracy, the attention
-mass on the first k positions, the class separation of the pooled embeddings z, and the norms of the
-pre-normalisation vectors (the pooled z, where the paper locates the spikes' curvature).
+mass on the first k positions, the separation (between / within scatter) of the pooled embeddings z by class
+and by the sum of the first k tokens, and of the MLP outputs by class, and the norms of the pre-normalisation
+vectors (the pooled z, input of the second RMSNorm, near whose origin the paper locates the spikes' curvature).
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ def epoch_metrics(model: ClusterNet, Xtr, ytr, Xte, yte, k: int, p: int) -> dict
         "test_loss": jnp.mean(ce(logits_te, yte)), "test_acc": jnp.mean(jnp.argmax(logits_te, -1) == yte),
         "mass_first_k": jnp.mean(jnp.sum(parts["attn"][:, :k], -1)),
         "separation": class_separation(parts["z"], ytr, p),
+        # the clustering head: z clusters by the sum of the first k tokens (the count that the MLP maps to y)
+        "separation_sum": class_separation(parts["z"], jnp.sum(Xtr[:, :k], 1), k * (p - 1) + 1),
+        "separation_out": class_separation(parts["out"], ytr, p),
         "z_norm_min": jnp.min(znorm), "z_norm_q05": jnp.quantile(znorm, 0.05),
         "h_norm_min": jnp.min(pre1[:p]),
     }
@@ -289,6 +293,12 @@ def run_point(point: dict, progress: bool = False) -> dict:
             "success": bool(div is None and rec["test_acc"][i][-1] > cfg.success_acc),
         })
     frames = sorted(set(np.linspace(0, cfg.epochs - 1, int(point.get("frames", 40))).astype(int).tolist()))
-    st0 = jax.tree_util.tree_map(lambda x: x[0], state)
-    sandbox = _sandbox(emb, st0, W[0], frames, n_seq) if per_seed[0]["diverged_at"] is None else None
-    return {"runs": per_seed, "sandbox": sandbox, "sandbox_seed": seeds[0]}
+    # the sandbox follows the first successful seed of the batch (else the first that did not diverge)
+    order = [i for i, r in enumerate(per_seed) if r["success"]] + [i for i, r in enumerate(per_seed)
+                                                                   if r["diverged_at"] is None]
+    sandbox, sb_seed = None, None
+    if order:
+        i0 = order[0]
+        sandbox = _sandbox(emb, jax.tree_util.tree_map(lambda x: x[i0], state), W[i0], frames, n_seq)
+        sb_seed = seeds[i0]
+    return {"runs": per_seed, "sandbox": sandbox, "sandbox_seed": sb_seed}

@@ -80,18 +80,20 @@ def spikes_figure(recs, out: Path) -> Path:
 def heads_figure(recs, out: Path) -> Path:
     plt = _plt()
     groups = [(r["point"]["label"], r["result"]["runs"], r["point"]["config"]) for r in recs]
-    fig, axes = plt.subplots(2, len(groups), figsize=(5.5 * len(groups), 5.5), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(3, len(groups), figsize=(5.5 * len(groups), 7.5), squeeze=False, sharex="col")
     for j, (lab, runs, cfg) in enumerate(groups):
         for r in runs:
             if r["diverged_at"] is not None:
                 continue
             col = "tab:green" if r["success"] else "tab:red"
             axes[0, j].plot(r["curves"]["mass_first_k"], color=col, lw=0.6, alpha=0.7)
-            axes[1, j].semilogy(np.maximum(r["curves"]["separation"], 1e-6), color=col, lw=0.6, alpha=0.7)
+            axes[1, j].semilogy(np.maximum(r["curves"]["separation_sum"], 1e-6), color=col, lw=0.6, alpha=0.7)
+            axes[2, j].semilogy(np.maximum(r["curves"]["separation_out"], 1e-6), color=col, lw=0.6, alpha=0.7)
         axes[0, j].axhline(cfg["k"] / cfg["seq_len"], color="k", ls=":", lw=0.8)
         n_ok = sum(r["success"] for r in runs)
         axes[0, j].set(title=f"{lab}: {n_ok}/{len(runs)} succeed (green)", ylabel=f"attention mass on first {cfg['k']}")
-        axes[1, j].set(xlabel="epoch", ylabel="class separation of z")
+        axes[1, j].set(ylabel="separation of z by first-k sum")
+        axes[2, j].set(xlabel="epoch", ylabel="separation of MLP output by class")
         _diverged_note(axes[0, j], runs, "diverged_at")
     fig.tight_layout()
     fig.savefig(out, dpi=80)
@@ -105,9 +107,14 @@ def _sandbox_axes(ax, sb, i):
     ax.cla()
     ax.scatter(o[:, 0], o[:, 1], c=y, cmap="coolwarm", s=6, alpha=0.6, marker="o")
     ax.scatter(z[:, 0], z[:, 1], c=y, cmap="coolwarm", s=4, alpha=0.3, marker="x")
+    p = int(y.max()) + 1 if y.size else tok.shape[0]
+    lim = max(1.0, np.abs(np.r_[o.ravel(), z.ravel(), tok[:p].ravel()]).max()) * 1.1
     for v, t in enumerate(tok):
-        ax.annotate(str(v), (0, 0), t, arrowprops={"arrowstyle": "->", "color": "k"}, fontsize=8)
-    lim = max(1.0, np.abs(np.r_[o.ravel(), z.ravel(), tok.ravel()]).max()) * 1.1
+        name = str(v)
+        if v >= p:  # an embedding with no class (the paper's grid has one): its direction, scaled into view
+            t, name = t / max(np.linalg.norm(t), 1e-12) * 0.9 * lim, f"{v} (dir.)"
+        ax.annotate("", t, (0, 0), arrowprops={"arrowstyle": "->", "color": "k"})
+        ax.text(*t, name, fontsize=8)
     ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"epoch {sb['epochs'][i]}")
     ax.set_aspect("equal")
 
