@@ -313,7 +313,8 @@ def _cmd_dynlab(args) -> int:
         for d in e["diverged"]:
             print(f"  diverged: seed {d['seed']} at epoch {d['epoch']}")
     for lab, e in summary.get("focus_dilution", {}).items():
-        print(f"{lab}: cycles per seed {e['cycles']} (mean {e['mean_cycles']:.2f}), first focus at steps "
+        mean = "n/a" if e["mean_cycles"] is None else f"{e['mean_cycles']:.2f}"
+        print(f"{lab}: cycles per seed {e['cycles']} (seeds {e['seeds']}, mean {mean}), first focus at steps "
               f"{e['first_focus_step']}")
         for d in e["diverged"]:
             print(f"  diverged: seed {d['seed']} at step {d['step']}")

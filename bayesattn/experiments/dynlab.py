@@ -167,16 +167,17 @@ def fd_summary(records: list) -> dict:
         e = out.setdefault(r["point"]["label"], {"cycles": [], "first_focus_step": [], "condensation_end": [],
                                                   "diverged": [], "seeds": []})
         for run in r["result"]["runs"]:
+            if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
+                e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
+                continue
             e["seeds"].append(run["seed"])
             e["cycles"].append(run["cycles"])
             ph = [p for p in run["stage_steps"]["phases"] if p["stage"] == "focus"]
             e["first_focus_step"].append(ph[0]["start"] if ph else None)
             c = run["stage_steps"]["condensation"]
             e["condensation_end"].append(None if c is None else c[1])
-            if run["diverged_at_step"] is not None:
-                e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
     for e in out.values():
-        e["mean_cycles"] = float(np.mean(e["cycles"]))
+        e["mean_cycles"] = float(np.mean(e["cycles"])) if e["cycles"] else None
     return out
 
 
@@ -198,6 +199,7 @@ def run(cfg: DynlabConfig, out_dir, progress: bool = True) -> dict:
     else:
         summary["focus_dilution"] = fd_summary(recs["train"])
     if "equilibrium" in recs:
+        recs["equilibrium"].sort(key=lambda r: r["point"]["P"])
         summary["equilibrium"] = {"P": [r["point"]["P"] for r in recs["equilibrium"]],
                                   "entropy": [r["result"]["entropy"]["mean"] for r in recs["equilibrium"]],
                                   "entropy_se": [r["result"]["entropy"]["se"] for r in recs["equilibrium"]],

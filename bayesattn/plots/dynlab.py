@@ -171,7 +171,8 @@ def cycles_figure(recs, out: Path) -> Path:
         ax2 = axes[0, j].twinx()
         ax2.plot(step, c["rank_E"], color="tab:purple", lw=0.8, label="eff. rank E")
         ax2.set_ylabel("effective rank of E", color="tab:purple")
-        axes[0, j].set(title=f"{r['point']['label']}\nseed {run['seed']}: {run['cycles']} cycles", ylabel="nats")
+        lab = r["point"]["label"].replace(", pi=", "\npi=")
+        axes[0, j].set(title=f"{lab}\nseed {run['seed']}: {run['cycles']} cycles", ylabel="nats")
         axes[0, j].legend(fontsize=7, loc="upper right")
         _shade(axes[1, j], run, step)
         axes[1, j].plot(step, c["entropy"], "k", lw=1, label="positional, all queries")
@@ -204,7 +205,7 @@ def pca_figure(recs, out: Path) -> Path:
             ax.plot(co[:, v, 0], co[:, v, 1], lw=0.8, label=f"token {v} (pi={r['result']['pi'][v]:.2f})")
             ax.plot(co[-1, v, 0], co[-1, v, 1], "o", ms=4, color=ax.lines[-1].get_color())
         ev = ok[0]["pca"]["explained"]
-        ax.set(title=f"{r['point']['label']}", xlabel=f"PC1 ({ev[0]:.0%})", ylabel=f"PC2 ({ev[1]:.0%})")
+        ax.set(title=r["point"]["label"].replace(", pi=", "\npi="), xlabel=f"PC1 ({ev[0]:.0%})", ylabel=f"PC2 ({ev[1]:.0%})")
         ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out, dpi=75)
@@ -220,9 +221,10 @@ def equilibrium_figure(recs, eq, out: Path) -> Path | None:
     for r in recs:
         ok = [x for x in r["result"]["runs"] if x["diverged_at_step"] is None]
         for x in ok[:1]:
-            a.plot(r["result"]["step"], x["curves"]["entropy"], lw=0.9, label=r["point"]["label"])
+            a.plot(r["result"]["step"], x["curves"]["entropy"], lw=0.9, label=r["point"]["label"][:30])
     a.set(xlabel="GD step", ylabel="attention entropy over positions (nats)", title="training (focus-dilution)")
     a.legend(fontsize=6)
+    eq = sorted(eq, key=lambda e: e["point"]["P"])
     P = [e["point"]["P"] for e in eq]
     H = [e["result"]["entropy"]["mean"] for e in eq]
     se = [e["result"]["entropy"]["se"] for e in eq]
@@ -261,6 +263,9 @@ def draw_all(run_dir) -> list[Path]:
     recs = _runs(run_dir)
     if not recs:
         return []
+    # one panel per setting, in a stable order (clustering: p; focus-dilution: V, then GD before Adam)
+    recs.sort(key=lambda r: (r["point"]["config"].get("p", 0), len(r["point"]["config"].get("pi", [])),
+                             r["point"]["config"].get("optimizer", ""), r["point"]["seeds"][0]))
     if recs[0]["point"]["experiment"] == "clustering_head":
         paths = [spikes_figure(recs, figs / "spikes.png"), heads_figure(recs, figs / "clustering_heads.png")]
         paths += sandbox_figures(recs[0], figs / "sandbox_frames.png", figs / "sandbox.gif")
