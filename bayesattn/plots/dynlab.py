@@ -96,7 +96,7 @@ def heads_figure(recs, out: Path) -> Path:
         axes[2, j].set(xlabel="epoch", ylabel="separation of MLP output by class")
         _diverged_note(axes[0, j], runs, "diverged_at")
     fig.tight_layout()
-    fig.savefig(out, dpi=80)
+    fig.savefig(out, dpi=65)
     plt.close(fig)
     return out
 
@@ -186,7 +186,7 @@ def cycles_figure(recs, out: Path) -> Path:
         axes[1, j].legend(fontsize=7, loc="lower left")
     fig.suptitle("stages: grey = rank-one condensation, blue = focus, orange = dilution, dashed = restart", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=75)
+    fig.savefig(out, dpi=65)
     plt.close(fig)
     return out
 
