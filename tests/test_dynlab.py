@@ -167,6 +167,23 @@ def test_model_matches_a_numpy_forward():
     assert cfg.num_emb == 3
 
 
+def test_focus_dilution_forward_against_loops():
+    """Causal attention with queries E W_Q and keys E W_K, written out position by position in numpy."""
+    p = {k: np.asarray(v) for k, v in fd.init_params(jax.random.key(0), 4, 3, 0.7).items()}
+    X = np.asarray(fd.markov_sequences(jax.random.key(1), [0.5, 0.3, 0.15, 0.05], 0.4, 2, 5))
+    logits, attn = fd.forward({k: jnp.asarray(v) for k, v in p.items()}, jnp.asarray(X))
+    for n in range(2):
+        for t in range(5):
+            q = p["E"][X[n, t]] @ p["W_Q"]
+            sc = np.array([q @ (p["E"][X[n, s]] @ p["W_K"]) / np.sqrt(3) for s in range(t + 1)])
+            a = np.exp(sc - sc.max())
+            a /= a.sum()
+            np.testing.assert_allclose(attn[n, t, : t + 1], a, rtol=1e-12)
+            assert np.all(np.asarray(attn[n, t, t + 1:]) == 0)
+            o = sum(a[s] * (p["W_V"] @ p["E"][X[n, s]]) for s in range(t + 1))
+            np.testing.assert_allclose(logits[n, t], o @ p["W_O"], rtol=1e-10, atol=1e-14)
+
+
 # ------------------------------------------------------------------------------------------ tiny runs
 def test_clustering_head_tiny_run():
     cfg = ch.ClusterConfig(n_train=64, n_test=64, batch_size=16, epochs=6)

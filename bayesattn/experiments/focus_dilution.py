@@ -5,7 +5,7 @@ Data: first-order Markov chains over V tokens with transition matrix P = lambda 
 (stay with probability lambda, else draw from pi; pi is the stationary law), started from pi.
 Model: one layer, one head, no LayerNorm, no positional encoding, no residual stream: token embedding
 E (V x d), causal softmax attention with W_Q, W_K (d x d) and scale 1/sqrt(d), value W_V (d x d), output
-projection W_O (d x V); logits_t = W_O^T W_V^T sum_{s<=t} a_ts E[x_s]; next-token cross-entropy. Small
+projection W_O (d x V); logits_t = W_O^T W_V sum_{s<=t} a_ts E[x_s]; next-token cross-entropy. Small
 Gaussian initialisation (std ``init_scale``). Full-batch gradient descent with a small step (a stand-in for
 gradient flow), or Adam as a contrast; seeds vmapped.
 
@@ -97,11 +97,12 @@ def forward(params: dict, X):
     """X: (n, T) -> (logits (n, T, V), attention (n, T, T), causal)."""
     h = params["E"][X]
     d = h.shape[-1]
-    s = jnp.einsum("ntd,de,nse,fe->nts", h, params["W_Q"], h, params["W_K"]) / np.sqrt(d)
+    q, k = h @ params["W_Q"], h @ params["W_K"]  # (n, T, d) each: queries E W_Q, keys E W_K
+    s = q @ jnp.swapaxes(k, -1, -2) / np.sqrt(d)
     T = X.shape[1]
     causal = np.tril(np.ones((T, T), bool))
     a = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
-    o = jnp.einsum("nts,nsd,ed->nte", a, h, params["W_V"])
+    o = (a @ h) @ params["W_V"].T
     return o @ params["W_O"], a
 
 
