@@ -182,7 +182,7 @@ def cycles_figure(recs, out: Path) -> Path:
         ax3 = axes[1, j].twinx()
         ax3.plot(step, mass[:, 0], color="tab:red", lw=0.8, ls=":", label="mass on token 0")
         ax3.set_ylabel("attention mass on the frequent token", color="tab:red")
-        axes[1, j].set(xlabel="GD step", ylabel="attention entropy (nats)")
+        axes[1, j].set(xlabel="step", ylabel="attention entropy (nats)")
         axes[1, j].legend(fontsize=7, loc="lower left")
     fig.suptitle("stages: grey = rank-one condensation, blue = focus, orange = dilution, dashed = restart", fontsize=9)
     fig.tight_layout()
