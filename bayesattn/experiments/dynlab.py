@@ -148,8 +148,9 @@ def cluster_summary(records: list) -> dict:
             e["runs"] += 1
             e["success"] += int(run["success"])
             e["final_test_acc"].append(run["final_test_acc"])
-            if run["diverged_at"] is not None:
+            if run["diverged_at"] is not None:  # a failure, reported; its curve and spikes are not counted
                 e["diverged"].append({"seed": run["seed"], "epoch": run["diverged_at"]})
+                continue
             e["spikes"].append(len(run["spikes"]))
             for sp in run["spikes"]:
                 if sp["lambda_max"] and sp["lambda_max_before"]:
