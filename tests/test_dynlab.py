@@ -289,3 +289,19 @@ def test_equilibrium_entropy_falls_with_P():
     hi = equilibrium_point({"P": 2048, "seed": 0, "num_warmup": 200, "num_samples": 200})
     assert lo["entropy"]["mean"] > hi["entropy"]["mean"]
     assert lo["entropy"]["mean"] <= np.log(8) + 1e-9
+
+
+def test_summaries_exclude_diverged_runs():
+    from bayesattn.experiments.dynlab import cluster_summary, fd_summary
+
+    sp = {"epoch": 5, "lambda_max": 8.0, "lambda_max_before": 2.0}
+    ch_runs = [{"seed": 0, "success": True, "final_test_acc": 1.0, "diverged_at": None, "spikes": [sp, sp]},
+               {"seed": 1, "success": False, "final_test_acc": 0.5, "diverged_at": 7, "spikes": [sp]}]
+    e = cluster_summary([{"point": {"label": "x"}, "result": {"runs": ch_runs}}])["x"]
+    assert e["runs"] == 2 and e["success_fraction"] == 0.5 and e["spikes"] == [2]
+    assert e["diverged"] == [{"seed": 1, "epoch": 7}] and e["median_lambda_ratio_at_spike"] == 4.0
+    ok = {"seed": 0, "cycles": 2, "diverged_at_step": None,
+          "stage_steps": {"phases": [{"stage": "focus", "start": 100}], "condensation": [10, 100]}}
+    bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
+    f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
+    assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
