@@ -270,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     fp.set_defaults(func=_cmd_figures)
     _add_staircase(sub)  # issue 13
     _add_screen(sub)  # issue 14
+    _add_dynlab(sub)  # issue 16
     return p
 
 
@@ -410,6 +411,55 @@ def _add_screen(sub) -> None:
     sc.add_argument("--out", help="JSON file of records (figures beside it); with --train / --bayes, the output folder")
     sc.add_argument("--quiet", action="store_true")
     sc.set_defaults(func=_cmd_screen)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `bayesattn dynlab`: the training-dynamics laboratory of issue 16 (docs/dynlab.md); one self-contained block
+# ---------------------------------------------------------------------------------------------------------
+def _cmd_dynlab(args) -> int:
+    from .experiments.dynlab import DynlabConfig, run
+    from .plots.dynlab import draw_all
+
+    cfg = DynlabConfig.from_toml(args.config)
+    if args.seeds is not None:
+        cfg.seeds = args.seeds
+        cfg.__post_init__()
+    out = args.out or f"results/{cfg.name}"
+    summary = run(cfg, out, progress=not args.quiet)
+    if not args.no_figures:
+        for fig in draw_all(out):
+            print(f"wrote {fig}")
+    for lab, e in summary.get("clustering_head", {}).items():
+        print(f"{lab}: success {e['success']}/{e['runs']} (test acc > 0.98), spikes per run {e['spikes']} "
+              f"(mean {e['mean_spikes']:.2f}), median lambda_max ratio at/before spike "
+              f"{e['median_lambda_ratio_at_spike']}")
+        for d in e["diverged"]:
+            print(f"  diverged: seed {d['seed']} at epoch {d['epoch']}")
+    for lab, e in summary.get("focus_dilution", {}).items():
+        mean = "n/a" if e["mean_cycles"] is None else f"{e['mean_cycles']:.2f}"
+        print(f"{lab}: cycles per seed {e['cycles']} (seeds {e['seeds']}, mean {mean}), first focus at steps "
+              f"{e['first_focus_step']}")
+        for d in e["diverged"]:
+            print(f"  diverged: seed {d['seed']} at step {d['step']}")
+    if "equilibrium" in summary:
+        eq = summary["equilibrium"]
+        print("posterior-mean attention entropy vs P: "
+              + ", ".join(f"P={P}: {h:.3f}" for P, h in zip(eq["P"], eq["entropy"])))
+    return 0
+
+
+def _add_dynlab(sub) -> None:
+    dl = sub.add_parser("dynlab", help="training dynamics: clustering heads, focus-dilution cycles",
+                        description="Run a training-dynamics experiment of docs/dynlab.md (resumable: finished "
+                        "points are kept) and draw its figures.")
+    dl.add_argument("--config", default="clustering_head",
+                    help="a TOML file, or the name of one in phase_diagrams/dynlab/ (clustering_head, "
+                    "focus_dilution, and their _full versions; default: clustering_head)")
+    dl.add_argument("--seeds", type=int, help="number of seeds per setting (default: the config's)")
+    dl.add_argument("--out", help="output folder (default: results/<config name>)")
+    dl.add_argument("--no-figures", action="store_true", help="skip drawing figures")
+    dl.add_argument("--quiet", action="store_true", help="no progress bars")
+    dl.set_defaults(func=_cmd_dynlab)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,305 @@
+"""The training-dynamics laboratory (docs/dynlab.md): detectors on constructed curves, effective rank,
+Hessian-vector products and Lanczos against finite differences / dense Hessians, the Markov data against its
+transition matrix, the modular-addition labels, bad input, and one tiny run of each experiment."""
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayesattn.diagnostics.dynamics import (detect_spikes, detect_stages, effective_rank, entropy_phases,
+                                            first_nonfinite, hvp, lanczos_top_eig)
+from bayesattn.experiments import clustering_head as ch
+from bayesattn.experiments import focus_dilution as fd
+
+
+# ------------------------------------------------------------------------------------------ detectors
+def test_spike_detector_finds_constructed_spikes():
+    rng = np.random.default_rng(0)
+    t = np.arange(600)
+    loss = 0.7 * np.exp(-t / 80) + 0.01 + 0.001 * rng.random(600)
+    loss[150] += 0.3  # spikes at 150, 300-302 (a 3-epoch spike counts once, at its peak 301) and 450
+    loss[300:303] += np.array([0.1, 0.4, 0.2])
+    loss[450] += 0.05
+    assert detect_spikes(loss) == [150, 301, 450]
+    smooth = 0.7 * np.exp(-t / 80) + 0.01  # a decreasing curve has none
+    assert detect_spikes(smooth) == []
+
+
+def test_spike_detector_ignores_nonfinite_and_reports_divergence():
+    loss = np.r_[np.linspace(1, 0.1, 50), [np.nan, np.inf]]
+    assert detect_spikes(loss) == []
+    assert first_nonfinite(loss) == 50
+    assert first_nonfinite(np.ones(3)) is None
+
+
+def _piecewise(knots, values, n):
+    return np.interp(np.arange(n), knots, values)
+
+
+def test_stage_detector_on_constructed_cycles():
+    # frozen (rank condenses) until 100, focus 100-200, dilution 200-300, focus 300-380, dilution 380-500
+    n = 500
+    ent = _piecewise([0, 100, 200, 300, 380, 499], [2.0, 2.0, 1.2, 1.7, 1.0, 1.5], n)
+    ent += 0.005 * np.sin(np.arange(n))  # wiggles below min_drop are not phases
+    rank = _piecewise([0, 40, 60, 499], [3.8, 3.8, 1.05, 2.5], n)
+    st = detect_stages(ent, rank, rank_one=1.3, min_drop=0.1)
+    kinds = [p["stage"] for p in st["phases"]]
+    assert kinds == ["focus", "dilution", "focus", "dilution"]
+    starts = [p["start"] for p in st["phases"]]
+    np.testing.assert_allclose(starts, [100, 200, 300, 380], atol=3)
+    assert st["cycles"] == 2
+    assert st["restarts"] == [st["phases"][2]["start"]]
+    lo, hi = st["condensation"]
+    assert 40 < lo < 60 and abs(hi - 100) <= 3
+
+
+def test_entropy_phases_monotone_curve_and_small_wiggles():
+    assert [p["stage"] for p in entropy_phases(np.linspace(2, 1, 50), min_drop=0.1)] == ["focus"]
+    assert entropy_phases(1 + 0.01 * np.sin(np.arange(200)), min_drop=0.1) == []
+
+
+def test_effective_rank():
+    u, v = np.random.default_rng(1).normal(size=(2, 5))
+    assert float(effective_rank(np.outer(u, v))) == pytest.approx(1.0, abs=1e-6)
+    assert float(effective_rank(np.eye(4))) == pytest.approx(4.0)
+    # against the definition with numpy
+    M = np.random.default_rng(2).normal(size=(6, 3))
+    s = np.linalg.svd(M, compute_uv=False)
+    p = s / s.sum()
+    assert float(effective_rank(M)) == pytest.approx(np.exp(-np.sum(p * np.log(p))))
+
+
+# ------------------------------------------------------------------------------------------ curvature
+def _cluster_loss(seed=0):
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    X, y = ch.modular_data(k1, 64, 2, 5, 12)
+    w, unravel = jax.flatten_util.ravel_pytree(ch.ClusterNet(k2, 3, 12, 2, 32))
+    return (lambda v: ch.loss_fn(unravel(v), X, y)), w
+
+
+def test_hvp_against_finite_differences_of_the_gradient():
+    lf, w = _cluster_loss()
+    g = jax.jit(jax.grad(lf))
+    hv = jax.jit(lambda w, v: hvp(lf, w, v))
+    for i, key in enumerate(jax.random.split(jax.random.key(3), 3)):
+        v = jax.random.normal(key, w.shape)
+        eps = 1e-5
+        fdiff = (g(w + eps * v) - g(w - eps * v)) / (2 * eps)
+        np.testing.assert_allclose(hv(w, v), fdiff, rtol=1e-5, atol=1e-7)
+
+
+def test_lanczos_top_eigenvalue_against_dense_hessian():
+    lf, w = _cluster_loss(1)
+    H = jax.jit(jax.hessian(lf))(w)
+    top = float(np.linalg.eigvalsh(np.asarray(H))[-1])
+    lam = float(jax.jit(lambda w: lanczos_top_eig(lf, w, jax.random.key(0), num_iter=40))(w))
+    assert lam == pytest.approx(top, rel=1e-6)
+    # a quadratic with known spectrum: exact when num_iter = n
+    A = np.diag([5.0, -7.0, 2.0, 0.5])
+    q = lambda x: 0.5 * x @ jnp.asarray(A) @ x
+    assert float(lanczos_top_eig(q, jnp.ones(4), jax.random.key(1), num_iter=4)) == pytest.approx(5.0)
+
+
+# ----------------------------------------------------------------------------------------------- data
+def test_markov_transition_frequencies_match_the_matrix():
+    pi, lam = [0.75, 0.19, 0.05, 0.01], 0.3
+    X = np.asarray(fd.markov_sequences(jax.random.key(0), pi, lam, 4000, 50))
+    P = fd.transition_matrix(pi, lam)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (X[:, :-1].ravel(), X[:, 1:].ravel()), 1)
+    # chi-square goodness of fit per row: statistic below the 99.9% quantile of chi2(3) = 16.27
+    for i in range(4):
+        n = counts[i].sum()
+        exp = n * P[i]
+        stat = np.sum((counts[i] - exp) ** 2 / exp)
+        assert stat < 16.27, (i, stat)
+    # started from pi and pi is stationary: every position has law pi (tolerance 5 standard errors)
+    freq = np.mean(X[:, 25] == 0)
+    assert abs(freq - 0.75) < 5 * np.sqrt(0.75 * 0.25 / 4000)
+
+
+def test_modular_addition_labels():
+    X, y = ch.modular_data(jax.random.key(0), 500, 3, 5, 12)
+    X, y = np.asarray(X), np.asarray(y)
+    assert X.shape == (500, 12) and X.min() == 0 and X.max() == 2
+    ref = np.array([sum(int(t) for t in row[:5]) % 3 for row in X])  # brute force
+    np.testing.assert_array_equal(y, ref)
+    assert not np.array_equal(y, X[:, :6].sum(1) % 3)  # the 6th token does not count
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"pi": [0.5, 0.4]}, "sum"), ({"pi": [1.2, -0.2]}, "non-negative"), ({"lam": 1.0}, "lambda"),
+    ({"lam": -0.1}, "lambda"), ({"optimizer": "sgd2"}, "optimizer"),
+])
+def test_focus_dilution_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fd.FDConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"p": 1}, "p=1"), ({"k": 13}, "k=13"), ({"batch_size": 4096}, "batch_size")])
+def test_clustering_head_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ch.ClusterConfig(**kwargs)
+
+
+def test_model_matches_a_numpy_forward():
+    cfg = ch.ClusterConfig(n_train=32, batch_size=32)
+    m = ch.ClusterNet(jax.random.key(0), 3, 12, 2, 32)
+    x = np.array([0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 2])
+    tok, pos = np.asarray(m.tok), np.asarray(m.pos)
+    h = tok[x] + pos
+    n = h / (np.sqrt((h**2).mean(-1, keepdims=True)) + 1e-5)
+    s = n @ np.asarray(m.query) / np.sqrt(2)
+    a = np.exp(s - s.max())
+    a /= a.sum()
+    z = a @ (n @ np.asarray(m.W_V).T)
+    from scipy.special import erf
+
+    pre = np.asarray(m.W1) @ (z / (np.sqrt((z**2).mean()) + 1e-5)) + np.asarray(m.b1)
+    gelu = 0.5 * pre * (1 + erf(pre / np.sqrt(2)))
+    out = z + np.asarray(m.W2) @ gelu + np.asarray(m.b2)
+    np.testing.assert_allclose(m(jnp.asarray(x)), tok @ out, rtol=1e-10)
+    assert cfg.num_emb == 3
+
+
+def test_focus_dilution_forward_against_loops():
+    """Causal attention with queries E W_Q and keys E W_K, written out position by position in numpy."""
+    p = {k: np.asarray(v) for k, v in fd.init_params(jax.random.key(0), 4, 3, 0.7).items()}
+    X = np.asarray(fd.markov_sequences(jax.random.key(1), [0.5, 0.3, 0.15, 0.05], 0.4, 2, 5))
+    logits, attn = fd.forward({k: jnp.asarray(v) for k, v in p.items()}, jnp.asarray(X))
+    for n in range(2):
+        for t in range(5):
+            q = p["E"][X[n, t]] @ p["W_Q"]
+            sc = np.array([q @ (p["E"][X[n, s]] @ p["W_K"]) / np.sqrt(3) for s in range(t + 1)])
+            a = np.exp(sc - sc.max())
+            a /= a.sum()
+            np.testing.assert_allclose(attn[n, t, : t + 1], a, rtol=1e-12)
+            assert np.all(np.asarray(attn[n, t, t + 1:]) == 0)
+            o = sum(a[s] * (p["W_V"] @ p["E"][X[n, s]]) for s in range(t + 1))
+            np.testing.assert_allclose(logits[n, t], o @ p["W_O"], rtol=1e-10, atol=1e-14)
+
+
+# ------------------------------------------------------------------------------------------ tiny runs
+def test_clustering_head_tiny_run():
+    cfg = ch.ClusterConfig(n_train=64, n_test=64, batch_size=16, epochs=6)
+    res = ch.run_point({"config": ch.config_dict(cfg), "seeds": [0, 1], "block": 3, "curv_every": 3,
+                        "frames": 3, "sandbox_seqs": 8, "lanczos_iter": 5})
+    assert [r["seed"] for r in res["runs"]] == [0, 1]
+    r = res["runs"][0]
+    assert len(r["curves"]["loss"]) == 6 and r["diverged_at"] is None
+    assert 0 <= r["curves"]["mass_first_k"][-1] <= 1
+    assert r["curvature"]["epoch"] == [0, 3, 5] and all(np.isfinite(r["curvature"]["lambda_max"]))
+    assert len(res["sandbox"]["z"]) == 3 and np.shape(res["sandbox"]["z"][0]) == (8, 2)
+    # seeds batched == seeds looped
+    solo = ch.run_point({"config": ch.config_dict(cfg), "seeds": [1], "block": 3, "curv_every": 3,
+                         "frames": 3, "sandbox_seqs": 8, "lanczos_iter": 5})
+    np.testing.assert_allclose(solo["runs"][0]["curves"]["loss"], res["runs"][1]["curves"]["loss"], rtol=1e-9)
+
+
+def test_focus_dilution_tiny_run():
+    cfg = fd.FDConfig(T=6, n=16, d=4, steps=40, record_every=10, lr=0.5, init_scale=0.05)
+    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0, 1]})
+    r = res["runs"][0]
+    assert len(r["curves"]["loss"]) == 5 and res["step"] == [0, 10, 20, 30, 40]
+    mass = np.asarray(r["curves"]["mass"])
+    np.testing.assert_allclose(mass.sum(1), 1.0, rtol=1e-10)  # attention rows sum to one
+    assert r["curves"]["loss"][-1] < r["curves"]["loss"][0]
+    assert np.shape(r["pca"]["coords"]) == (5, 4, 2)
+
+
+# ------------------------------------------------------------------------------------- driver and CLI
+def test_dynlab_cli_runs_resumes_and_draws(tmp_path, capsys):
+    from bayesattn.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text('''name = "tiny"
+experiment = "focus_dilution"
+seeds = 2
+seeds_per_point = 2
+optimizers = ["gd", "adam"]
+settings = [{}, { vocab = 3, ratio = 0.3 }]
+[base]
+T = 6
+n = 16
+d = 4
+steps = 40
+record_every = 10
+''')
+    out = tmp_path / "out"
+    assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "V=3" in text and "adam" in text and "cycles per seed" in text
+    files = sorted(p.name for p in (out / "figures").iterdir())
+    assert files == ["cycle_counts.png", "cycles.png", "pca_paths.png"]
+    pts = sorted((out / "points" / "train").glob("*.json"))
+    assert len(pts) == 4
+    mtimes = [p.stat().st_mtime_ns for p in pts]
+    assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet", "--no-figures"]) == 0  # resumes
+    assert [p.stat().st_mtime_ns for p in pts] == mtimes
+
+
+def test_dynlab_cli_bad_input(tmp_path, capsys):
+    from bayesattn.cli import main
+
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('experiment = "focus_dilution"\nsettings = [{ pi = [0.6, 0.6] }]\n')
+    assert main(["dynlab", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "pi=[0.6, 0.6]" in capsys.readouterr().err
+    cfg.write_text('experiment = "clustering_head"\n[base]\nk = 20\n')
+    assert main(["dynlab", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "k=20" in capsys.readouterr().err
+    assert main(["dynlab", "--config", "no_such_config"]) == 2
+
+
+def test_named_configs_load():
+    from bayesattn.experiments.dynlab import DynlabConfig, points
+
+    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full"):
+        c = DynlabConfig.from_toml(name)
+        pts = points(c)
+        assert pts["train"], name
+    fdc = DynlabConfig.from_toml("focus_dilution")
+    opts = [p["config"]["optimizer"] for p in points(fdc)["train"]]
+    lrs = [p["config"]["lr"] for p in points(fdc)["train"]]
+    assert opts.count("adam") == 1 and lrs[opts.index("adam")] == fdc.adam_lr
+
+
+def test_diverging_run_is_reported_not_plotted(tmp_path):
+    from bayesattn.plots.dynlab import cycles_figure
+
+    cfg = fd.FDConfig(T=6, n=16, d=4, steps=30, record_every=10, lr=1e6, init_scale=1.0)
+    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0]})
+    r = res["runs"][0]
+    assert r["diverged_at_step"] is not None and r["diverged_at_step"] <= 30
+    rec = {"point": {"label": "diverging"}, "result": res}
+    cycles_figure([rec], tmp_path / "c.png")  # draws the note, not the curve
+    assert (tmp_path / "c.png").exists()
+
+
+@pytest.mark.slow
+def test_equilibrium_entropy_falls_with_P():
+    from bayesattn.experiments.dynlab import equilibrium_point
+
+    lo = equilibrium_point({"P": 4, "seed": 0, "num_warmup": 200, "num_samples": 200})
+    hi = equilibrium_point({"P": 2048, "seed": 0, "num_warmup": 200, "num_samples": 200})
+    assert lo["entropy"]["mean"] > hi["entropy"]["mean"]
+    assert lo["entropy"]["mean"] <= np.log(8) + 1e-9
+
+
+def test_summaries_exclude_diverged_runs():
+    from bayesattn.experiments.dynlab import cluster_summary, fd_summary
+
+    sp = {"epoch": 5, "lambda_max": 8.0, "lambda_max_before": 2.0}
+    ch_runs = [{"seed": 0, "success": True, "final_test_acc": 1.0, "diverged_at": None, "spikes": [sp, sp]},
+               {"seed": 1, "success": False, "final_test_acc": 0.5, "diverged_at": 7, "spikes": [sp]}]
+    e = cluster_summary([{"point": {"label": "x"}, "result": {"runs": ch_runs}}])["x"]
+    assert e["runs"] == 2 and e["success_fraction"] == 0.5 and e["spikes"] == [2]
+    assert e["diverged"] == [{"seed": 1, "epoch": 7}] and e["median_lambda_ratio_at_spike"] == 4.0
+    ok = {"seed": 0, "cycles": 2, "diverged_at_step": None,
+          "stage_steps": {"phases": [{"stage": "focus", "start": 100}], "condensation": [10, 100]}}
+    bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
+    f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
+    assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
