@@ -7,6 +7,8 @@ from .base import TASKS, Dataset, Task, draw_tokens, register_task, task_from_co
 from .copy import CopyTask
 from .markov import HighOrderMarkovTask
 from .multilag import MultiLagCopyTask
+from .sparse import CellularAutomatonTask, SparseLinearMapTask, SparseRegressionTask
 
 __all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "draw_tokens",
+           "SparseLinearMapTask", "CellularAutomatonTask", "SparseRegressionTask",
            "register_task", "task_from_config"]
