@@ -33,9 +33,10 @@ def sparse_support(key: jax.Array, S: int, s: int) -> np.ndarray:
     replacement (independently per row) from ``key``."""
     S = check_int("S", S, minimum=1)
     s = check_int("s", s, minimum=1, maximum=S)
-    perms = jax.vmap(lambda k: jax.random.permutation(k, S))(jax.random.split(key, S))
+    with jax.ensure_compile_time_eval():  # concrete even when called inside a traced function
+        perms = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, S))(jax.random.split(key, S)))
     A = np.zeros((S, S), dtype=np.int64)
-    np.put_along_axis(A, np.asarray(perms[:, :s]), 1, axis=1)
+    np.put_along_axis(A, perms[:, :s], 1, axis=1)
     return A
 
 
@@ -108,7 +109,8 @@ class SparseLinearMapTask(_DerivedShape, Task):
     @property
     def support(self) -> np.ndarray:
         """A: (S, S) 0/1 with s ones per row."""
-        return sparse_support(jax.random.key(self.seed), self.S, self.s)
+        with jax.ensure_compile_time_eval():
+            return sparse_support(jax.random.key(self.seed), self.S, self.s)
 
     @property
     def query_rows(self) -> np.ndarray:
@@ -229,8 +231,9 @@ class CellularAutomatonTask(_DerivedShape, Task):
     @property
     def rule_tables(self) -> np.ndarray:
         """(n_rules, 4, 4, 4) the pool, drawn from ``seed``."""
-        t = jax.random.randint(jax.random.key(self.seed), (self.n_rules, 4, 4, 4), 0, 4)
-        return check_rule_tables(np.asarray(t))
+        with jax.ensure_compile_time_eval():
+            t = np.asarray(jax.random.randint(jax.random.key(self.seed), (self.n_rules, 4, 4, 4), 0, 4))
+        return check_rule_tables(t)
 
     @property
     def query_rows(self) -> np.ndarray:
@@ -262,7 +265,8 @@ class CellularAutomatonTask(_DerivedShape, Task):
 
     def sample_tokens(self, key: jax.Array, B: int, tables=None) -> jax.Array:
         """(B, T) int tokens; ``tables`` (optional): a pool to use instead of :attr:`rule_tables`."""
-        pool = jnp.asarray(self.rule_tables if tables is None else check_rule_tables(tables))
+        with jax.ensure_compile_time_eval():
+            pool = jnp.asarray(self.rule_tables if tables is None else check_rule_tables(tables))
         kr, kx = jax.random.split(key)
         which = jax.random.randint(kr, (B,), 0, pool.shape[0])
         x0 = jax.random.randint(kx, (B, self.cells), 0, 4, dtype=jnp.int32)
@@ -317,7 +321,8 @@ class SparseRegressionTask(_DerivedShape, Task):
     def support(self) -> np.ndarray:
         if self.support_kind == "shift":
             return shift_support(self.S, self.s)
-        return sparse_support(jax.random.key(self.seed), self.S, self.s)
+        with jax.ensure_compile_time_eval():
+            return sparse_support(jax.random.key(self.seed), self.S, self.s)
 
     @property
     def row_supports(self) -> np.ndarray:
