@@ -252,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     fp.add_argument("dir", help="output folder of a phase-diagram run")
     fp.set_defaults(func=_cmd_figures)
     _add_staircase(sub)  # issue 13
+    _add_sparse(sub)  # issue 15
     return p
 
 
@@ -287,6 +288,45 @@ def _add_staircase(sub) -> None:
     sc.add_argument("--out", help="output folder (default: results/<config name>)")
     sc.add_argument("--quiet", action="store_true", help="no progress bars")
     sc.set_defaults(func=_cmd_staircase)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# `bayesattn sparse`: sparse attention patterns of issue 15 (docs/sparse.md); one self-contained block
+# ---------------------------------------------------------------------------------------------------------
+def _cmd_sparse(args) -> int:
+    from .experiments.sparse import SparseConfig, run
+    from .plots.sparse import draw_all
+
+    cfg = SparseConfig.from_toml(args.config)
+    if args.parts:
+        cfg.parts = args.parts.split(",")
+    if args.seeds is not None:
+        cfg.seeds = args.seeds
+    cfg.validate()
+    out = args.out or f"results/{cfg.name}"
+    summary = run(cfg, out, progress=not args.quiet)
+    for fig in draw_all(out):
+        print(f"wrote {fig}")
+    for part in ("grid", "heads", "head_dim", "mixer"):
+        for e in summary.get(part, []):
+            t = "-" if e["t_median"] is None else f"{e['t_median']:.0f} ({e['t_min']}-{e['t_max']})"
+            print(f"{part}: {e['model']} S={e['S']} s={e['s']} H={e['heads']} head_dim={e['head_dim']}: "
+                  f"solved {e['solved']}/{e['seeds']}, median t* {t}, plateau {e['plateau']:.3f}, IoU {e['iou']:.2f}")
+    for key, e in summary.get("bayes", {}).items():
+        print(f"bayes {key}: P_c = {e['P_c']}")
+    return 0
+
+
+def _add_sparse(sub) -> None:
+    sp = sub.add_parser("sparse", help="sparse attention patterns: emergence over seeds, heads, Mixer, Bayesian P_c",
+                        description="Run the sparse-pattern experiment of docs/sparse.md (resumable).")
+    sp.add_argument("--config", default="sparse_emergence",
+                    help="a TOML file, or the name of one in phase_diagrams/sparse/ (default: sparse_emergence)")
+    sp.add_argument("--parts", help="comma-separated subset of grid,heads,head_dim,mixer,bayes (default: the config's)")
+    sp.add_argument("--seeds", type=int, help="seeds per training point (default: the config's)")
+    sp.add_argument("--out", help="output folder (default: results/<config name>)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bars")
+    sp.set_defaults(func=_cmd_sparse)
 
 
 def main(argv: list[str] | None = None) -> int:
