@@ -65,8 +65,10 @@ def test_difficulty_and_bayes_summary():
             for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]]
     e = bayes_summary(recs)["S=8,s=2"]
     assert e["P"] == [10, 100] and e["mass_mean"] == pytest.approx([0.25, 0.8])
-    # log-interpolated crossing of 1/2 between 0.25 at 10 and 0.8 at 100
-    assert e["P_c"] == pytest.approx(10 ** (1 + 0.25 / 0.55))
+    # excess over uniform (s/S = 1/4): 0 at P = 10, (0.8 - 0.25) / 0.75 at 100; crossing 1/2 log-interpolated
+    x1 = 0.55 / 0.75
+    assert e["excess"] == pytest.approx([0.0, x1])
+    assert e["P_c"] == pytest.approx(10 ** (1 + 0.5 / x1))
 
 
 def test_tiny_run_resumes_and_draws(tmp_path, capsys):

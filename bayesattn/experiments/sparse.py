@@ -164,7 +164,9 @@ def bayes_point(point: dict) -> dict:
 
 
 def bayes_summary(records: list) -> dict:
-    """{"S=8,s=2": {"P": [...], "mass": {init: [...]}, "P_c": P where the mean mass over inits crosses 1/2}}."""
+    """{"S=8,s=2": {"P": [...], "mass": {init: [...]}, "excess": [...], "P_c": ...}}: excess = (M - s/S) / (1 - s/S)
+    of the mass M averaged over inits (0 for uniform attention, 1 on the support); P_c: where it crosses 1/2
+    (log-interpolated; None if it does not within the grid)."""
     out: dict = {}
     for r in records:
         pt = r["point"]
@@ -176,7 +178,10 @@ def bayes_summary(records: list) -> dict:
         e["mass"] = {init: [v.get(p) for p in P] for init, v in e["by"].items()}
         mean = np.array([np.mean([v[p] for v in e["by"].values() if p in v]) for p in P])
         e["mass_mean"] = mean.tolist()
-        e["P_c"] = transitions(np.asarray(P, float), mean, 0.5)
+        base = e["s"] / e["S"]
+        excess = (mean - base) / (1 - base) if base < 1 else np.ones_like(mean)
+        e["excess"] = excess.tolist()
+        e["P_c"] = transitions(np.asarray(P, float), excess, 0.5)
         del e["by"]
     return out
 

@@ -157,13 +157,15 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for i, (key, e) in enumerate(sorted(summ.items(), key=lambda kv: (kv[1]["S"], kv[1]["s"]))):
+        base = e["s"] / e["S"]
         for init, m in e["mass"].items():
             P = [p for p, v in zip(e["P"], m) if v is not None]
-            axes[0].plot(P, [v for v in m if v is not None], "-o" if init == "cold" else "--s", color=f"C{i}",
-                         ms=3, label=f"{key} {init}")
+            ex = [(v - base) / (1 - base) for v in m if v is not None]
+            axes[0].plot(P, ex, "-o" if init == "cold" else "--s", color=f"C{i % 10}", ms=3,
+                         label=f"{key}" if init == "cold" else None)
     axes[0].set_xscale("log")
     axes[0].set_xlabel("P")
-    axes[0].set_ylabel("posterior mass on the support")
+    axes[0].set_ylabel("excess mass on the support\n(M - s/S) / (1 - s/S); -- hot start")
     axes[0].axhline(0.5, color="k", lw=0.5)
     axes[0].legend(fontsize=6, ncol=2)
     train = {(r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1] for r in _recs(run_dir, "grid")}
@@ -176,7 +178,8 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         if tr:
             ax2.plot(*zip(*tr), ":x", color=f"C{j}", label=f"median t*, S={S}")
     axes[1].set_xlabel("s")
-    axes[1].set_ylabel("Bayesian P_c (mass = 1/2)")
+    axes[1].set_ylabel("Bayesian P_c (excess = 1/2)")
+    axes[1].set_yscale("log")
     ax2.set_ylabel("trained median t* (dotted)")
     axes[1].legend(fontsize=7, loc="upper left")
     ax2.legend(fontsize=7, loc="lower right")
