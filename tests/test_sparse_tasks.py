@@ -137,6 +137,8 @@ def test_regression_surrogate_data():
         assert np.isclose(Y[mu, i, k], sum(X[mu, j, k] for j in range(6) if A[i, j]))
     assert task.key_mask.all() and task.query_mask.all()
     assert ba.task_from_config(task.config()) == task
+    norm = ba.SparseRegressionTask(S=6, s=3, dim=2, seed=3, normalize=True).sample(jax.random.key(0), 5)
+    np.testing.assert_allclose(np.asarray(norm.Y) * np.sqrt(3), Y, rtol=1e-12)
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])

@@ -49,6 +49,7 @@ class BayesSparseConfig:
     grid: list = field(default_factory=lambda: [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]])
     P: list = field(default_factory=lambda: [25, 50, 100, 200, 400, 800, 1600])
     dim: int = 8
+    normalize: bool = False  # y / sqrt(s): the signal per row independent of s
     sigma_A2: float = 1.0
     sigma_V2: float = 100.0
     sigma2: float = 400.0
@@ -132,9 +133,14 @@ def train_point(point: dict) -> dict:
 
 
 def difficulty(result: dict) -> dict:
-    """Solved seeds, median and range of t* over solved seeds, mean plateau, mean final IoU."""
+    """Solved seeds, median and range of t* over solved seeds, mean plateau, mean final IoU, and the median
+    escape step from ln 2 (first stored step with loss < ln 2 - 0.05)."""
     ts = [t for t in result["t_star"] if t is not None]
+    h = result.get("history", {})
+    esc = [next((st for st, l in zip(h["step"], loss) if l < np.log(2) - 0.05), None) for loss in h.get("loss", [])]
+    esc = [e for e in esc if e is not None]
     return {"solved": len(ts), "seeds": len(result["t_star"]),
+            "escape_median": float(np.median(esc)) if esc else None,
             "t_median": float(np.median(ts)) if ts else None,
             "t_min": min(ts) if ts else None, "t_max": max(ts) if ts else None,
             "plateau": float(np.mean(result["plateau"])), "iou": float(np.mean(result["iou_final"]))}
@@ -146,7 +152,7 @@ def bayes_point(point: dict) -> dict:
     M = s m (m: the order parameter against the pattern A / s), normalised overlap u_s = s u (1 at the pattern)."""
     b = BayesSparseConfig(**point["bayes"])
     S, s, P = point["S"], point["s"], point["P"]
-    task = SparseRegressionTask(S=S, s=s, dim=b.dim, seed=point["task_seed"])
+    task = SparseRegressionTask(S=S, s=s, dim=b.dim, seed=point["task_seed"], normalize=b.normalize)
     prior = Prior(b.sigma_A2, b.sigma_V2, b.sigma2)
     k_data, k_mcmc = jax.random.split(jax.random.key(point["key"]))
     post = Posterior(task.sample(k_data, P), "softmax", prior)

@@ -287,7 +287,9 @@ class SparseRegressionTask(_DerivedShape, Task):
     """Gaussian surrogate of the linear map: S real tokens x_j ~ N(0, I_d) (or one-hot), every row i a query with
     y_i = sum_{j : A_ij = 1} x_j; all S keys visible (T = S). support: "random" (A drawn from ``seed``, s ones per
     row) or "shift" (row i: i-1, ..., i-s mod S; with s = 1 this is ``CopyTask(T=S, offset=1)``).
-    Target pattern "support": A / s (the attention that, with readout s I, gives y exactly).
+    normalize: divide y by sqrt(s), so that every target has the variance of one token whatever s (the signal
+    per row of the mod-2 map does not grow with s either). Target pattern "support": A / s (the attention that,
+    with readout s I, or sqrt(s) I when normalised, gives y exactly).
 
     >>> import jax, bayesattn as ba
     >>> task = ba.SparseRegressionTask(S=6, s=2, dim=3)
@@ -302,6 +304,7 @@ class SparseRegressionTask(_DerivedShape, Task):
     support_kind: str = "random"
     seed: int = 0
     tokens: TokenKind = "gaussian"
+    normalize: bool = False
     T: int = field(init=False, default=0)
     d: int = field(init=False, default=0)
 
@@ -313,6 +316,9 @@ class SparseRegressionTask(_DerivedShape, Task):
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
         check_choice("support_kind", self.support_kind, ("random", "shift"))
         check_choice("tokens", self.tokens, TOKENS)
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise ValueError(f"normalize={self.normalize!r}: expected True or False")
+        object.__setattr__(self, "normalize", bool(self.normalize))
         object.__setattr__(self, "T", S)
         object.__setattr__(self, "d", self.dim)
         super().__post_init__()
@@ -334,4 +340,5 @@ class SparseRegressionTask(_DerivedShape, Task):
 
     def _sample(self, key, P):
         X = draw_tokens(key, (P, self.S), self.d, self.tokens)
-        return X, jnp.einsum("ij,pjk->pik", jnp.asarray(self.support, X.dtype), X)
+        Y = jnp.einsum("ij,pjk->pik", jnp.asarray(self.support, X.dtype), X)
+        return X, (Y / np.sqrt(self.s) if self.normalize else Y)
