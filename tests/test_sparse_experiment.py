@@ -24,7 +24,7 @@ mixer_s = [1]
 {chr(10).join(f'{k} = {v}' for k, v in TINY.items())}
 [bayes]
 grid = [[4, 2]]
-P = [10, 40]
+P = [40]
 dim = 2
 inits = ["cold"]
 num_chains = 1
@@ -77,11 +77,11 @@ def test_tiny_run_resumes_and_draws(tmp_path, capsys):
     assert main(["sparse", "--config", str(cfg_path), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["grid"][0]["seeds"] == 2 and len(summary["mixer"]) == 2
-    assert set(summary["bayes"]) == {"S=4,s=2"}
+    assert set(summary["bayes"]) == {"S=4,s=2"} and summary["bayes"]["S=4,s=2"]["P"] == [40]
     printed = capsys.readouterr().out
     assert "sparse_heatmap.png" in printed and "sparse_bayes.png" in printed
     files = sorted((out / "points").rglob("*.json"))
-    assert len(files) == 1 + 2 + 2
+    assert len(files) == 1 + 2 + 1
     rec = json.loads(files[0].read_text())
     assert "versions" in rec and "key" in rec["point"]
     mtimes = [f.stat().st_mtime_ns for f in files]

@@ -80,9 +80,13 @@ def test_tiny_training_vmapped_equals_looped():
     assert not np.allclose(a["loss"][0], a["loss"][1])  # seeds differ
 
 
-def test_tiny_mixer_and_ca_run():
-    r = train_seeds(_tiny(model="mixer"), [1], vmap=True)
+def test_tiny_mixer_run():
+    r = train_seeds(_tiny(model="mixer"), [1])
     assert r["attention"].shape == (1, 8, 8) and np.all(np.isfinite(r["loss"]))
     assert np.allclose(np.triu(r["attention"][0], 1), 0)  # causal mixing
+
+
+@pytest.mark.slow
+def test_tiny_ca_run():
     r = train_seeds(_tiny(task="cellular_automaton", k=1, tokens_per_step=64, steps=10), [0], vmap=True)
     assert r["loss"].shape == (1, 10) and abs(r["loss"][0, 0] - np.log(4)) < 0.5  # 4 states
