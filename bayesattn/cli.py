@@ -313,7 +313,7 @@ def _cmd_sparse(args) -> int:
             print(f"{part}: {e['model']} S={e['S']} s={e['s']} H={e['heads']} head_dim={e['head_dim']}: "
                   f"solved {e['solved']}/{e['seeds']}, median t* {t}, plateau {e['plateau']:.3f}, IoU {e['iou']:.2f}")
     for key, e in summary.get("bayes", {}).items():
-        print(f"bayes {key}: P_c = {e['P_c']}")
+        print(f"bayes {key}: P_c = {e['P_c']} (MCMC), {summary.get('theory', {}).get(key)} (theory)")
     return 0
 
 
@@ -322,7 +322,7 @@ def _add_sparse(sub) -> None:
                         description="Run the sparse-pattern experiment of docs/sparse.md (resumable).")
     sp.add_argument("--config", default="sparse_emergence",
                     help="a TOML file, or the name of one in phase_diagrams/sparse/ (default: sparse_emergence)")
-    sp.add_argument("--parts", help="comma-separated subset of grid,heads,head_dim,mixer,bayes (default: the config's)")
+    sp.add_argument("--parts", help="comma-separated subset of grid,heads,head_dim,mixer,bayes,theory (default: the config's)")
     sp.add_argument("--seeds", type=int, help="seeds per training point (default: the config's)")
     sp.add_argument("--out", help="output folder (default: results/<config name>)")
     sp.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -15,7 +15,7 @@ TINY = dict(S=4, s=1, width=8, heads=2, mlp=16, steps=20, tokens_per_step=64, re
 def tiny_config(tmp_path, **kw):
     text = f"""
 name = "tiny"
-parts = ["grid", "mixer", "bayes"]
+parts = ["grid", "mixer", "bayes", "theory"]
 seeds = 2
 grid = [[4, 1]]
 mixer_S = 4
@@ -81,7 +81,8 @@ def test_tiny_run_resumes_and_draws(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "sparse_heatmap.png" in printed and "sparse_bayes.png" in printed
     files = sorted((out / "points").rglob("*.json"))
-    assert len(files) == 1 + 2 + 1
+    assert len(files) == 1 + 2 + 1 + 1
+    assert set(summary["theory"]) == {"S=4,s=2"}
     rec = json.loads(files[0].read_text())
     assert "versions" in rec and "key" in rec["point"]
     mtimes = [f.stat().st_mtime_ns for f in files]

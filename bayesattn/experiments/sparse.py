@@ -9,6 +9,7 @@ A run writes, under its output folder::
     points/head_dim/*.json  one file per head size at fixed H
     points/mixer/*.json     one file per (model, s) at fixed S
     points/bayes/*.json     one file per (S, s, P): NUTS on the closed-form posterior of the surrogate
+    points/theory/*.json    one file per (S, s): the s-source order-parameter theory over P
     summary.json            config, per point: solved seeds, t* (median, range), plateau, IoU; P_c(S, s)
 
 Every point goes through :func:`bayesattn.sweep.run_sweep` (atomic, resumable); seeds and PRNG keys are in
@@ -36,7 +37,7 @@ from ._configs import config_dirs, load_toml
 from .sparse_training import SparseTrainConfig, train_seeds
 from .staircase import transitions
 
-PARTS = ("grid", "heads", "head_dim", "mixer", "bayes")
+PARTS = ("grid", "heads", "head_dim", "mixer", "bayes", "theory")
 CONFIG_DIRS = config_dirs("sparse")
 KEEP_EVERY = 10  # histories are stored every 10 steps (t* is computed at full resolution before)
 
@@ -192,6 +193,18 @@ def bayes_summary(records: list) -> dict:
     return out
 
 
+def theory_point(point: dict) -> dict:
+    """The order-parameter theory's stable excess mass over a fine grid of P, and its P_c (excess = 1/2)."""
+    from ..bayes.theory.sparse import excess_curve
+
+    b = BayesSparseConfig(**point["bayes"])
+    P = np.geomspace(min(point["P"]), 2 * max(point["P"]), 25)
+    r = excess_curve(point["S"], point["s"], P, normalize=b.normalize, sigma_A2=b.sigma_A2, seed=point["key"],
+                     d=b.dim, sigma2=b.sigma2, sigma_V2=b.sigma_V2)
+    r["P_c"] = transitions(P, np.asarray(r["excess"]), 0.5)
+    return r
+
+
 # --------------------------------------------------------------------------------------------- driver
 def points(cfg: SparseConfig) -> dict:
     def tp(part, i, **changes):
@@ -215,6 +228,11 @@ def points(cfg: SparseConfig) -> dict:
         out["bayes"] = [{"part": "bayes", "S": S, "s": s, "P": int(P), "init": init, "bayes": b, "task_seed": 0,
                          "key": cfg.seed * 1000003 + int(P)}
                         for S, s in cfg.bayes.grid for P in cfg.bayes.P for init in cfg.bayes.inits]
+    if "theory" in cfg.parts:
+        b = dataclasses.asdict(cfg.bayes)
+        b.pop("grid"), b.pop("P"), b.pop("inits")
+        out["theory"] = [{"part": "theory", "S": S, "s": s, "P": [int(p) for p in cfg.bayes.P], "bayes": b,
+                          "key": cfg.seed} for S, s in cfg.bayes.grid]
     return {k: v for k, v in out.items() if v}
 
 
@@ -224,10 +242,12 @@ def run(cfg: SparseConfig, out_dir, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     summary = {"config": dataclasses.asdict(cfg), "versions": package_versions()}
     for part, pts in points(cfg).items():
-        fn = bayes_point if part == "bayes" else train_point
+        fn = {"bayes": bayes_point, "theory": theory_point}.get(part, train_point)
         recs = run_sweep(pts, fn, out / "points" / part, progress=progress, desc=part)
         if part == "bayes":
             summary["bayes"] = bayes_summary(recs)
+        elif part == "theory":
+            summary["theory"] = {f"S={r['point']['S']},s={r['point']['s']}": r["result"]["P_c"] for r in recs}
         else:
             summary[part] = [{**{k: r["point"]["train"][k] for k in ("S", "s", "model", "heads", "head_dim", "width")},
                               **difficulty(r["result"]), "wall_s": r["wall_time_s"]} for r in recs]

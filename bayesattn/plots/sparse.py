@@ -154,6 +154,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     from ..experiments.sparse import bayes_summary
 
     summ = bayes_summary(recs)
+    theory = {(r["point"]["S"], r["point"]["s"]): r["result"] for r in _recs(run_dir, "theory")}
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for i, (key, e) in enumerate(sorted(summ.items(), key=lambda kv: (kv[1]["S"], kv[1]["s"]))):
@@ -161,11 +162,15 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         for init, m in e["mass"].items():
             P = [p for p, v in zip(e["P"], m) if v is not None]
             ex = [(v - base) / (1 - base) for v in m if v is not None]
-            axes[0].plot(P, ex, "-o" if init == "cold" else "--s", color=f"C{i % 10}", ms=3,
-                         label=f"{key}" if init == "cold" else None)
+            axes[0].plot(P, ex, "o" if init == "cold" else "s", mfc="none" if init == "hot" else None,
+                         color=f"C{i % 10}", ms=4, label=f"{key}" if init == "cold" else None)
+        th = theory.get((e["S"], e["s"]))
+        if th:
+            axes[0].plot(th["P"], th["excess"], "-", color=f"C{i % 10}", lw=1)
     axes[0].set_xscale("log")
     axes[0].set_xlabel("P")
-    axes[0].set_ylabel("excess mass on the support\n(M - s/S) / (1 - s/S); -- hot start")
+    axes[0].set_ylabel("excess mass on the support\n(M - s/S) / (1 - s/S)")
+    axes[0].set_title("NUTS (o cold, open s hot), theory (lines)", fontsize=8)
     axes[0].axhline(0.5, color="k", lw=0.5)
     axes[0].legend(fontsize=6, ncol=2)
     train = {(r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1] for r in _recs(run_dir, "grid")}
@@ -174,11 +179,14 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         es = sorted((e["s"], e["P_c"]) for e in summ.values() if e["S"] == S)
         axes[1].plot([s for s, _ in es], [np.nan if p is None else p for _, p in es], "-o", color=f"C{j}",
                      label=f"P_c, S={S}")
+        tp = sorted((s, th["P_c"]) for (S2, s), th in theory.items() if S2 == S and th["P_c"])
+        if tp:
+            axes[1].plot(*zip(*tp), "--", color=f"C{j}", lw=1)
         tr = sorted((s, t) for (S2, s), t in train.items() if S2 == S)
         if tr:
             ax2.plot(*zip(*tr), ":x", color=f"C{j}", label=f"median t*, S={S}")
     axes[1].set_xlabel("s")
-    axes[1].set_ylabel("Bayesian P_c (excess = 1/2)")
+    axes[1].set_ylabel("Bayesian P_c (excess = 1/2)\nNUTS o-, theory --")
     axes[1].set_yscale("log")
     ax2.set_ylabel("trained median t* (dotted)")
     axes[1].legend(fontsize=7, loc="upper left")
