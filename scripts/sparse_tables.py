@@ -19,7 +19,8 @@ def training_table(run: Path) -> str:
             "final entropy | wall (s) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for part in ("grid", "heads", "head_dim", "mixer"):
         recs = load_results(run / "points" / part)
-        recs.sort(key=lambda r: tuple(str(r["point"]["train"][k]) for k in ("model", "S", "s", "heads", "head_dim")))
+        recs.sort(key=lambda r: tuple((str(v) if isinstance(v, str) else f"{v or 0:06d}") for v in
+                                      (r["point"]["train"][k] for k in ("model", "S", "s", "heads", "head_dim"))))
         for r in recs:
             t, res = r["point"]["train"], r["result"]
             d = difficulty(res)
@@ -37,10 +38,13 @@ def bayes_table(run: Path) -> str:
     if not summ:
         return ""
     P = next(iter(summ.values()))["P"]
-    rows = ["| S | s | " + " | ".join(f"P={p}" for p in P) + " | P_c |", "|---|---|" + "---|" * (len(P) + 1)]
+    theory = {(r["point"]["S"], r["point"]["s"]): r["result"]["P_c"] for r in load_results(run / "points" / "theory")}
+    rows = ["| S | s | " + " | ".join(f"P={p}" for p in P) + " | P_c (NUTS) | P_c (theory) |",
+            "|---|---|" + "---|" * (len(P) + 2)]
+    fmt = lambda p: "> grid" if p is None else f"{p:.0f}"  # noqa: E731
     for e in sorted(summ.values(), key=lambda e: (e["S"], e["s"])):
-        pc = "> grid" if e["P_c"] is None else f"{e['P_c']:.0f}"
-        rows.append(f"| {e['S']} | {e['s']} | " + " | ".join(f"{x:.2f}" for x in e["excess"]) + f" | {pc} |")
+        rows.append(f"| {e['S']} | {e['s']} | " + " | ".join(f"{x:.2f}" for x in e["excess"])
+                    + f" | {fmt(e['P_c'])} | {fmt(theory.get((e['S'], e['s'])))} |")
     return "\n".join(rows)
 
 

@@ -30,6 +30,7 @@ inits = ["cold"]
 num_chains = 1
 num_warmup = 30
 num_samples = 30
+theory_P = 3
 """
     p = tmp_path / "tiny.toml"
     p.write_text(text)

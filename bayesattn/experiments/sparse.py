@@ -58,6 +58,7 @@ class BayesSparseConfig:
     num_chains: int = 2
     num_warmup: int = 300
     num_samples: int = 300
+    theory_P: int = 25  # values of P (geometric, P[0] .. 2 P[-1]) of the theory's curve
 
 
 @dataclass
@@ -198,7 +199,7 @@ def theory_point(point: dict) -> dict:
     from ..bayes.theory.sparse import excess_curve
 
     b = BayesSparseConfig(**point["bayes"])
-    P = np.geomspace(min(point["P"]), 2 * max(point["P"]), 25)
+    P = np.geomspace(min(point["P"]), 2 * max(point["P"]), b.theory_P)
     r = excess_curve(point["S"], point["s"], P, normalize=b.normalize, sigma_A2=b.sigma_A2, seed=point["key"],
                      d=b.dim, sigma2=b.sigma2, sigma_V2=b.sigma_V2)
     r["P_c"] = transitions(P, np.asarray(r["excess"]), 0.5)
