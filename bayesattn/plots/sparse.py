@@ -190,7 +190,8 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     axes[1].set_yscale("log")
     ax2.set_ylabel("trained median t* (dotted)")
     axes[1].legend(fontsize=7, loc="upper left")
-    ax2.legend(fontsize=7, loc="lower right")
+    if ax2.get_lines():
+        ax2.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=80)
     plt.close(fig)
