@@ -26,7 +26,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._batching import default_batch
 from .._validate import check_choice, check_int, check_positive
 from ..models.transformer import CausalMixer, MixerConfig, Transformer, TransformerConfig
 from ..tasks.sparse import CellularAutomatonTask, SparseLinearMapTask
@@ -207,18 +206,16 @@ def _jitted(cfg: SparseTrainConfig):
             eqx.filter_jit(eqx.filter_vmap(probe, in_axes=(None, 0, None))))
 
 
-def train_seeds(cfg: SparseTrainConfig, seeds, key: jax.Array | None = None, *, vmap: bool | None = None,
+def train_seeds(cfg: SparseTrainConfig, seeds, key: jax.Array | None = None, *, vmap: bool = True,
                 progress=None, record_attention: bool = True) -> dict:
     """Train one model per seed (seed i: init key fold_in(key, i) split into init / data keys). ``vmap``: all
-    seeds in one vmapped program; False: the same per-seed program, one seed after another; None (default):
-    vmapped on an accelerator, looped on a CPU, where the vmapped program ran 2.6x slower per seed-step
-    (``benchmarks/bench_sparse.py``; the same finding as :func:`bayesattn._batching.default_batch`). ``progress``: a tqdm-like bar updated by steps, or None.
+    seeds in one vmapped program (default; on the idle 2-core CPU 1.3x faster per seed-step than looping, but
+    2.6x slower when the machine was overloaded: ``benchmarks/bench_sparse.py``); False: the same per-seed
+    program, one seed after another. ``progress``: a tqdm-like bar updated by steps, or None.
 
     Returns per seed: "loss", "acc" (per step), "t_star", "plateau", records every ``record_every`` steps
     ("record_step", "iou", "entropy"), the final head-mean attention ("attention", (T, T)), and "steps_run"."""
     seeds = [check_int("seed", s, minimum=0) for s in seeds]
-    if vmap is None:
-        vmap = default_batch(len(seeds)) > 1
     key = jax.random.key(0) if key is None else key
     task = cfg.make_task()
     rows, sup = task.query_rows, task.row_supports
