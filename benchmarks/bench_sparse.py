@@ -1,6 +1,7 @@
 """Benchmark: seeds of the sparse linear-map training, vmapped in one program against looped one by one.
 
-    python benchmarks/bench_sparse.py [--config sparse_emergence] [--S 8 --s 2] [--seeds 16] [--steps 300] (multiples of 50)
+    python benchmarks/bench_sparse.py [--config sparse_emergence] [--S 8 --s 2] [--seeds 16] [--steps 300]
+    (--steps: a multiple of 50)
     python benchmarks/bench_sparse.py --full    # one full 16-seed point of the config (early stop as configured)
 
 Default: the CPU default's training settings (phase_diagrams/sparse/sparse_emergence.toml) at one grid point,

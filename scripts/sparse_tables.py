@@ -27,8 +27,9 @@ def training_table(run: Path) -> str:
             hd = t["head_dim"] or (t["width"] // t["heads"])
             tm = "-" if d["t_median"] is None else f"{d['t_median']:.0f} ({d['t_min']}-{d['t_max']})"
             esc = "-" if d["escape_median"] is None else f"{d['escape_median']:.0f}"
-            rows.append(f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if t['model'] == 'transformer' else '-'} "
-                        f"| {hd if t['model'] == 'transformer' else '-'} | {d['solved']}/{d['seeds']} | {tm} | {esc} "
+            tf = t["model"] == "transformer"
+            rows.append(f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if tf else '-'} "
+                        f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} | {tm} | {esc} "
                         f"| {d['iou']:.2f} | {np.mean(res['entropy_final']):.2f} | {r['wall_time_s']:.0f} |")
     return "\n".join(rows)
 

@@ -127,7 +127,8 @@ def train_point(point: dict) -> dict:
     keep = np.arange(KEEP_EVERY - 1, r["steps_run"], KEEP_EVERY)
     return {
         "seeds": seeds, "t_star": r["t_star"], "plateau": r["plateau"], "steps_run": r["steps_run"],
-        "train_wall_s": r["wall_s"], "iou_final": r["iou"][:, -1].tolist(), "entropy_final": r["entropy"][:, -1].tolist(),
+        "train_wall_s": r["wall_s"], "iou_final": r["iou"][:, -1].tolist(),
+        "entropy_final": r["entropy"][:, -1].tolist(),
         "history": {"step": (keep + 1).tolist(), "loss": r["loss"][:, keep].tolist(), "acc10": trail[:, keep].tolist()},
         "records": {"step": r["record_step"].tolist(), "iou": r["iou"].tolist(), "entropy": r["entropy"].tolist()},
         "attention_seed0": r["attention"][0].tolist(), "support": cfg.make_task().row_supports.tolist(),

@@ -173,7 +173,8 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     axes[0].set_title("NUTS (o cold, open s hot), theory (lines)", fontsize=8)
     axes[0].axhline(0.5, color="k", lw=0.5)
     axes[0].legend(fontsize=6, ncol=2)
-    train = {(r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1] for r in _recs(run_dir, "grid")}
+    train = {(r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1]
+             for r in _recs(run_dir, "grid")}
     ax2 = axes[1].twinx()
     for j, S in enumerate(sorted({e["S"] for e in summ.values()})):
         es = sorted((e["s"], e["P_c"]) for e in summ.values() if e["S"] == S)

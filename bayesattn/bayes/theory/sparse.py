@@ -77,7 +77,8 @@ def stationary_points(rows: RowSamples, *, S: int, s: int, P: float, d: int = 8,
         for _ in range(iters):
             dM, dq = grad_E(M, q)
             _, M1, q1 = rows.tilt(-dM, -dq)
-            M, q, dmax = (1 - damping) * M + damping * M1, (1 - damping) * q + damping * q1, max(abs(M1 - M), abs(q1 - q))
+            dmax = max(abs(M1 - M), abs(q1 - q))
+            M, q = (1 - damping) * M + damping * M1, (1 - damping) * q + damping * q1
             if dmax < tol:
                 break
         dM, dq = grad_E(M, q)
