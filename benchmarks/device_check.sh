@@ -16,6 +16,7 @@ step draws_gpu 80 python3 benchmarks/bench_sampling.py --only draws
 step grad_gpu 90 python3 benchmarks/bench_sampling.py --only grad   # per-gradient times (the ideal printed is the CPU's)
 step training_gpu 100 python3 benchmarks/bench_training.py
 step batch_gpu 150 python3 benchmarks/bench_scaleout.py --only batch --warmup 200 --samples 300   # 16 P: one at a time vs one vmapped program
+step sparse_full_gpu 240 python3 benchmarks/bench_sparse.py --config sparse_full --S 16 --s 3 --full  # issue 15 anchor: 16/16, median t* 815
 step default_gpu 110 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
 cp /tmp/pd/summary.json "$OUT/default_summary.json" 2>/dev/null
 

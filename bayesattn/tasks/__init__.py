@@ -8,6 +8,8 @@ from .copy import CopyTask
 from .markov import HighOrderMarkovTask
 from .multilag import MultiLagCopyTask
 from .repeat import RepeatedSequenceTask
+from .sparse import CellularAutomatonTask, SparseLinearMapTask, SparseRegressionTask
 
 __all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "RepeatedSequenceTask",
+           "SparseLinearMapTask", "CellularAutomatonTask", "SparseRegressionTask",
            "draw_tokens", "register_task", "task_from_config"]

@@ -1,0 +1,99 @@
+"""The sparse experiment end to end at a tiny size: points, resumable run, summary, figures, CLI errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bayesattn.cli import main
+from bayesattn.experiments.sparse import SparseConfig, bayes_summary, difficulty, points, run
+
+TINY = dict(S=4, s=1, width=8, heads=2, mlp=16, steps=20, tokens_per_step=64, record_every=10, probe=16, warmup=5)
+
+
+def tiny_config(tmp_path, **kw):
+    text = f"""
+name = "tiny"
+parts = ["grid", "mixer", "bayes", "theory"]
+seeds = 2
+grid = [[4, 1]]
+mixer_S = 4
+mixer_s = [1]
+[train]
+{chr(10).join(f'{k} = {v}' for k, v in TINY.items())}
+[bayes]
+grid = [[4, 2]]
+P = [40]
+dim = 2
+inits = ["cold"]
+num_chains = 1
+num_warmup = 30
+num_samples = 30
+theory_P = 3
+"""
+    p = tmp_path / "tiny.toml"
+    p.write_text(text)
+    return p
+
+
+def test_named_configs_load_and_validate():
+    for name in ("sparse_emergence", "sparse_full"):
+        cfg = SparseConfig.from_toml(name)
+        assert cfg.seeds == 16 and points(cfg)
+    full = SparseConfig.from_toml("sparse_full")
+    tc = full.train_config(S=16, s=3)
+    assert (tc.width, tc.mlp, tc.heads, tc.lr, tc.steps, tc.tokens_per_step) == (128, 512, 8, 3e-4, 10000, 8192)
+
+
+def test_config_errors(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('grid = [[4, 5]]\n')
+    with pytest.raises(ValueError, match="s=5"):
+        SparseConfig.from_toml(p)
+    p.write_text('heads = [3]\n[train]\nwidth = 8\n')
+    with pytest.raises(ValueError, match="heads=3"):
+        SparseConfig.from_toml(p)
+    p.write_text('colour = 1\n')
+    with pytest.raises(ValueError, match="colour"):
+        SparseConfig.from_toml(p)
+
+
+def test_difficulty_and_bayes_summary():
+    d = difficulty({"t_star": [10, None, 30], "plateau": [0.7, 0.69, 0.68], "iou_final": [1, 0, 1]})
+    assert d["solved"] == 2 and d["t_median"] == 20 and (d["t_min"], d["t_max"]) == (10, 30)
+    recs = [{"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
+            for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]]
+    e = bayes_summary(recs)["S=8,s=2"]
+    assert e["P"] == [10, 100] and e["mass_mean"] == pytest.approx([0.25, 0.8])
+    # excess over uniform (s/S = 1/4): 0 at P = 10, (0.8 - 0.25) / 0.75 at 100; crossing 1/2 log-interpolated
+    x1 = 0.55 / 0.75
+    assert e["excess"] == pytest.approx([0.0, x1])
+    assert e["P_c"] == pytest.approx(10 ** (1 + 0.5 / x1))
+
+
+def test_tiny_run_resumes_and_draws(tmp_path, capsys):
+    cfg_path = tiny_config(tmp_path)
+    out = tmp_path / "out"
+    assert main(["sparse", "--config", str(cfg_path), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grid"][0]["seeds"] == 2 and len(summary["mixer"]) == 2
+    assert set(summary["bayes"]) == {"S=4,s=2"} and summary["bayes"]["S=4,s=2"]["P"] == [40]
+    printed = capsys.readouterr().out
+    assert "sparse_heatmap.png" in printed and "sparse_bayes.png" in printed
+    files = sorted((out / "points").rglob("*.json"))
+    assert len(files) == 1 + 2 + 1 + 1
+    assert set(summary["theory"]) == {"S=4,s=2"}
+    rec = json.loads(files[0].read_text())
+    assert "versions" in rec and "key" in rec["point"]
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    run(SparseConfig.from_toml(cfg_path), out, progress=False)  # resumes: nothing recomputed
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    p = tmp_path / "bad.toml"
+    p.write_text('grid = [[4, 0]]\n')
+    assert main(["sparse", "--config", str(p), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "s=0" in err

@@ -1,0 +1,92 @@
+"""Emergence metrics on constructed histories, the training config's checks, and a tiny vmapped training run
+(vmapped and looped seeds give the same trajectories)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayesattn.experiments.sparse_training import (SparseTrainConfig, plateau_loss, support_iou, t_star,
+                                                   train_seeds)
+
+
+def test_t_star_on_constructed_histories():
+    acc = np.full(100, 0.5)
+    assert t_star(acc) is None
+    acc[40:] = 1.0  # steps 41.. are perfect: mean of steps k-9..k is 0.5 + 0.05 j with j perfect steps
+    # need > 0.95, i.e. j = 10 perfect steps: k = 50
+    assert t_star(acc) == 50
+    # brute force over random histories
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        a = np.clip(np.cumsum(rng.normal(0.01, 0.05, 200)) + 0.5, 0, 1)
+        ref = next((k for k in range(10, 201) if np.mean(a[k - 10:k]) > 0.95), None)
+        assert t_star(a) == ref
+    assert t_star(np.ones(9)) is None and t_star(np.ones(10)) == 10
+    # exactly 0.95 is not enough
+    assert t_star(np.full(30, 0.95)) is None
+    assert t_star(acc, window=1, threshold=0.9) == 41
+
+
+def test_support_iou_on_constructed_patterns():
+    T = 6
+    sup = np.zeros((T, T), int)
+    sup[3, [0, 1]] = 1
+    sup[4, [1, 2]] = 1
+    w = np.zeros((T, T))
+    w[3, [0, 1]] = [0.5, 0.4]          # both right: IoU 1
+    w[4, [2, 5]] = [0.6, 0.3]          # one of two: 1 / 3
+    assert support_iou(w, sup, [3]) == 1.0
+    assert np.isclose(support_iou(w, sup, [4]), 1 / 3)
+    assert np.isclose(support_iou(w, sup, [3, 4]), (1 + 1 / 3) / 2)
+    w[4] = [0.1, 0.0, 0.0, 0.2, 0.3, 0.4]  # none right: 0
+    assert support_iou(w, sup, [4]) == 0.0
+
+
+def test_plateau_loss():
+    loss = np.concatenate([np.full(20, 2.0), np.full(60, np.log(2)), np.full(20, 0.01)])
+    assert np.isclose(plateau_loss(loss, 80), np.log(2))
+    assert np.isclose(plateau_loss(loss[:80], None), np.log(2))
+
+
+@pytest.mark.parametrize("kw,match", [({"S": 4, "s": 5}, "s=5"), ({"heads": 3}, "heads=3"),
+                                      ({"model": "rnn"}, "model"), ({"lr": -1.0}, "lr"),
+                                      ({"tokens_per_step": 8}, "tokens_per_step")])
+def test_config_errors(kw, match):
+    with pytest.raises(ValueError, match=match):
+        SparseTrainConfig(**kw)
+
+
+def test_full_size_config_is_the_replication():
+    c = SparseTrainConfig.full_size()
+    assert (c.width, c.mlp, c.heads, c.lr, c.warmup, c.weight_decay, c.steps, c.tokens_per_step) == \
+        (128, 512, 8, 3e-4, 200, 0.01, 10000, 8192)
+    assert c.batch == 256  # S = 16: 32 tokens per sequence
+
+
+def _tiny(**kw):
+    return SparseTrainConfig(**{**dict(S=4, s=1, width=8, heads=2, mlp=16, steps=20, tokens_per_step=64,
+                                       record_every=10, probe=16, warmup=5, stop_after_solved=0), **kw})
+
+
+def test_tiny_training_vmapped_equals_looped():
+    cfg = _tiny()
+    a = train_seeds(cfg, [0, 3], vmap=True)
+    b = train_seeds(cfg, [0, 3], vmap=False)  # seed 0 alone (looped) gives what it gives in the batch
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=2e-4, atol=2e-5)
+    assert a["loss"].shape == (2, 20) and a["acc"].shape == (2, 20) and a["iou"].shape == (2, 2)
+    assert np.all(np.isfinite(a["loss"])) and np.all((a["acc"] >= 0) & (a["acc"] <= 1))
+    assert a["attention"].shape == (2, 8, 8)
+    assert not np.allclose(a["loss"][0], a["loss"][1])  # seeds differ
+
+
+def test_tiny_mixer_run():
+    r = train_seeds(_tiny(model="mixer"), [1])
+    assert r["attention"].shape == (1, 8, 8) and np.all(np.isfinite(r["loss"]))
+    assert np.allclose(np.triu(r["attention"][0], 1), 0)  # causal mixing
+
+
+@pytest.mark.slow
+def test_tiny_ca_run():
+    r = train_seeds(_tiny(task="cellular_automaton", k=1, tokens_per_step=64, steps=10), [0], vmap=True)
+    assert r["loss"].shape == (1, 10) and abs(r["loss"][0, 0] - np.log(4)) < 0.5  # 4 states
