@@ -53,3 +53,10 @@ def np_log_prior_L(L, sigma_A2):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20240601)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the Dask tests (tests/test_scaleout.py) last: a Dask client leaves its event-loop thread running in
+    the test process after it is closed, and the rest of the suite's compile-heavy tests should not share the
+    process with it (one full run crashed in an XLA compile while that thread was alive; not reproduced)."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_scaleout.py"))
