@@ -58,9 +58,9 @@ def rng():
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Run the Dask tests (tests/test_scaleout.py) last: a Dask client leaves its event-loop thread running in
-    the test process after it is closed, and the rest of the suite's compile-heavy tests should not share the
-    process with it (one full run crashed in an XLA compile while that thread was alive; not reproduced)."""
+    """Run the Dask tests (tests/test_scaleout.py) last: a closed Dask client leaves its event-loop thread
+    running in the test process, and the other tests need not share the process with it. (A crash first
+    suspected on it came from the compiled-program maps: see ``_release_compiled_programs``.)"""
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_scaleout.py"))
 
 
