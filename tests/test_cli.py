@@ -59,6 +59,8 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
     assert {p.name for p in (out / "figures").iterdir()} == figs
 
 
+# slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite
+@pytest.mark.slow
 def test_killed_run_resumes(tmp_path):
     out = tmp_path / "run"
     args = [sys.executable, "-m", "bayesattn.cli", "phase-diagram", *SMALL, "--methods", "mcmc",

@@ -193,6 +193,8 @@ def test_smc_two_heads_at_p0_is_the_prior():
     assert abs(s.L.var() - 1.0) < 0.15
 
 
+# slow (22 s): the one-head joint-vs-marginal check (tests/test_sampling.py) stays in the default suite
+@pytest.mark.slow
 def test_joint_numpyro_matches_marginal_two_heads():
     """The closed form with V integrated out and numpyro NUTS on (L^1, L^2, V) sample the same law of the
     label-free observables (KS on draws thinned to their effective size; fails if the H-head closed form is off)."""
