@@ -28,3 +28,13 @@ def load_toml(path: str | Path, dirs: tuple[Path, ...]) -> tuple[Path, dict]:
             return path, tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"config={str(path)!r}: invalid TOML ({e})") from None
+
+
+def check_keys(cls, data: dict, path) -> None:
+    """ValueError naming the config and the keys of ``data`` that are not fields of the dataclass ``cls``."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")

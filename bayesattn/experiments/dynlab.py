@@ -26,7 +26,7 @@ from .._validate import check_choice, check_int
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from . import clustering_head as ch
 from . import focus_dilution as fd
-from ._configs import config_dirs, load_toml
+from ._configs import config_dirs, check_keys, load_toml
 
 EXPERIMENTS = ("clustering_head", "focus_dilution")
 CONFIG_DIRS = config_dirs("dynlab")
@@ -67,10 +67,7 @@ class DynlabConfig:
     @classmethod
     def from_toml(cls, path) -> "DynlabConfig":
         path, data = load_toml(path, CONFIG_DIRS)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        check_keys(cls, data, path)
         return cls(**data)
 
     def setting_config(self, setting: dict, optimizer: str):

@@ -28,7 +28,7 @@ from ..bayes.sampling import sample
 from ..diagnostics.screens import THRESHOLD, participation_ratio
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import CopyTask
-from ._configs import config_dirs, load_toml
+from ._configs import config_dirs, check_keys, load_toml
 
 CONFIG_DIRS = config_dirs("screens")
 
@@ -53,10 +53,7 @@ class BayesLensConfig:
     @classmethod
     def from_toml(cls, path) -> "BayesLensConfig":
         path, data = load_toml(path, CONFIG_DIRS)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        check_keys(cls, data, path)
         return cls(**data)
 
     def task(self, tokens: str | None = None) -> CopyTask:

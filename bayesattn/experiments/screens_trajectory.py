@@ -26,7 +26,7 @@ from ..diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ..models import TransformerConfig
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import RepeatedSequenceTask
-from ._configs import config_dirs, load_toml
+from ._configs import config_dirs, check_keys, load_toml
 from .screens import copy_losses, probe_batch, screen_transformer
 
 CONFIG_DIRS = config_dirs("screens")
@@ -59,10 +59,7 @@ class TrajectoryConfig:
     @classmethod
     def from_toml(cls, path) -> "TrajectoryConfig":
         path, data = load_toml(path, CONFIG_DIRS)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        check_keys(cls, data, path)
         return cls(**data).validate()
 
     def validate(self) -> "TrajectoryConfig":

@@ -33,7 +33,7 @@ from ..bayes.sampling import sample
 from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks.sparse import SparseRegressionTask
-from ._configs import config_dirs, load_toml
+from ._configs import config_dirs, check_keys, load_toml
 from .sparse_training import SparseTrainConfig, train_seeds
 from .staircase import transitions
 
@@ -86,10 +86,7 @@ class SparseConfig:
     def from_toml(cls, path) -> "SparseConfig":
         path, data = load_toml(path, CONFIG_DIRS)
         bayes = data.pop("bayes", {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        check_keys(cls, data, path)
         bknown = {f.name for f in dataclasses.fields(BayesSparseConfig)}
         if set(bayes) - bknown:
             raise ValueError(f"config {path}: unknown [bayes] key(s) {sorted(set(bayes) - bknown)}: expected some "

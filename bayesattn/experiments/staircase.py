@@ -30,7 +30,7 @@ from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks import MultiLagCopyTask
 from .staircase_training import TrainingConfig, stage_times, train_minimal
-from ._configs import config_dirs, load_toml
+from ._configs import config_dirs, check_keys, load_toml
 
 PARTS = ("mcmc", "train", "ode")
 # named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
@@ -75,10 +75,7 @@ class StaircaseConfig:
     def from_toml(cls, path) -> "StaircaseConfig":
         path, data = load_toml(path, CONFIG_DIRS)
         bayes = data.pop("bayes", {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config {path}: unknown key(s) {unknown}: expected some of {sorted(known)}")
+        check_keys(cls, data, path)
         cfg = cls(**data, bayes=BayesConfig(**bayes))
         for p in cfg.parts:
             check_choice("parts item", p, PARTS)
