@@ -11,7 +11,7 @@ At one (T, P) of the softmax copy task (sigma_A2 = 1, sigma_V2 = 100, sigma2 = 4
   (``bayesattn.bayes.tempered_smc`` with prior q and likelihood p(L, D) / q(L)). The prior puts almost no
   mass on the copy branch, so SMC from the prior can only reach it through MCMC moves across the barrier.
 
-Usage: python scripts/coexistence_check.py --T 64 --P 929 --out results/coexistence
+Usage: python scripts/coexistence_check.py --T 64 --P 929 --out results/coexistence [--seed S]
        [--chains 4] [--warmup 400] [--draws 800] [--runs 4] [--particles 256] [--mcmc-steps 50] [--target-ess 0.9]
 Writes <out>/coexistence_T<T>_P<P>.json. The data key is P (as in tests/test_sampling.py).
 """
@@ -92,6 +92,7 @@ def main(argv=None):
     ap.add_argument("--T", type=int, default=64, help="sequence length")
     ap.add_argument("--P", type=int, default=929, help="training sequences (T = 64: the binodal is at ~929)")
     ap.add_argument("--out", default="results/coexistence", help="output folder")
+    ap.add_argument("--seed", type=int, default=0, help="data and sampler seed (0: the data key is P alone, as before)")
     ap.add_argument("--chains", type=int, default=4, help="NUTS chains per start")
     ap.add_argument("--warmup", type=int, default=400, help="NUTS warm-up steps")
     ap.add_argument("--draws", type=int, default=800, help="NUTS draws per chain")
@@ -107,9 +108,14 @@ def main(argv=None):
                     "ba.mode_weights)")
     ap.add_argument("--skip-prior-smc", action="store_true", help="do not run SMC from the prior")
     a = ap.parse_args(argv)
+    if a.seed < 0:
+        ap.error(f"--seed={a.seed}: expected an integer >= 0")
+
+    def key(k):  # seed 0 keeps the keys of earlier runs; seed s > 0 folds s into each of them
+        return jax.random.key(k) if a.seed == 0 else jax.random.fold_in(jax.random.key(k), a.seed)
     prior = ba.Prior(1.0, 100.0, 400.0)
     task = ba.CopyTask(T=a.T, d=8)
-    post = ba.Posterior(task.sample(jax.random.key(a.P), a.P), "softmax", prior)
+    post = ba.Posterior(task.sample(key(a.P), a.P), "softmax", prior)
     res = {"config": vars(a), "versions": package_versions(), "T": a.T, "P": a.P}
     t0 = time.perf_counter()
     res["theory"] = landscape_summary(task, prior, a.P)
@@ -118,7 +124,7 @@ def main(argv=None):
     branch_draws = {}
     thr = 3.0 / a.T if a.threshold is None else a.threshold
     for j, init in enumerate(("cold", "hot")):
-        s = ba.sample(post, jax.random.key(10 + j), num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws,
+        s = ba.sample(post, key(10 + j), num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws,
                       init=init)
         m = np.asarray(s.order_parameters["m"])
         stayed = (m.mean(axis=1) > thr) == (init == "hot")  # chains that stayed on their starting branch
@@ -127,7 +133,7 @@ def main(argv=None):
         res["nuts_" + init] = {"chain_means": m.mean(axis=1).tolist(), "divergent": s.diagnostics["num_divergent"],
                                "r_hat": s.diagnostics["m"]["r_hat"], "wall_s": s.diagnostics["wall_time_s"]}
         print(f"NUTS {init}: chain means of m", np.round(m.mean(axis=1), 4).tolist(), flush=True)
-    s = None if a.skip_prior_smc else ba.sample(post, jax.random.key(20), method="smc", num_chains=a.runs, num_samples=a.particles,
+    s = None if a.skip_prior_smc else ba.sample(post, key(20), method="smc", num_chains=a.runs, num_samples=a.particles,
                   num_mcmc_steps=a.mcmc_steps, target_ess=a.target_ess, mode_threshold=thr)
     mw = s.extra["mode_weights"] if s is not None else None
     res["smc"] = None if s is None else {"high_weight_runs": mw["high_runs"], "high_weight": mw["high"], "std_high": mw["std_high"],
@@ -139,7 +145,7 @@ def main(argv=None):
               f"mean {mw['high']:.3f} (sd {mw['std_high']:.3f}); <m> {res['smc']['mean_m']:.4f}", flush=True)
     if a.reference and len(branch_draws) == 2:
         t1 = time.perf_counter()
-        r = gaussian_reference_smc(post, jax.random.key(30), [_diag_gaussian(branch_draws["cold"]),
+        r = gaussian_reference_smc(post, key(30), [_diag_gaussian(branch_draws["cold"]),
                                    _diag_gaussian(branch_draws["hot"])], a.runs, a.particles, a.mcmc_steps,
                                    a.target_ess, thr)
         w = np.asarray(r["high_weight_runs"])
@@ -151,7 +157,7 @@ def main(argv=None):
     if a.branch_runs > 0 and len(branch_draws) == 2:
         t1 = time.perf_counter()
         # the library's per-branch evidences (bayesattn.bayes.modes): SMC from a Gaussian fitted to each branch
-        mw = ba.mode_weights(post, jax.random.key(40), {"low": branch_draws["cold"], "high": branch_draws["hot"]},
+        mw = ba.mode_weights(post, key(40), {"low": branch_draws["cold"], "high": branch_draws["hot"]},
                              runs=a.branch_runs, num_particles=a.particles, num_mcmc_steps=a.mcmc_steps,
                              target_ess=a.target_ess)
         br = mw.to_dict()
@@ -167,7 +173,7 @@ def main(argv=None):
               f"{hi_min:.3f}-{hi_max:.3f}", flush=True)
     res["wall_time_s"] = time.perf_counter() - t0
     os.makedirs(a.out, exist_ok=True)
-    path = os.path.join(a.out, f"coexistence_T{a.T}_P{a.P}.json")
+    path = os.path.join(a.out, f"coexistence_T{a.T}_P{a.P}" + (f"_seed{a.seed}" if a.seed else "") + ".json")
     with open(path, "w") as f:
         json.dump(to_plain(res, nonfinite="string"), f, indent=1)
     print("wrote", path)
