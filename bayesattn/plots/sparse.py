@@ -9,15 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..sweep import load_results
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ._figure import pyplot, save
 
 
 def _recs(run_dir, part):
@@ -34,7 +26,7 @@ def emergence_figure(run_dir, out: Path) -> Path | None:
     recs = sorted(_recs(run_dir, "grid"), key=lambda r: (r["point"]["train"]["S"], r["point"]["train"]["s"]))
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     n = len(recs)
     fig, axes = plt.subplots(2, n, figsize=(2.6 * n, 5.0), squeeze=False)
     for j, r in enumerate(recs):
@@ -54,17 +46,14 @@ def emergence_figure(run_dir, out: Path) -> Path | None:
         ax.set_xlabel("step", fontsize=8)
     axes[0, 0].set_ylabel("seeds")
     axes[1, 0].set_ylabel("loss (2nd half); -- ln 2")
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def heatmap_figure(run_dir, out: Path) -> Path | None:
     recs = _recs(run_dir, "grid")
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     Ss = sorted({r["point"]["train"]["S"] for r in recs})
     ss = sorted({r["point"]["train"]["s"] for r in recs})
     rate = np.full((len(Ss), len(ss)), np.nan)
@@ -85,10 +74,7 @@ def heatmap_figure(run_dir, out: Path) -> Path | None:
     ax.set_ylabel("S (context half)")
     ax.set_title("solve rate (median t*)")
     fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def _curve(ax, recs, x_of, label):
@@ -104,7 +90,7 @@ def heads_figure(run_dir, out: Path) -> Path | None:
     h, hd = _recs(run_dir, "heads"), _recs(run_dir, "head_dim")
     if not (h or hd):
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(8, 5.5), squeeze=False)
     _curve(axes[:, 0], h, lambda t: t["heads"], "H at fixed width")
     _curve(axes[:, 1], hd, lambda t: t["head_dim"], "head size at fixed H")
@@ -117,17 +103,14 @@ def heads_figure(run_dir, out: Path) -> Path | None:
         ax.set_xscale("log", base=2)
         ax.set_ylabel("solve rate")
         ax.set_ylim(-0.05, 1.05)
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def mixer_figure(run_dir, out: Path) -> Path | None:
     recs = _recs(run_dir, "mixer")
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for model in ("transformer", "mixer"):
         _curve(axes, [r for r in recs if r["point"]["train"]["model"] == model], lambda t: t["s"], model)
@@ -139,10 +122,7 @@ def mixer_figure(run_dir, out: Path) -> Path | None:
         ax.legend(fontsize=8)
     S = recs[0]["point"]["train"]["S"]
     fig.suptitle(f"transformer vs causal MLP-Mixer, S = {S}")
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def bayes_figure(run_dir, out: Path) -> Path | None:
@@ -155,7 +135,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
 
     summ = bayes_summary(recs)
     theory = {(r["point"]["S"], r["point"]["s"]): r["result"] for r in _recs(run_dir, "theory")}
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for i, (key, e) in enumerate(sorted(summ.items(), key=lambda kv: (kv[1]["S"], kv[1]["s"]))):
         base = e["s"] / e["S"]
@@ -193,10 +173,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     axes[1].legend(fontsize=7, loc="upper left")
     if ax2.get_lines():
         ax2.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def draw_all(run_dir) -> list:

@@ -9,22 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from ..sweep import load_results
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ._figure import pyplot, save
 
 
 def bayes_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "mcmc")
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     groups: dict = {}
     for r in recs:
         pt = r["point"]
@@ -44,17 +36,14 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         ax.set_ylabel("best head's mass on the lag")
         ax.set_title(f"{att}, H = {H}")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=150)
 
 
 def training_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "train")
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     res = recs[0]["result"]
     step = np.asarray(res["step"])
     mass = np.asarray(res["mass_last"])  # (R, H, K)
@@ -80,17 +69,14 @@ def training_figure(run_dir, out: Path) -> Path | None:
         for s in (330, 575):
             ax.axvline(s, color="0.7", lw=0.8, ls=":")
     fig.suptitle(f"minimal model, seed {recs[0]['point']['seed']} (dotted: the paper's stage boundaries)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=150)
 
 
 def ode_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "ode")
     if not recs:
         return None
-    plt = _plt()
+    plt = pyplot()
     res = recs[0]["result"]
     t, loss, S = np.asarray(res["t"]), np.asarray(res["loss"]), np.asarray(res["S"])
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -109,10 +95,7 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     axes[1].set_xlabel("t")
     axes[1].set_ylabel("S (attention weight)")
     axes[1].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=150)
 
 
 def draw_all(run_dir) -> list:

@@ -66,13 +66,31 @@ class _DerivedShape:
         return {"name": type(self).__name__, **d}
 
 
+class _NextTokenTask(_DerivedShape):
+    """Mixin of the token tasks: causal keys, the loss on :attr:`query_rows` only, and one-hot next-token data
+    made from the subclass's ``sample_tokens(key, B)`` over ``vocab`` symbols."""
+
+    @property
+    def key_mask(self) -> np.ndarray:
+        return np.tril(np.ones((self.T, self.T), dtype=bool))
+
+    @property
+    def query_mask(self) -> np.ndarray:
+        qm = np.zeros(self.T, dtype=bool)
+        qm[self.query_rows] = True
+        return qm
+
+    def _sample(self, key, P):
+        return _next_token_onehot(self.sample_tokens(key, P), self.vocab)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the sparse linear map mod 2
 # --------------------------------------------------------------------------------------------------------------
 
 @register_task
 @dataclass(frozen=True)
-class SparseLinearMapTask(_DerivedShape, Task):
+class SparseLinearMapTask(_NextTokenTask, Task):
     """[x0, x1] with x1 = A x0 mod 2 (module docstring). S: the length of each half; s: ones per row of A;
     seed: draws A (``support``); T = 2 S, d = 2 (the vocabulary).
 
@@ -118,16 +136,6 @@ class SparseLinearMapTask(_DerivedShape, Task):
         return np.arange(self.S - 1, 2 * self.S - 1)
 
     @property
-    def key_mask(self) -> np.ndarray:
-        return np.tril(np.ones((self.T, self.T), dtype=bool))
-
-    @property
-    def query_mask(self) -> np.ndarray:
-        qm = np.zeros(self.T, dtype=bool)
-        qm[self.query_rows] = True
-        return qm
-
-    @property
     def row_supports(self) -> np.ndarray:
         """(T, T) 0/1: row t holds the keys query t must attend to (zero outside the query rows)."""
         pat = np.zeros((self.T, self.T), dtype=np.int64)
@@ -143,9 +151,6 @@ class SparseLinearMapTask(_DerivedShape, Task):
         x0 = jax.random.bernoulli(key, 0.5, (B, self.S)).astype(jnp.int32)
         x1 = (x0 @ jnp.asarray(self.support, jnp.int32).T) % 2
         return jnp.concatenate([x0, x1], axis=1)
-
-    def _sample(self, key, P):
-        return _next_token_onehot(self.sample_tokens(key, P), self.vocab)
 
 
 def _next_token_onehot(tokens: jax.Array, vocab: int):
@@ -200,7 +205,7 @@ def ca_trajectory(table: jax.Array, state: jax.Array, k: int) -> jax.Array:
 
 @register_task
 @dataclass(frozen=True)
-class CellularAutomatonTask(_DerivedShape, Task):
+class CellularAutomatonTask(_NextTokenTask, Task):
     """Trajectories of 1-D cellular automata with 4 states and radius 1 (module docstring).
 
     n_rules: size of the pool of rule tables (drawn uniformly from {0..3}^64 with ``seed``; the paper's 256 by
@@ -240,16 +245,6 @@ class CellularAutomatonTask(_DerivedShape, Task):
         return np.arange(self.cells - 1, self.T - 1)
 
     @property
-    def key_mask(self) -> np.ndarray:
-        return np.tril(np.ones((self.T, self.T), dtype=bool))
-
-    @property
-    def query_mask(self) -> np.ndarray:
-        qm = np.zeros(self.T, dtype=bool)
-        qm[self.query_rows] = True
-        return qm
-
-    @property
     def row_supports(self) -> np.ndarray:
         C = self.cells
         pat = np.zeros((self.T, self.T), dtype=np.int64)
@@ -272,9 +267,6 @@ class CellularAutomatonTask(_DerivedShape, Task):
         x0 = jax.random.randint(kx, (B, self.cells), 0, 4, dtype=jnp.int32)
         traj = jax.vmap(lambda i, x: ca_trajectory(pool[i], x, self.k))(which, x0)
         return traj.reshape(B, self.T).astype(jnp.int32)
-
-    def _sample(self, key, P):
-        return _next_token_onehot(self.sample_tokens(key, P), self.vocab)
 
 
 # --------------------------------------------------------------------------------------------------------------
