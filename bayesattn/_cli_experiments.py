@@ -62,6 +62,11 @@ def _cmd_screen(args) -> int:
                   f"m = {p['m']:.3f}")
         print(f"selectivity median reaches {THRESHOLD:.0f}x at P = {s['P_selectivity_threshold']}; PR half-rise at "
               f"P = {s['P_pr_half_rise']}")
+        if s.get("theory"):
+            th = s["theory"]
+            print(f"theory ({len(th['points'])} P): selectivity median reaches {THRESHOLD:.0f}x at P = "
+                  f"{th['P_selectivity_threshold']}; many-sequence PR half-rise at P = {th['P_pr_half_rise']} "
+                  f"(NUTS: {s['P_pr_limit_half_rise']})")
         return 0
     if args.train:
         from .experiments.screens_trajectory import TrajectoryConfig, run
