@@ -167,7 +167,9 @@ def pr_ranking(steps, pr, sel) -> dict:
     """The paper's PR-integral ranking (and PR spread, for comparison) of the heads over the whole run: the heads
     in order with their integral, the elbow, precision-at-k against the final checkpoint's classified heads; and,
     checkpoint by checkpoint from the PR up to that checkpoint, whether the top heads are exactly the final
-    induction heads (induction selectivity >= 30x at the last checkpoint)."""
+    induction heads (induction selectivity >= 30x at the last checkpoint). Empty with fewer than two checkpoints."""
+    if len(steps) < 2:
+        return {}
     integ = pr_integral(pr, steps)
     order = rank_heads(integ)
     best = np.stack([sel[c][-1] for c in CLASSES]).max(axis=0)  # (L, H) best selectivity at the end
