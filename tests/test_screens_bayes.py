@@ -10,7 +10,7 @@ from bayesattn.experiments.screens_bayes import BayesLensConfig, _cross, figure,
 def test_lens_on_constructed_draws():
     cfg = BayesLensConfig(T=6, d=4)
     task = cfg.task()
-    T, t, src = 6, 5, 4
+    T, src = 6, 4  # the last query t = 5 copies key 4
     eps = np.array([0.5, 0.1, 0.0])
     alpha = np.zeros((3, T, T))
     for i, e in enumerate(eps):
