@@ -62,6 +62,11 @@ def _cmd_screen(args) -> int:
                   f"m = {p['m']:.3f}")
         print(f"selectivity median reaches {THRESHOLD:.0f}x at P = {s['P_selectivity_threshold']}; PR half-rise at "
               f"P = {s['P_pr_half_rise']}")
+        if s.get("theory"):
+            th = s["theory"]
+            print(f"theory ({len(th['points'])} P): selectivity median reaches {THRESHOLD:.0f}x at P = "
+                  f"{th['P_selectivity_threshold']}; many-sequence PR half-rise at P = {th['P_pr_half_rise']} "
+                  f"(NUTS: {s['P_pr_limit_half_rise']})")
         return 0
     if args.train:
         from .experiments.screens_trajectory import TrajectoryConfig, run
@@ -85,16 +90,23 @@ def _cmd_screen(args) -> int:
     if args.model:
         from .models.gguf_llama import load_model
 
-        model = load_model(args.model)
-        T = args.T or min(256, model.config.context)
-        bos = model.config.bos_token_id if args.bos else None
-        V = model.config.vocab
-        batch = sx.probe_batch(args.probe, args.N, T, V, args.seed, context=model.config.context,
-                               token_range=(min(100, V // 4), min(10000, V)), bos=bos)
-        res, wall = sx.timed(sx.screen_llama, model, batch, args.chunk)
-        runs.append((None, res))
-        print(f"bayesattn: screened {res.shape[0] * res.shape[1]} heads of {model.config.name} on {args.N} "
-              f"{args.probe} sequences of {T} tokens in {wall:.1f} s")
+        series = len(args.model) > 1  # a checkpoint series: one probe batch, the PR-integral ranking over steps
+        steps = sx.series_steps(args.model, args.steps) if series else [None]
+        batch = None
+        for name, step in zip(args.model, steps):
+            model = load_model(name)
+            if batch is None:
+                T = args.T or min(256, model.config.context)
+                bos = model.config.bos_token_id if args.bos else None
+                V = model.config.vocab
+                batch = sx.probe_batch(args.probe, args.N, T, V, args.seed, context=model.config.context,
+                                       token_range=(min(100, V // 4), min(10000, V)), bos=bos)
+            res, wall = sx.timed(sx.screen_llama, model, batch, args.chunk)
+            runs.append((step, res))
+            print(f"bayesattn: screened {res.shape[0] * res.shape[1]} heads of {model.config.name}"
+                  f"{f' (step {step})' if series else ''} on {args.N} {args.probe} sequences of {batch.T} tokens "
+                  f"in {wall:.1f} s")
+            del model
     else:
         for step, net in sx.load_checkpoints(args.directory):
             T = args.T or net.config.T
@@ -108,13 +120,21 @@ def _cmd_screen(args) -> int:
         for line in sx.summarize_heads(res, args.threshold):
             print(line)
         records += [({"step": step} if step is not None else {}) | r for r in res.records(args.threshold)]
+    ranking = None
+    if len(runs) > 1 and all(s is not None for s, _ in runs):
+        ranking = sx.series_ranking(runs)
+        top = ", ".join(f"L{l}H{h} {v:.3g}" for (l, h), v in zip(ranking["order"][:10], ranking["integral"]))
+        print(f"PR-integral ranking over steps {ranking['steps'][0]}..{ranking['steps'][-1]} (elbow at rank "
+              f"{ranking['elbow_k'] + 1}): {top}")
     if out:
         from .plots.screens import head_maps
         from .sweep import write_json_atomic
 
         write_json_atomic(out, records)  # a list: one record per head (and checkpoint)
-        fig = head_maps(records, out.with_name(out.stem + "_maps.png"), f"{args.model or args.directory}: "
-                        f"{args.probe}, N={args.N}")
+        if ranking:
+            write_json_atomic(out.with_name(out.stem + "_ranking.json"), ranking)
+        label = " ".join(args.model) if args.model else args.directory
+        fig = head_maps(records, out.with_name(out.stem + "_maps.png"), f"{label}: {args.probe}, N={args.N}")
         print(f"bayesattn: wrote {out} and {fig}")
     return 0
 
@@ -125,8 +145,11 @@ def _add_screen(sub) -> None:
                         "model (--model smollm2) or of the checkpoints in a directory; or train the small "
                         "transformer of a named config and screen its checkpoints (--train). docs/screens.md")
     sc.add_argument("directory", nargs="?", help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)")
-    sc.add_argument("--model", help="a pretrained model shipped in an installed package: smollm2 (extra 'real'), "
-                    "or a llama GGUF file (PATH.gguf)")
+    sc.add_argument("--model", nargs="+", help="a pretrained model shipped in an installed package: smollm2 (extra "
+                    "'real'), or a llama GGUF file (PATH.gguf); several GGUF files: a checkpoint series, screened on "
+                    "one probe batch and ranked by the integral of PR over steps")
+    sc.add_argument("--steps", type=int, nargs="+", help="training steps of the --model checkpoints (default: the last "
+                    "number in each file name)")
     sc.add_argument("--train", metavar="CONFIG", help="train and screen: a TOML file or a name in "
                     "phase_diagrams/screens/ (e.g. screens)")
     sc.add_argument("--bayes", metavar="CONFIG", help="the Bayesian copy head across P: a TOML file or a name in "

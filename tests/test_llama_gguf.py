@@ -195,3 +195,37 @@ def test_cli_screens_smollm2(tmp_path, capsys):
     assert len(recs) == 270 and {r["layer"] for r in recs} == set(range(30))
     assert (tmp_path / "s_maps.png").exists()
     assert main(["screen", "--model", "smollm2", "--T", "9000"]) == 2
+
+
+def test_cli_checkpoint_series(tmp_path, capsys):
+    """Several GGUF files: one probe batch, every checkpoint screened, the PR-integral ranking over steps
+    (checked against screening each file on its own and a trapezoid loop)."""
+    import json
+
+    from bayesattn.cli import main
+    from bayesattn.experiments import screens as sx
+
+    paths = []
+    for i, step in enumerate((10, 20, 40)):
+        p = tmp_path / f"ckpt_step{step}.gguf"
+        _write(p, _hf_weights(seed=i))
+        paths.append(str(p))
+    out = tmp_path / "series.json"
+    assert main(["screen", "--model", *paths, "--N", "6", "--T", "24", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "PR-integral ranking over steps 10..40" in text
+    recs = json.loads(out.read_text())
+    assert sorted({r["step"] for r in recs}) == [10, 20, 40] and len(recs) == 3 * L * H
+    rank = json.loads((tmp_path / "series_ranking.json").read_text())
+    batch = sx.probe_batch("repeated_pair", 6, 24, V, 0, token_range=(min(100, V // 4), min(10000, V)))
+    pr = [sx.screen_llama(load_gguf(p), batch).pr for p in paths]
+    for (l, h), v in zip(rank["order"], rank["integral"]):
+        ys = [max(x[l, h] - 1.0, 0.0) for x in pr]
+        want = 0.5 * (ys[0] + ys[1]) * 10 + 0.5 * (ys[1] + ys[2]) * 20
+        assert v == pytest.approx(want, rel=1e-4)
+    assert rank["integral"] == sorted(rank["integral"], reverse=True)
+    # bad input: one line, status 2
+    assert main(["screen", "--model", *paths, "--steps", "1", "2"]) == 2
+    assert "one step per checkpoint" in capsys.readouterr().err
+    assert main(["screen", "--model", *paths, "--steps", "5", "5", "9"]) == 2
+    assert "increasing step order" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from bayesattn.experiments.screens_bayes import BayesLensConfig, _cross, figure,
 def test_lens_on_constructed_draws():
     cfg = BayesLensConfig(T=6, d=4)
     task = cfg.task()
-    T, t, src = 6, 5, 4
+    T, src = 6, 4  # the last query t = 5 copies key 4
     eps = np.array([0.5, 0.1, 0.0])
     alpha = np.zeros((3, T, T))
     for i, e in enumerate(eps):
@@ -35,9 +35,14 @@ def test_cross():
 
 @pytest.mark.slow
 def test_run_small(tmp_path):
-    cfg = BayesLensConfig(T=4, d=2, P=[20, 2000], num_chains=1, num_warmup=50, num_samples=50, probe_N=32)
+    cfg = BayesLensConfig(T=4, d=3, P=[20, 2000], num_chains=1, num_warmup=50, num_samples=50, probe_N=32,
+                          theory_points=2)
     s = run(cfg, tmp_path, progress=False)
     assert [p["P"] for p in s["points"]] == [20, 2000]
+    th = s["theory"]["points"]
+    assert [round(p["P"]) for p in th] == [20, 2000]
+    assert th[1]["selectivity_median"] > th[0]["selectivity_median"]
+    assert th[1]["pr_limit_mean"] > th[0]["pr_limit_mean"]
     assert s["points"][1]["selectivity_median"] > s["points"][0]["selectivity_median"]
     assert figure(tmp_path).exists()
 

@@ -75,6 +75,12 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
     res, _ = screen_transformer(net, cfg.probes()["repeated_pair"])
     last = json.loads((out / "points" / "step_00000012.json").read_text())["result"]["repeated_pair"]
     np.testing.assert_allclose(last["selectivity"]["induction"], res.selectivity["induction"], rtol=1e-10)
+    # the PR-integral ranking: the heads' PR trajectories integrated by a trapezoid loop
+    rk = s["ranking"]
+    for (l, h), v in zip(rk["order"], rk["integral"]):
+        y = [max(x - 1.0, 0.0) for x in s["heads"][2 * l + h]["pr"]]
+        assert v == pytest.approx(sum(0.5 * (y[i] + y[i + 1]) * (ck[i + 1] - ck[i]) for i in range(len(ck) - 1)))
+    assert rk["integral"] == sorted(rk["integral"], reverse=True) and len(rk["order"]) == 4
     # rerun: resumed from the files
     assert run(cfg, out, progress=False)["train_wall_s"] == s["train_wall_s"]
 
@@ -84,6 +90,7 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
     assert len(recs) == len(ck) * 4 and {"layer", "head", "selectivity", "pr", "classes", "step"} <= set(recs[0])
     assert set(recs[0]["selectivity"]) == set(S.CLASSES)
     assert (tmp_path / "screen_maps.png").exists()
+    assert json.loads((tmp_path / "screen_ranking.json").read_text())["steps"] == ck
     capsys.readouterr()
 
     empty = tmp_path / "empty"

@@ -111,6 +111,42 @@ def vocab_of(net) -> int:
     return int(c.vocab if c.vocab is not None else c.d_in)
 
 
+# --------------------------------------------------------------------------------------- checkpoint series
+def series_steps(names, steps=None) -> list[int]:
+    """Training steps of a series of checkpoints given as files: ``steps`` if given (one per file, increasing),
+    else the last number in each file name (``ckpt_step1000.gguf`` -> 1000), else 0, 1, 2, ..."""
+    names = [str(n) for n in names]
+    if steps is not None:
+        steps = [int(x) for x in steps]
+        if len(steps) != len(names):
+            raise ValueError(f"steps={steps}: expected one step per checkpoint ({len(names)})")
+    else:
+        import re
+
+        found = [re.findall(r"\d+", Path(n).stem) for n in names]
+        steps = [int(f[-1]) for f in found] if all(found) else list(range(len(names)))
+    if len(steps) > 1 and any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"steps={steps}: checkpoints must come in increasing step order, one step each")
+    return steps
+
+
+def series_ranking(runs) -> dict:
+    """The paper's PR-integral ranking over a checkpoint series [(step, ScreenResult)] (two or more): heads in
+    order of the integral of max(PR - 1, 0) over steps, with the integral, the PR spread and the elbow."""
+    from ..diagnostics.screens import elbow, pr_integral, pr_spread, rank_heads
+
+    steps = [int(s) for s, _ in runs]
+    shapes = {r.pr.shape for _, r in runs}
+    if len(shapes) != 1:
+        raise ValueError(f"checkpoints with different head layouts {sorted(shapes)}: a series must be one model")
+    pr = np.stack([r.pr for _, r in runs])
+    integ, spread = pr_integral(pr, steps), pr_spread(pr)
+    order = rank_heads(integ)
+    return {"steps": steps, "order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
+            "spread": [float(spread[h]) for h in order], "elbow_k": elbow([integ[h] for h in order]),
+            "order_by_spread": [list(h) for h in rank_heads(spread)]}
+
+
 # ------------------------------------------------------------------------------------------- reporting
 def summarize_heads(result: ScreenResult, threshold: float) -> list[str]:
     """Lines: per class, the heads passing (L<l>H<h> x<selectivity>) and the count per layer."""
@@ -139,4 +175,4 @@ def timed(fn, *a, **kw):
 
 
 __all__ = ["CLASSES", "probe_batch", "screen_llama", "screen_transformer", "transformer_forward", "copy_losses",
-           "checkpoint_files", "load_checkpoints", "vocab_of", "summarize_heads"]
+           "checkpoint_files", "load_checkpoints", "vocab_of", "summarize_heads", "series_steps", "series_ranking"]

@@ -49,6 +49,7 @@ class BayesLensConfig:
     num_samples: int = 500
     probe_N: int = 256
     seed: int = 0
+    theory_points: int = 25  # P values of the theory line (log-spaced over the range of P; 0: no theory line)
 
     @classmethod
     def from_toml(cls, path) -> "BayesLensConfig":
@@ -118,6 +119,27 @@ def _cross(P, y, level):
     return float(np.exp(np.log(P[i - 1]) + f * (np.log(P[i]) - np.log(P[i - 1]))))
 
 
+def _half_rise(P, y):
+    y = np.asarray(y, float)
+    return _cross(P, y, y[0] + 0.5 * (y.max() - y[0])) if y.max() > y[0] else None
+
+
+def theory_line(cfg: BayesLensConfig) -> dict | None:
+    """The theory's screens (:mod:`.screens_theory`) on ``theory_points`` log-spaced P over the range of ``P``;
+    None unless the theory covers the task (one-hot tokens need softmax, cyclic)."""
+    if not cfg.theory_points or cfg.tokens != "onehot" or cfg.boundary != "cyclic":
+        return None
+    from ..bayes.posterior import Prior as _Prior
+    from .screens_theory import theory_screens
+
+    P = np.geomspace(min(cfg.P), max(cfg.P), int(cfg.theory_points))
+    t0 = time.perf_counter()
+    pts = theory_screens(cfg.task(), _Prior(cfg.sigma_A2, cfg.sigma_V2, cfg.sigma2), P)
+    return {"points": pts, "wall_s": time.perf_counter() - t0,
+            "P_selectivity_threshold": _cross(P, [p["selectivity_median"] for p in pts], THRESHOLD),
+            "P_pr_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts])}
+
+
 def run(cfg: BayesLensConfig, out_dir, progress: bool = True) -> dict:
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -130,12 +152,20 @@ def run(cfg: BayesLensConfig, out_dir, progress: bool = True) -> dict:
                 print(f"  P = {P} done", flush=True)
         pts.append(read_json(f)["result"])
     P = [p["P"] for p in pts]
-    pr = np.array([p["pr_mean"] for p in pts])
-    half = pr[0] + 0.5 * (pr.max() - pr[0])
+    ft = out / "theory.json"
+    if ft.exists() and read_json(ft)["config"] == dataclasses.asdict(cfg):
+        theory = read_json(ft)["result"]
+    else:
+        theory = theory_line(cfg)
+        write_json_atomic(ft, {"config": dataclasses.asdict(cfg), "versions": package_versions(), "result": theory})
+        if progress and theory:
+            print(f"  theory line ({len(theory['points'])} P) done", flush=True)
     summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "wall_s": time.perf_counter() - t0,
                "points": pts,
                "P_selectivity_threshold": _cross(P, [p["selectivity_median"] for p in pts], THRESHOLD),
-               "P_pr_half_rise": _cross(P, pr, half) if pr.max() > pr[0] else None}
+               "P_pr_half_rise": _half_rise(P, [p["pr_mean"] for p in pts]),
+               "P_pr_limit_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts]),
+               "theory": theory}
     write_json_atomic(out / "summary.json", summary)
     return summary
 
@@ -153,13 +183,20 @@ def figure(out_dir, path=None) -> Path:
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
     ax[0].plot(P, [p["selectivity_median"] for p in pts], "o-", label="posterior median")
     ax[0].plot(P, [10 ** p["log10_selectivity_mean"] for p in pts], "s--", ms=3, label="geometric mean")
+    th = (s.get("theory") or {}).get("points")
+    if th:
+        ax[0].plot([p["P"] for p in th], [p["selectivity_median"] for p in th], "k-", lw=1,
+                   label="theory: median over the row law")
     ax[0].axhline(THRESHOLD, color="k", ls=":", lw=0.8, label=f"{THRESHOLD:.0f}x")
     ax[0].set(xscale="log", yscale="log", xlabel="P", ylabel="previous-token selectivity", title="(a) selectivity")
     ax[0].legend(fontsize=7)
     ax[1].errorbar(P, [p["pr_mean"] for p in pts], yerr=[p["pr_sd"] for p in pts], fmt="o-",
-                   label=s["config"]["tokens"])
+                   label=f"NUTS, {s['config']['tokens']}, {s['config']['probe_N']} probe sequences")
     if "pr_limit_mean" in pts[0]:
-        ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "k-", lw=0.8, label="onehot, many-sequence limit")
+        ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "kx", ms=5, label="NUTS, many-sequence limit")
+    if th:
+        ax[1].plot([p["P"] for p in th], [p["pr_limit_mean"] for p in th], "k-", lw=1,
+                   label="theory: mean over the row law")
     ax[1].plot(P, [p["pr_gaussian_mean"] for p in pts], "s--", ms=3, label="gaussian tokens")
     for x, st in ((s["P_selectivity_threshold"], "k:"), (s["P_pr_half_rise"], "r:")):
         if x:

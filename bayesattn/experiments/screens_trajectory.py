@@ -22,7 +22,8 @@ import jax
 import numpy as np
 
 from .._validate import check_int
-from ..diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
+from ..diagnostics.screens import (CIRCUIT_THRESHOLD, CLASSES, THRESHOLD, elbow, pr_integral, precision_at_k,
+                                   rank_heads, ranking_over_training)
 from ..models import TransformerConfig
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import RepeatedSequenceTask
@@ -162,6 +163,29 @@ def pr_rise_step(steps, pr) -> int | None:
     return _first(np.asarray(steps)[k:], pr[k:] >= pr[k] + 0.5 * (top - pr[k]))
 
 
+def pr_ranking(steps, pr, sel) -> dict:
+    """The paper's PR-integral ranking (and PR spread, for comparison) of the heads over the whole run: the heads
+    in order with their integral, the elbow, precision-at-k against the final checkpoint's classified heads; and,
+    checkpoint by checkpoint from the PR up to that checkpoint, whether the top heads are exactly the final
+    induction heads (induction selectivity >= 30x at the last checkpoint). Empty with fewer than two checkpoints."""
+    if len(steps) < 2:
+        return {}
+    integ = pr_integral(pr, steps)
+    order = rank_heads(integ)
+    best = np.stack([sel[c][-1] for c in CLASSES]).max(axis=0)  # (L, H) best selectivity at the end
+    classified = [tuple(map(int, x)) for x in np.argwhere(best >= THRESHOLD)]
+    induction = [tuple(map(int, x)) for x in np.argwhere(sel["induction"][-1] >= THRESHOLD)]
+    out = {"order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
+           "elbow_k": elbow([integ[h] for h in order]),
+           "precision_at_k": precision_at_k(order, classified, range(1, len(order) + 1)),
+           "classified": [list(h) for h in classified], "induction_heads": [list(h) for h in induction]}
+    if induction:
+        first = [_first(steps, sel["induction"][:, l, h] >= THRESHOLD) for l, h in induction]
+        out["induction_crossing_steps"] = first
+        out["over_training"] = {sig: ranking_over_training(pr, steps, induction, sig) for sig in ("integral", "spread")}
+    return out
+
+
 def summarize(points: list, history: dict, every: int = 1) -> dict:
     """Per head: its final classes (repeated-pair screen at 30x), the first checkpoint crossing the threshold
     of each, its PR half-rise checkpoint; per layer: BOS fraction over checkpoints; the induction bump: the
@@ -192,7 +216,7 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
     prev_any = (sel["previous_token"] >= THRESHOLD).any(axis=2)
     seq = [p["repeated_sequence"] for p in points]
     return {
-        "steps": steps.tolist(), "heads": heads,
+        "steps": steps.tolist(), "heads": heads, "ranking": pr_ranking(steps, pr, sel),
         "bos_fraction": bos.tolist(),
         "copy_loss": [p["copy_loss"] for p in seq],
         "induction_bump": {

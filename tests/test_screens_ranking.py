@@ -1,0 +1,71 @@
+"""The paper's PR-integral ranking of heads (bayesattn.diagnostics.screens), against brute-force loops."""
+
+import numpy as np
+import pytest
+
+from bayesattn.diagnostics.screens import (elbow, pr_integral, pr_spread, precision_at_k, rank_heads,
+                                           ranking_over_training)
+
+
+def _trapezoid_loop(y, x):
+    tot = 0.0
+    for i in range(len(x) - 1):
+        tot += 0.5 * (y[i] + y[i + 1]) * (x[i + 1] - x[i])
+    return tot
+
+
+def test_pr_integral_matches_a_trapezoid_loop():
+    rng = np.random.default_rng(0)
+    steps = np.array([0, 1, 3, 7, 20, 55, 150, 400])
+    pr = rng.uniform(0.5, 9.0, size=(len(steps), 3, 4))  # some values below 1: clipped at 0
+    got = pr_integral(pr, steps)
+    for l in range(3):
+        for h in range(4):
+            want = _trapezoid_loop([max(v - 1.0, 0.0) for v in pr[:, l, h]], steps)
+            assert got[l, h] == pytest.approx(want, rel=1e-12)
+    # a constant PR c integrates to (c - 1) * (last step - first step)
+    assert pr_integral(np.full((3, 1), 4.0), [10, 20, 110])[0] == pytest.approx(300.0)
+    np.testing.assert_allclose(pr_spread(pr), pr.max(0) - pr.min(0))
+    with pytest.raises(ValueError, match="steps"):
+        pr_integral(pr[:2], [5, 5])
+    with pytest.raises(ValueError, match="shape"):
+        pr_integral(pr, steps[:-1])
+
+
+def test_rank_elbow_precision_against_brute_force():
+    score = np.array([[3.0, 9.0], [1.0, 5.0]])
+    assert rank_heads(score) == [(0, 1), (1, 1), (0, 0), (1, 0)]
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        v = np.sort(rng.exponential(size=12))[::-1]
+        # brute force: distance of each point to the line through the first and last points
+        p0, p1 = np.array([0.0, v[0]]), np.array([11.0, v[-1]])
+        u = (p1 - p0) / np.linalg.norm(p1 - p0)
+        dist = [abs(np.cross(u, np.array([i, v[i]]) - p0)) for i in range(12)]
+        assert elbow(v) == int(np.argmax(dist))
+    assert elbow([10, 9.5, 9, 1, 0.9, 0.8]) == 3  # chord at x = 3: 4.48, the point (3, 1) lies 3.48 below it
+    ranked = [(0, 1), (1, 1), (0, 0), (1, 0)]
+    assert precision_at_k(ranked, [(1, 1), (1, 0)], [1, 2, 4]) == {1: 0.0, 2: 0.5, 4: 0.5}
+
+
+def test_ranking_over_training_on_constructed_trajectories():
+    steps = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128])
+    K = len(steps)
+    pr = np.full((K, 2, 2), 3.0)
+    pr[:, 0, :] = 6.0  # layer 0: high from the start, then collapses
+    pr[5:, 0, :] = 1.5
+    pr[4:, 1, :] = 10.0  # layer 1 (the "induction" heads): rises at step 8
+    want = [(1, 0), (1, 1)]
+    integ = ranking_over_training(pr, steps, want, "integral")
+    spread = ranking_over_training(pr, steps, want, "spread")
+    # brute force: the top two by the integral up to each checkpoint
+    for k in range(1, K):
+        sc = np.array([[_trapezoid_loop(np.maximum(pr[:k + 1, l, h] - 1, 0), steps[:k + 1]) for h in range(2)]
+                       for l in range(2)])
+        top = set(rank_heads(sc)[:2])
+        assert integ["match"][k - 1] == (top == set(want))
+    assert integ["first_match"] == integ["from_step"]
+    # layer 1's integral overtakes layer 0's (6 - 1 = 5 per step until step 16) only later than the rise
+    assert integ["from_step"] > 8
+    # the spread sees the jump (7 against 4.5) at the first checkpoint after it
+    assert spread["from_step"] == 8
