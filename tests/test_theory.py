@@ -324,7 +324,7 @@ def test_softmax_curve_warns_where_no_minimum_was_found():
 
     P = np.array([100.0, 200.0, 300.0])
     minima = [[(0.04, 0.04, 1.0, 0.0)], [], [(0.3, 0.1, 0.5, 0.0)]]
-    means = np.full((3, 4), 0.1)
+    means = np.full((3, 5), 0.1)  # m, q, u, test error, largest cell share
     with pytest.warns(UserWarning, match=r"no minimum of the action found at 1 of 3 P values \(first P = 200\)"):
         _softmax_curve(P, minima, False, means, np.zeros(3), 1.0)
     with warnings.catch_warnings():

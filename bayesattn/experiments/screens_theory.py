@@ -20,9 +20,9 @@ the Gaussian density of the source logit on the table's nodes y = x - log S1: a 
 b = a^2 + (1 - a)^2 r.
 
 Numerics. One table per P (its dual grid sized for that P's beta): a table built for the largest beta of a wide P
-range resolves small P badly. Table entries where the tilted sums underflowed (q below 1/T, m outside [0, 1],
-m^2 > q, or det Cov <= 0: impossible for a softmax row) are dropped; at sigma2 = 10 and P >= 5335 such entries
-exist and, left in, dominate ``PhaseCurve.mean`` (the posterior mean q came out 0 there).
+range resolves small P badly. The table builder recomputes entries its fast form lost to underflow (at
+sigma2 = 10 and P >= 5335 they used to be left non-physical and made ``PhaseCurve.mean`` give q = 0); entries
+that are still non-physical, or whose (m, q) differ from this row law's by more than ``tol``, are dropped.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 
 from ..bayes.theory.common import _scales, action, covered, occam_d
 from ..bayes.theory.softmax_minima import _dual_weights
-from ..bayes.theory.softmax_table import _cached_table, _std_draws
+from ..bayes.theory.softmax_table import _cached_table, _std_draws, _unphysical
 from ..diagnostics.screens import THRESHOLD
 
 NUMERICS = dict(nh=241, ng=121, num_samples=20000, seed=0, nl=200, nc=96, ny=800)
@@ -66,12 +66,6 @@ def prior_row_law(T: int, sigma_A2: float, y: np.ndarray, *, num_samples: int, s
     Q = np.exp(logphi - shift) @ (H / num_samples)
     with np.errstate(divide="ignore"):
         return rgrid, np.log(Q) + shift
-
-
-def _valid(tab, T: int) -> np.ndarray:
-    ok = np.isfinite(tab.Lam) & np.isfinite(tab.m) & np.isfinite(tab.q) & np.isfinite(tab.detC)
-    return ok & (tab.detC > 0) & (tab.q >= (1.0 - 1e-6) / T) & (tab.m >= 0) & (tab.m <= 1) \
-        & (tab.m**2 <= tab.q * (1 + 1e-9))
 
 
 def _tilted(h, g, a, b, logQ):
@@ -110,7 +104,7 @@ def row_posterior(task, prior, P: float, *, tol: float = 5e-3, numerics: dict | 
     b = a[:, None] ** 2 + (1.0 - a[:, None]) ** 2 * rgrid[None, :]
     p, cond, Ea, Eb = _tilted(tab.h, tab.g, a, b, logQ)
     dev = np.maximum(np.abs(Ea.T - tab.m), np.abs(Eb.T - tab.q))  # (Nh, Ng)
-    ok = _valid(tab, task.T) & (dev <= tol)
+    ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & (dev <= tol)
     m, q = np.where(ok, tab.m, 0.5), np.where(ok, tab.q, 0.5)
     ent = tab.h[:, None] * m + tab.g[None, :] * q - np.where(ok, tab.Lam, 0.0)
     Phi = np.asarray(action(m, q, ent, beta=float(beta[0]), eps=float(eps[0]), d=d, T_q=Tq))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import check_int
-from .common import Attention, _check_grid, _check_prior, _scales, covered, occam_d
+from .common import Attention, _check_grid, _check_prior, _scales, covered, occam_d, prediction_error
 from .linear import _linear_curves, _linear_dims, _linear_energy, _radius_quadrature
 from .softmax_minima import _softmax_minima
 from .softmax_table import _cached_table, _softmax_tables
@@ -123,7 +123,7 @@ def _first_order(P, branches):
     return {"order": "first", "P_c": Pc, "spinodals": spin}
 
 
-def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
+def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
     """Assemble a PhaseCurve from the minima (per P) and the posterior means (NP, 3) of one configuration."""
     if edge_hit:
         warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=4)
@@ -143,6 +143,16 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq):
     # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
     mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy(),
             "test_error": means[:, 3].copy()}
+    # Where one cell of the dual grid holds most of the density, the grid does not resolve its width (large
+    # beta: the density narrows as 1/sqrt(T_q beta)) and the grid average is that cell's value. The density is
+    # then close to its Laplace limit: the mean is the Newton-refined stable minimum (seen at sigma2 = 10, T = 8
+    # one-hot, P >= 8000, where the grid average stuck at m = 0.947 for a range of P).
+    narrow = (means[:, 4] > PEAK_SHARE) & np.isfinite(stable["m"])
+    if np.any(narrow):
+        mean["m"][narrow], mean["q"][narrow], mean["u"][narrow] = (stable[k][narrow] for k in ("m", "q", "u"))
+        if eps is not None:
+            mean["test_error"][narrow] = np.asarray(prediction_error(stable["m"][narrow], stable["q"][narrow],
+                                                                     np.asarray(eps)[narrow]))
     missing = [float(P[i]) for i, mins in enumerate(minima) if not mins]
     if missing:
         warnings.warn(f"theory: no minimum of the action found at {len(missing)} of {len(P)} P values (first "
@@ -174,14 +184,41 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
         Tqs.append(Tq)
     beta, eps = np.stack(betas), np.stack(epss)
     d = occam_d(tasks[0])
-    beta_max = float(beta.max())
-    if len(tasks) == 1:
-        tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800)]
-    else:
-        tabs = _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples,
-                               seed, 200, 96, 800)
-    minima, edge_hit, means, edge_mass = _softmax_minima(tabs, beta, eps, Tqs, d)
-    return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c]) for c in range(len(tasks))]
+    parts = []
+    for sl in _beta_bands(beta.max(axis=0), BAND_RATIO):
+        beta_max = float(beta[:, sl].max())
+        if len(tasks) == 1:
+            tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200,
+                                  96, 800)]
+        else:
+            tabs = _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng,
+                                   num_samples, seed, 200, 96, 800)
+        parts.append(_softmax_minima(tabs, beta[:, sl], eps[:, sl], Tqs, d))
+    minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(len(tasks))]
+    edge_hit = np.any([pt[1] for pt in parts], axis=0)
+    means = np.concatenate([pt[2] for pt in parts], axis=1)
+    edge_mass = np.concatenate([pt[3] for pt in parts], axis=1)
+    return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c], eps[c]) for c in range(len(tasks))]
+
+
+# A dual grid sized for beta_max resolves beta down to about beta_max / 20 (the checked P ranges span 20 in P);
+# a wider P range is cut into bands of at most this ratio in beta, each with its own table (one table for
+# P = 30..30000 gave a constant m = 0.947 below P = 17000).
+BAND_RATIO = 24.0
+PEAK_SHARE = 0.5  # above this share of the density in one dual-grid cell, the mean is the Laplace limit
+
+
+def _beta_bands(beta, ratio):
+    """Slices of consecutive P (beta ascending with P) whose largest beta is at most ``ratio`` x the smallest."""
+    beta = np.asarray(beta, float)
+    if ratio <= 1:
+        raise ValueError(f"band_ratio={ratio}: expected a number > 1")
+    out, start = [], 0
+    for i in range(1, len(beta) + 1):
+        if i == len(beta) or beta[i] > ratio * max(beta[start], 1e-300):
+            out.append(slice(start, i))
+            start = i
+    return out
 
 
 def _softmax_phase_curve(task, prior, P, nf_flag, numerics):

@@ -127,7 +127,8 @@ def _dual_weights(h, g, detC):
 def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
     """For each configuration (leading axis C) and each P (beta, eps: (C, NP)): the kmax lowest discrete local
     minima of Phi on the dual grid (indices and validity), and the posterior means of (m, q, u, test error) from the
-    saddle-point density integrated over the dual grid, with the share of it on the grid's border. Tq: (C,)."""
+    saddle-point density integrated over the dual grid and the largest cell's share of it, with the share of it on
+    the grid's border. Tq: (C,)."""
 
     def config(args):
         h, g, Lam, m, q, detC, beta, eps, Tq = args
@@ -172,7 +173,9 @@ def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
             w = jnp.exp(lw - jnp.max(lw))
             Z = jnp.sum(w)
             err = prediction_error(m, q, ep)
-            means = jnp.stack([jnp.sum(w * m), jnp.sum(w * q), jnp.sum(w * u), jnp.sum(w * err)]) / Z
+            # last entry: the largest cell's share of the density (1 / Z, as max w = 1)
+            means = jnp.stack([jnp.sum(w * m) / Z, jnp.sum(w * q) / Z, jnp.sum(w * u) / Z, jnp.sum(w * err) / Z,
+                               1.0 / Z])
             edge_mass = jnp.sum(jnp.where(border, w, 0.0)) / Z
             return ii, jj, valid, means, edge_mass
 
@@ -214,7 +217,8 @@ def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d):
 
 def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
     """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
-    configuration, and the posterior means (C, NP, 4) with the density mass on the grid border (C, NP).
+    configuration, and the posterior means (C, NP, 5: m, q, u, test error, then the largest cell's share of the
+    density) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
     from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.

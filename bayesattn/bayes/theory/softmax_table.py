@@ -133,8 +133,9 @@ def _tilt(h, g, y, s, logM, R, R2, ci=None):
 def _table_from_moments(h, g, mom):
     """Lambda, m, q and det Cov on the whole (h, g) grid, as the same sums over y as ``_tilt`` but arranged as
     matrix products: sum_y exp(h a_y) exp(B_y(g)) with B = g a^2 + log M(y, g (1-a)^2). Each factor is shifted
-    by its own maximum; the product then lies within exp(-|h|) of the largest term, far above underflow for
-    the |h| of the dual grid (checked: NaN entries are recomputed by ``_tilt``)."""
+    by its own maximum, so the product can underflow where the two maxima sit at different y (large |h| and
+    |g|, i.e. large beta): such entries come out NaN or non-physical and ``_fix_table`` recomputes them by
+    ``_tilt``."""
     y, s, logM, R, R2 = mom
     a = jax.nn.sigmoid(y)
     one_a = jax.nn.sigmoid(-y)
@@ -181,14 +182,30 @@ def _build_tables(z0, zi, Tm1, sigma_A2, h, g, nl, nc, ny):
     return jax.lax.map(one, (zi, Tm1, sigma_A2, h, g))
 
 
-def _fix_table(h, g, tab, mom):
-    """Recompute by ``_tilt`` any entry the matrix-product form lost to underflow (not expected)."""
+def _unphysical(T, Lam, m, q, detC):
+    """Entries no tilted softmax row over T keys can have: non-finite, m outside [0, 1], q below 1/T (the
+    uniform row's sum of squares) or above 1, m^2 > q (Cauchy-Schwarz: a^2 <= b row by row), det Cov <= 0.
+    These are what underflow in the matrix-product form leaves behind (seen at beta ~ 200 and more)."""
+    fin = np.isfinite(Lam) & np.isfinite(m) & np.isfinite(q) & np.isfinite(detC)
+    with np.errstate(invalid="ignore"):
+        ok = fin & (m >= 0) & (m <= 1) & (q >= (1 - 1e-9) / T) & (q <= 1 + 1e-9) & (m * m <= q * (1 + 1e-9)) \
+            & (detC > 0)
+    return ~ok
+
+
+_tilt_many = jax.jit(jax.vmap(_tilt, in_axes=(0, 0, None, None, None, None, None)))
+
+
+def _fix_table(T, h, g, tab, mom):
+    """Recompute by ``_tilt`` (a log-sum-exp over the y nodes of each entry alone) the entries the
+    matrix-product form lost to underflow; returns the table and how many entries were recomputed."""
     Lam, m, q, detC = (np.array(a) for a in tab)
-    bad = ~(np.isfinite(Lam) & np.isfinite(m) & np.isfinite(q) & np.isfinite(detC))
-    for i, j in zip(*np.nonzero(bad)):
-        L_, m_, q_, Vaa, Vab, Vbb = (float(v) for v in _tilt(h[i], g[j], *mom))
+    bad = _unphysical(T, Lam, m, q, detC)
+    i, j = np.nonzero(bad)
+    if i.size:
+        L_, m_, q_, Vaa, Vab, Vbb = (np.asarray(v) for v in _tilt_many(jnp.asarray(h[i]), jnp.asarray(g[j]), *mom))
         Lam[i, j], m[i, j], q[i, j], detC[i, j] = L_, m_, q_, Vaa * Vbb - Vab**2
-    return Lam, m, q, detC
+    return (Lam, m, q, detC), int(i.size)
 
 
 def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
@@ -208,9 +225,7 @@ def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, n
     out = []
     for k in range(len(Ts)):
         mk = tuple(a[k] for a in mom)
-        tk = (Lam[k], m[k], q[k], detC[k])
-        if not all(np.all(np.isfinite(a)) for a in tk):
-            tk = _fix_table(h[k], g[k], tk, mk)
+        tk, _ = _fix_table(Ts[k], h[k], g[k], (Lam[k], m[k], q[k], detC[k]), mk)
         out.append(_Table(h[k], g[k], tk[0], tk[1], tk[2], mk, tk[3]))
     return out
 
