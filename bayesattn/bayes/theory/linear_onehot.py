@@ -1,0 +1,164 @@
+"""Linear attention with one-hot tokens (cyclic): the exact four-variable reduction (docs/theory.md section 8.1).
+
+One-hot tokens have mean 1/d, so the readout sees two sectors: the d - 1 centred directions, where the copy signal
+lives (order parameters m, q), and the all-ones direction e, which linear attention passes on with the row sums
+r_t = sum_s L_ts / sqrt(T) (order parameters v = <r_t>, w = <r_t^2>). Per data set, to leading order in n,
+
+    -log p(D | L) = c1 [1 - m^2/(q + eps)] + c2 [1 - v^2/(w + eps)] + o1 log(1 + q/eps) + o2 log(1 + w/eps) + const,
+    c1 = n (d - 1) / (2 sigma2 d), c2 = n / (2 sigma2 d), o1 = d (d - 1) / 2, o2 = d / 2, eps = d lam / n.
+
+In the orthonormal frame of R^{T x T} made of j = 1 1^T / T, p = (pattern - j) / sqrt(T - 1), the T - 1 other
+row-sum directions (squared norm R) and the rest (squared norm K),
+
+    m = (sqrt(T - 1) B + A) / T^{3/2},  v = A / sqrt(T),  w = (A^2 + R) / T,  q = (A^2 + B^2 + R + K) / T^2,
+
+and under the isotropic prior A, B ~ N(0, sigma_A2), R ~ sigma_A2 chi^2_{T-1}, K ~ sigma_A2 chi^2_{T^2-T-1}, all
+independent. The posterior of (A, B, R, K) is therefore known exactly (within self-averaging); it is integrated
+here on a grid: A >= 0 (the law is even under (A, B) -> (-A, -B)) and B on uniform grids, log R on a fixed grid,
+and log K by Gauss-Hermite nodes around the conditional mode of each (A, B, R) (K has T^2 - T - 1 degrees of
+freedom, so its conditional law is nearly log-normal).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+NA, NB, NR, NK = 129, 321, 56, 16
+
+
+def onehot_linear_coefficients(task, prior, P):
+    """(c1, c2, o1, o2, eps) over P (arrays) for linear attention with one-hot tokens, cyclic boundary."""
+    T, d = task.T, task.d
+    P = np.asarray(P, dtype=np.float64)
+    n = P * T
+    return (n * (d - 1) / (2 * prior.sigma2 * d), n / (2 * prior.sigma2 * d), d * (d - 1) / 2.0, d / 2.0,
+            d * prior.lam(d) / n)
+
+
+def onehot_linear_energy(A, B, R, K, T, c1, c2, o1, o2, eps):
+    """-log p(D | L) up to an L-independent constant, in the frame variables (A, B, R, K) (broadcasting)."""
+    m = (jnp.sqrt(T - 1.0) * B + A) / T**1.5
+    v2, w = A**2 / T, (A**2 + R) / T
+    q = (A**2 + B**2 + R + K) / T**2
+    return (c1 * (1.0 - m**2 / (q + eps)) + c2 * (1.0 - v2 / (w + eps)) + o1 * jnp.log1p(q / eps)
+            + o2 * jnp.log1p(w / eps))
+
+
+def frame_variables(L):
+    """(A, B, R, K) of logits L: (..., T, T) (the frame of the module docstring)."""
+    L = jnp.asarray(L)
+    T = L.shape[-1]
+    src = (jnp.arange(T) - 1) % T
+    A = L.sum((-1, -2)) / T
+    m = L[..., jnp.arange(T), src].sum(-1) / T**1.5
+    B = (T**1.5 * m - A) / jnp.sqrt(T - 1.0)
+    rows = L.sum(-1) / jnp.sqrt(T)  # projections on the row-sum directions e_t 1^T / sqrt(T)
+    R = jnp.sum(rows**2, -1) - A**2
+    K = jnp.sum(L**2, (-1, -2)) - A**2 - B**2 - R
+    return A, B, R, K
+
+
+def _gh(nk):
+    x, w = np.polynomial.hermite.hermgauss(nk)
+    return jnp.asarray(x), jnp.asarray(np.log(w) + x**2)  # log weights for integrands given as log f(x), not e^{-x^2} f
+
+
+@functools.partial(jax.jit, static_argnames=("T", "na", "nb", "nr", "nk"))
+def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
+    """For one P (coef = (c1, c2, o1, o2, eps, amax, bmax)): on the (A, B) grid, the log of the marginal density
+    (R and K integrated) and the conditional means of u, q, the one-hot test error and v^2/w.
+
+    Returns A (na,), B (nb,), logZ (na, nb), cond (4, na, nb)."""
+    c1, c2, o1, o2, eps, amax, bmax = (coef[i] for i in range(7))
+    A = jnp.linspace(0.0, amax, na)
+    B = jnp.linspace(-bmax, bmax, nb)
+    dR, dK = T - 1.0, T * T - T - 1.0
+    lr = jnp.linspace(jnp.log(sigma_A2 * dR) - 60.0 / dR - 3.0, jnp.log(sigma_A2 * dR) + 2.5, nr)
+    R = jnp.exp(lr)
+    log_pr = 0.5 * dR * lr - R / (2 * sigma_A2)  # density of log R up to a constant
+    wr = jnp.log(lr[1] - lr[0])
+    xk, lwk = _gh(nk)
+    s2 = jnp.sqrt(2.0)
+
+    def logf_k(lk, a, b, r):  # log integrand in log K (prior of log K and the energy)
+        return 0.5 * dK * lk - jnp.exp(lk) / (2 * sigma_A2) - onehot_linear_energy(a, b, r, jnp.exp(lk), T, c1, c2,
+                                                                                    o1, o2, eps)
+
+    def row(a):
+        a_, b_, r_ = a, B[:, None], R[None, :]
+        lk = jnp.full((nb, nr), jnp.log(sigma_A2 * dK))
+        # logf_k is elementwise in lk, so the gradient of its sum is the elementwise derivative
+        g1 = jax.grad(lambda x, *z: jnp.sum(logf_k(x, *z)))
+        g2 = jax.grad(lambda x, *z: jnp.sum(g1(x, *z)))
+        for _ in range(6):  # Newton to the conditional mode of log K (the prior part dominates the curvature)
+            lk = lk - g1(lk, a_, b_, r_) / g2(lk, a_, b_, r_)
+        sd = 1.0 / jnp.sqrt(-g2(lk, a_, b_, r_))
+        nodes = lk[..., None] + s2 * sd[..., None] * xk  # (nb, nr, nk)
+        K = jnp.exp(nodes)
+        lf = logf_k(nodes, a_, b_[..., None], r_[..., None]) + lwk + jnp.log(s2 * sd)[..., None]
+        lf = lf + (log_pr + wr)[None, :, None] - a**2 / (2 * sigma_A2) - B[:, None, None] ** 2 / (2 * sigma_A2)
+        lz = logsumexp(lf, axis=(1, 2))
+        wgt = jnp.exp(lf - lz[:, None, None])
+        m = (jnp.sqrt(T - 1.0) * b_[..., None] + a) / T**1.5
+        q = (a**2 + b_[..., None] ** 2 + r_[..., None] + K) / T**2
+        w = (a**2 + r_[..., None]) / T
+        obs = jnp.stack([m**2 / q * jnp.ones_like(K), q, 1.0 - m**2 * (q + 2 * eps) / (q + eps) ** 2,
+                         (a**2 / T) / w * jnp.ones_like(K)])
+        return lz, jnp.sum(obs * wgt[None], axis=(2, 3))
+
+    lz, cond = jax.lax.map(row, A)
+    return A, B, lz, jnp.moveaxis(cond, 1, 0)
+
+
+def _ranges(c1, c2, sigma_A2):
+    """Grid half-widths in A and B: the energy gain over the prior is below c1 + c2, so mass beyond
+    A^2, B^2 > 2 sigma_A2 (c1 + c2 + 60) is below e^-60 of the bulk."""
+    r = np.sqrt(2.0 * sigma_A2 * (np.asarray(c1) + np.asarray(c2) + 60.0))
+    return r, r
+
+
+def onehot_linear_tables(task, prior, P, *, na=NA, nb=NB, nr=NR, nk=NK):
+    """Per P: the (A, B) grids, log marginal density and conditional means (numpy arrays, leading axis P)."""
+    c1, c2, o1, o2, eps = onehot_linear_coefficients(task, prior, P)
+    amax, bmax = _ranges(c1, c2, prior.sigma_A2)
+    out = []
+    for i in range(len(np.atleast_1d(P))):
+        coef = jnp.asarray([c1[i], c2[i], o1, o2, eps[i], amax[i], bmax[i]])
+        out.append([np.asarray(x) for x in _ab_table(coef, task.T, float(prior.sigma_A2), na, nb, nr, nk)])
+    return [np.stack([o[k] for o in out]) for k in range(4)]
+
+
+def onehot_linear_means(A, B, lz, cond):
+    """Posterior means of (u, q, test error, v^2/w) from one P's table, and the share of the weight on the grid's
+    outer edge (A = amax or |B| = bmax)."""
+    wa = np.full(len(A), 1.0)
+    wa[0] = wa[-1] = 0.5  # trapezoid; the A = 0 node is the symmetry axis (half weight)
+    wb = np.full(len(B), 1.0)
+    wb[0] = wb[-1] = 0.5
+    lw = lz + np.log(wa)[:, None] + np.log(wb)[None, :]
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    means = np.einsum("kab,ab->k", cond, w)
+    edge = w[-1, :].sum() + w[:, 0].sum() + w[:, -1].sum()
+    return means, float(edge)
+
+
+def local_maxima(A, B, lz):
+    """Local maxima of the (A, B) log density on the grid (A >= 0; the A = 0 column is mirrored through the
+    symmetry (A, B) -> (-A, -B)), as a list of (i, j, value)."""
+    ext = np.concatenate([lz[1:2, ::-1], lz], axis=0)  # row -1 is the mirror image of row 1
+    pad = np.pad(ext, 1, constant_values=-np.inf)
+    core = pad[1:-1, 1:-1]
+    is_max = np.ones_like(core, dtype=bool)
+    for di in (-1, 0, 1):
+        for dj in (-1, 0, 1):
+            if di or dj:
+                is_max &= core >= pad[1 + di: pad.shape[0] - 1 + di, 1 + dj: pad.shape[1] - 1 + dj]
+    is_max = is_max[1:]
+    ii, jj = np.nonzero(is_max)
+    return [(int(i), int(j), float(lz[i, j])) for i, j in zip(ii, jj)]
