@@ -15,8 +15,8 @@ row-sum directions (squared norm R) and the rest (squared norm K),
 and under the isotropic prior A, B ~ N(0, sigma_A2), R ~ sigma_A2 chi^2_{T-1}, K ~ sigma_A2 chi^2_{T^2-T-1}, all
 independent. The posterior of (A, B, R, K) is therefore known exactly (within self-averaging); it is integrated
 here on a grid: A >= 0 (the law is even under (A, B) -> (-A, -B)) and B on uniform grids, log R on a fixed grid,
-and log K by Gauss-Hermite nodes around the conditional mode of each (A, B, R) (K has T^2 - T - 1 degrees of
-freedom, so its conditional law is nearly log-normal).
+and log K on trapezoid nodes over +-7 conditional widths around the conditional mode of each (A, B, R) (K has
+T^2 - T - 1 degrees of freedom, so its conditional law is narrow in log K).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-NA, NB, NR, NK = 129, 321, 56, 16
+NA, NB, NR, NK = 65, 161, 40, 18  # grid sizes; doubling every one moves <u> by < 1e-4 (T = 8, 32)
 
 
 def onehot_linear_coefficients(task, prior, P):
@@ -63,10 +63,6 @@ def frame_variables(L):
     return A, B, R, K
 
 
-def _gh(nk):
-    x, w = np.polynomial.hermite.hermgauss(nk)
-    return jnp.asarray(x), jnp.asarray(np.log(w) + x**2)  # log weights for integrands given as log f(x), not e^{-x^2} f
-
 
 @functools.partial(jax.jit, static_argnames=("T", "na", "nb", "nr", "nk"))
 def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
@@ -82,8 +78,7 @@ def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
     R = jnp.exp(lr)
     log_pr = 0.5 * dR * lr - R / (2 * sigma_A2)  # density of log R up to a constant
     wr = jnp.log(lr[1] - lr[0])
-    xk, lwk = _gh(nk)
-    s2 = jnp.sqrt(2.0)
+    xk = jnp.linspace(-7.0, 7.0, nk)
 
     def logf_k(lk, a, b, r):  # log integrand in log K (prior of log K and the energy)
         return 0.5 * dK * lk - jnp.exp(lk) / (2 * sigma_A2) - onehot_linear_energy(a, b, r, jnp.exp(lk), T, c1, c2,
@@ -95,12 +90,15 @@ def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
         # logf_k is elementwise in lk, so the gradient of its sum is the elementwise derivative
         g1 = jax.grad(lambda x, *z: jnp.sum(logf_k(x, *z)))
         g2 = jax.grad(lambda x, *z: jnp.sum(g1(x, *z)))
-        for _ in range(6):  # Newton to the conditional mode of log K (the prior part dominates the curvature)
-            lk = lk - g1(lk, a_, b_, r_) / g2(lk, a_, b_, r_)
-        sd = 1.0 / jnp.sqrt(-g2(lk, a_, b_, r_))
-        nodes = lk[..., None] + s2 * sd[..., None] * xk  # (nb, nr, nk)
+        for _ in range(8):  # damped Newton to the conditional mode of log K
+            h2 = jnp.minimum(g2(lk, a_, b_, r_), -1.0)
+            lk = lk - jnp.clip(g1(lk, a_, b_, r_) / h2, -1.0, 1.0)
+        # trapezoid nodes over +-7 conditional widths (the law of log K is skewed at small T, where the Occam
+        # weight o1 competes with the T^2 - T - 1 degrees of freedom of K; trapezoid, not Gauss-Hermite)
+        sd = 1.0 / jnp.sqrt(-jnp.minimum(g2(lk, a_, b_, r_), -1e-2))
+        nodes = lk[..., None] + sd[..., None] * xk  # (nb, nr, nk)
         K = jnp.exp(nodes)
-        lf = logf_k(nodes, a_, b_[..., None], r_[..., None]) + lwk + jnp.log(s2 * sd)[..., None]
+        lf = logf_k(nodes, a_, b_[..., None], r_[..., None]) + jnp.log(sd * (xk[1] - xk[0]))[..., None]
         lf = lf + (log_pr + wr)[None, :, None] - a**2 / (2 * sigma_A2) - B[:, None, None] ** 2 / (2 * sigma_A2)
         lz = logsumexp(lf, axis=(1, 2))
         wgt = jnp.exp(lf - lz[:, None, None])
@@ -162,3 +160,84 @@ def local_maxima(A, B, lz):
     is_max = is_max[1:]
     ii, jj = np.nonzero(is_max)
     return [(int(i), int(j), float(lz[i, j])) for i, j in zip(ii, jj)]
+
+
+def _origin_hessian(task, prior, P, nr=240, nk=1200):
+    """The 2 x 2 Hessian in (A, B) of the log marginal density at the origin: <-grad^2 E> - I / sigma_A2, the mean
+    over the exact conditional law of (R, K) at A = B = 0 (a 2-D grid in log R, log K)."""
+    T, sA2 = task.T, float(prior.sigma_A2)
+    c1, c2, o1, o2, eps = (float(np.asarray(x)) for x in onehot_linear_coefficients(task, prior, P))
+    dR, dK = T - 1.0, T * T - T - 1.0
+    lr = np.linspace(np.log(sA2 * dR) - 60.0 / dR - 3.0, np.log(sA2 * dR) + 2.5, nr)
+    lk = np.linspace(np.log(sA2 * dK) - 30.0 / np.sqrt(dK) - 6.0, np.log(sA2 * dK) + 30.0 / np.sqrt(dK) + 1.0, nk)
+    R, K = np.exp(lr)[:, None], np.exp(lk)[None, :]
+    lw = 0.5 * dR * lr[:, None] - R / (2 * sA2) + 0.5 * dK * lk[None, :] - K / (2 * sA2)
+    lw = lw - np.asarray(onehot_linear_energy(0.0, 0.0, R, K, T, c1, c2, o1, o2, eps))
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    iq, iw = (w * 1.0 / ((R + K) / T**2 + eps)).sum(), (w * 1.0 / (R / T + eps)).sum()
+    s = np.sqrt(T - 1.0)
+    k = 2 * c1 * iq / T**3
+    haa = k + 2 * (c2 - o2) * iw / T - 2 * o1 * iq / T**2 - 1 / sA2
+    hbb = k * s * s - 2 * o1 * iq / T**2 - 1 / sA2
+    return np.array([[haa, k * s], [k * s, hbb]])
+
+
+def _critical_P(task, prior, which="max"):
+    """P where the origin stops being a maximum (the largest eigenvalue of the origin Hessian crosses 0;
+    which="copy": where its B-B element alone does, the copy instability at A = 0)."""
+    from scipy.optimize import brentq
+
+    def f(P):
+        H = _origin_hessian(task, prior, P)
+        return float(np.linalg.eigvalsh(H)[-1]) if which == "max" else float(H[1, 1])
+
+    P0 = prior.sigma2 * task.d * (task.T - 1) / task.T if which == "max" else \
+        prior.sigma2 * task.d * task.T / (task.d - 1)
+    lo, hi = 0.5 * P0, 2.0 * P0
+    while f(lo) > 0:
+        lo /= 2
+    while f(hi) < 0:
+        hi *= 2
+    return float(brentq(f, lo, hi, xtol=1e-9 * P0))
+
+
+def onehot_linear_phase_curve(task, prior, P):
+    """The PhaseCurve of linear attention with one-hot tokens (cyclic) over the grid P."""
+    import warnings
+
+    from .curves import PhaseCurve, _first_order, _track_branches
+
+    A, B, lz, cond = onehot_linear_tables(task, prior, P)
+    NPv = len(P)
+    means = np.zeros((NPv, 4))
+    minima = []
+    stable = {k: np.full(NPv, np.nan) for k in ("m", "q", "u", "free_energy")}
+    edges = np.zeros(NPv)
+    for i in range(NPv):
+        means[i], edges[i] = onehot_linear_means(A[i], B[i], lz[i], cond[i])
+        j0 = len(B[i]) // 2  # B = 0
+        mins = []
+        for a, b, val in local_maxima(A[i], B[i], lz[i]):
+            u, q = cond[i][0, a, b], cond[i][1, a, b]
+            mins.append((float(np.sqrt(u * q)), float(q), float(lz[i][0, j0] - val)))
+        minima.append(mins)
+        m_, q_, F_ = min(mins, key=lambda t: t[2])
+        stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_
+    if np.any(edges > 1e-6):
+        warnings.warn("theory: posterior mass on the edge of the one-hot linear (A, B) grid", stacklevel=3)
+    if all(len(mins) == 1 for mins in minima):  # one maximum at every P: one branch, however far it moves
+        branches = [{"P": np.asarray(P, float), "m": stable["m"].copy(), "q": stable["q"].copy(),
+                     "u": stable["u"].copy(), "free_energy": stable["free_energy"].copy()}]
+    else:
+        branches = _track_branches(P, minima, tol=0.05)
+    trans = _first_order(P, branches)
+    Pc = _critical_P(task, prior)
+    if trans is None:
+        trans = {"order": "second", "P_c": Pc if P[0] <= Pc <= P[-1] else None, "spinodals": []}
+    trans["P_c_exact"] = Pc
+    trans["P_copy_at_A0"] = _critical_P(task, prior, "copy")
+    trans["unstable_direction"] = "row sums (the all-ones component A of L), with the copy component B through m"
+    mean = {"u": means[:, 0], "q": means[:, 1], "m": np.sqrt(means[:, 0] * means[:, 1]), "test_error": means[:, 2],
+            "v2_over_w": means[:, 3]}
+    return PhaseCurve("linear", np.asarray(P, float), branches, stable, mean, trans)
