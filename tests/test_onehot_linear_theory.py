@@ -139,10 +139,22 @@ def test_onehot_linear_causal_not_covered_says_what_is():
 @pytest.mark.slow
 @pytest.mark.parametrize("T, P", [(16, 4500.0), (16, 9000.0), (32, 10000.0), (32, 18000.0)])
 def test_onehot_linear_theory_vs_exact_nuts(T, P):
-    """Exact NUTS on the closed-form posterior (2 chains x (300 + 500), cold start) against the theory's <u>."""
+    """Exact NUTS on the closed-form posterior (2 chains x (500 + 500), cold start) against the theory's <u>."""
     task = ba.CopyTask(T=T, d=8, tokens="onehot")
     post = ba.Posterior(task.sample(jax.random.key(11 + int(P)), int(P)), "linear", PRIOR)
-    s = ba.sample(post, jax.random.key(int(P)), num_chains=2, num_warmup=300, num_samples=500, init="cold")
+    s = ba.sample(post, jax.random.key(int(P)), num_chains=2, num_warmup=500, num_samples=500, init="cold")
     mc = float(np.asarray(s.order_parameters["u"]).mean())
     pc = th.phase_curve(task, PRIOR, "linear", [P])
     assert abs(pc.mean["u"][0] - mc) < 0.01, (pc.mean["u"][0], mc)
+
+
+def test_sign_mismatched_branch_is_metastable():
+    """Above the copy crossover a second maximum appears at (A, -B): the copy component against the row sums'
+    sign. m^2 is smaller there, so it is never the stable one (exact NUTS chains can stay on it: section 8.1)."""
+    task = ba.CopyTask(T=8, d=8, tokens="onehot")
+    pc = th.phase_curve(task, PRIOR, "linear", [2000.0, 20000.0, 40000.0])
+    assert pc.transition["order"] == "second" and pc.transition["spinodals"] == []
+    assert len(pc.branches) == 2 and pc.transition["metastable_from"] == pc.branches[1]["P"][0] > 2000.0
+    meta, stab = pc.branches[1], pc.branches[0]
+    k = np.searchsorted(stab["P"], meta["P"])
+    assert np.all(meta["free_energy"] > stab["free_energy"][k]) and np.all(meta["u"] < stab["u"][k])

@@ -206,36 +206,37 @@ def onehot_linear_phase_curve(task, prior, P):
     """The PhaseCurve of linear attention with one-hot tokens (cyclic) over the grid P."""
     import warnings
 
-    from .curves import PhaseCurve, _first_order, _track_branches
+    from .curves import PhaseCurve
 
     A, B, lz, cond = onehot_linear_tables(task, prior, P)
     NPv = len(P)
     means = np.zeros((NPv, 4))
-    minima = []
-    stable = {k: np.full(NPv, np.nan) for k in ("m", "q", "u", "free_energy")}
+    keys = ("m", "q", "u", "free_energy")
+    stable = {k: np.full(NPv, np.nan) for k in keys}
+    meta = {k: np.full(NPv, np.nan) for k in keys}  # the branch with A and B of opposite signs
     edges = np.zeros(NPv)
     for i in range(NPv):
         means[i], edges[i] = onehot_linear_means(A[i], B[i], lz[i], cond[i])
         j0 = len(B[i]) // 2  # B = 0
-        mins = []
         for a, b, val in local_maxima(A[i], B[i], lz[i]):
             u, q = cond[i][0, a, b], cond[i][1, a, b]
-            mins.append((float(np.sqrt(u * q)), float(q), float(lz[i][0, j0] - val)))
-        minima.append(mins)
-        m_, q_, F_ = min(mins, key=lambda t: t[2])
-        stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_
+            row = (float(np.sqrt(u * q)), float(q), float(u), float(lz[i][0, j0] - val))
+            # A >= 0 on the grid: B < 0 with A > 0 is the sign-mismatched state (m^2 = (sqrt(T-1) B + A)^2 / T^3
+            # is smaller there than at (A, -B), so it is never the stable one)
+            target = meta if (a > 0 and B[i][b] < 0) else stable
+            if np.isnan(target["free_energy"][i]) or row[3] < target["free_energy"][i]:
+                for k, v in zip(keys, row):
+                    target[k][i] = v
     if np.any(edges > 1e-6):
         warnings.warn("theory: posterior mass on the edge of the one-hot linear (A, B) grid", stacklevel=3)
-    if all(len(mins) == 1 for mins in minima):  # one maximum at every P: one branch, however far it moves
-        branches = [{"P": np.asarray(P, float), "m": stable["m"].copy(), "q": stable["q"].copy(),
-                     "u": stable["u"].copy(), "free_energy": stable["free_energy"].copy()}]
-    else:
-        branches = _track_branches(P, minima, tol=0.05)
-    trans = _first_order(P, branches)
+    branches = [{"P": np.asarray(P, float), **{k: v.copy() for k, v in stable.items()}}]
+    has_meta = ~np.isnan(meta["free_energy"])
+    if has_meta.any():
+        branches.append({"P": np.asarray(P, float)[has_meta], **{k: v[has_meta] for k, v in meta.items()}})
     Pc = _critical_P(task, prior)
-    if trans is None:
-        trans = {"order": "second", "P_c": Pc if P[0] <= Pc <= P[-1] else None, "spinodals": []}
-    trans["P_c_exact"] = Pc
+    trans = {"order": "second", "P_c": Pc if P[0] <= Pc <= P[-1] else None, "spinodals": [], "P_c_exact": Pc}
+    # the metastable sign-mismatched branch never becomes stable (no binodal): the first P of this grid where it is
+    trans["metastable_from"] = float(np.asarray(P, float)[has_meta][0]) if has_meta.any() else None
     trans["P_copy_at_A0"] = _critical_P(task, prior, "copy")
     trans["unstable_direction"] = "row sums (the all-ones component A of L), with the copy component B through m"
     mean = {"u": means[:, 0], "q": means[:, 1], "m": np.sqrt(means[:, 0] * means[:, 1]), "test_error": means[:, 2],
