@@ -158,3 +158,26 @@ def test_sign_mismatched_branch_is_metastable():
     meta, stab = pc.branches[1], pc.branches[0]
     k = np.searchsorted(stab["P"], meta["P"])
     assert np.all(meta["free_energy"] > stab["free_energy"][k]) and np.all(meta["u"] < stab["u"][k])
+
+
+def test_test_error_is_the_held_out_error_of_the_centred_target():
+    """At fixed L (with an all-ones part), the exact readout trained on P one-hot sequences and scored on fresh ones:
+    the error of the part orthogonal to the all-ones vector, as a fraction of its variance (d - 1)/d, is
+    1 - m^2 (q + 2 eps')/(q + eps')^2, the quantity `mean["test_error"]` averages."""
+    from bayesattn.bayes.theory.common import prediction_error
+
+    T, d, P = 8, 8, 4000
+    task = ba.CopyTask(T=T, d=d, tokens="onehot")
+    post = ba.Posterior(task.sample(jax.random.key(3), P), "linear", PRIOR)
+    eps = float(onehot_linear_coefficients(task, PRIOR, P)[4])
+    test = task.sample(jax.random.key(7), 2000)
+    proj = jnp.eye(d) - jnp.ones((d, d)) / d
+    rng = np.random.default_rng(1)
+    J, shift = np.ones((T, T)) / T, np.roll(np.eye(T), -1, axis=1)
+    for L in [0.3 * rng.normal(size=(T, T)) + 3 * J, 2 * shift + 4 * J + 0.5 * rng.normal(size=(T, T)),
+              4 * shift + 0.3 * rng.normal(size=(T, T))]:
+        m, q, _, _ = _direct_order_parameters(L)
+        pred = float(prediction_error(m, q, eps))
+        mean, _ = post.predict(jnp.asarray(L), jnp.asarray(test.X))
+        meas = float(jnp.mean(jnp.sum(((mean - test.Y) @ proj) ** 2, -1)) / ((d - 1) / d))
+        assert abs(meas - pred) < 0.02 * pred + 0.005, (pred, meas)
