@@ -115,19 +115,26 @@ def test_grid_integration_matches_nuts_on_the_reduced_density():
         assert abs(theory[1] - mc[1]) < max(4 * se[1], 3e-3) * 3, (p, theory[1], mc[1], se[1])
 
 
-def test_phase_curve_onset_and_transition():
+def test_phase_curve_onset_transition_and_metastable_branch():
+    """The origin is the grid's maximum below P_c and not above; the copy crossover comes later. Above the copy
+    crossover a second maximum appears at (A, -B), the copy component against the row sums' sign: m^2 is smaller
+    there, so it is never the stable one (exact NUTS chains can stay on it: docs/theory.md section 8.1)."""
     T = 8
     task = ba.CopyTask(T=T, d=8, tokens="onehot")
     Pc = _critical_P(task, PRIOR)
-    # the origin is the grid's maximum below P_c and not above
-    pc = th.phase_curve(task, PRIOR, "linear", [0.8 * Pc, 1.5 * Pc, 4.0 * Pc])
+    pc = th.phase_curve(task, PRIOR, "linear", [0.8 * Pc, 1.5 * Pc, 4.0 * Pc, 20000.0, 40000.0])
     assert pc.transition["order"] == "second" and pc.transition["P_c"] == pytest.approx(Pc, rel=1e-12)
     assert pc.stable["u"][0] < 1e-12 and pc.stable["u"][1] > 1e-4
-    assert np.all(np.diff(pc.mean["u"]) > 0) and pc.mean["u"][-1] > 0.3
+    assert np.all(np.diff(pc.mean["u"]) > 0) and pc.mean["u"][2] > 0.3
     assert pc.transition["P_copy_at_A0"] > Pc  # the row sums go first
     lc = th.loss_curve(task, PRIOR, "linear", pc.P, curve=pc)
     np.testing.assert_allclose(lc["posterior"], pc.mean["test_error"])
     assert lc["posterior"][0] > lc["posterior"][-1]
+    assert pc.transition["spinodals"] == [] and len(pc.branches) == 2
+    meta, stab = pc.branches[1], pc.branches[0]
+    assert pc.transition["metastable_from"] == meta["P"][0] > 1.5 * Pc
+    k = np.searchsorted(stab["P"], meta["P"])
+    assert np.all(meta["free_energy"] > stab["free_energy"][k]) and np.all(meta["u"] < stab["u"][k])
 
 
 def test_onehot_linear_causal_not_covered_says_what_is():
@@ -146,18 +153,6 @@ def test_onehot_linear_theory_vs_exact_nuts(T, P):
     mc = float(np.asarray(s.order_parameters["u"]).mean())
     pc = th.phase_curve(task, PRIOR, "linear", [P])
     assert abs(pc.mean["u"][0] - mc) < 0.01, (pc.mean["u"][0], mc)
-
-
-def test_sign_mismatched_branch_is_metastable():
-    """Above the copy crossover a second maximum appears at (A, -B): the copy component against the row sums'
-    sign. m^2 is smaller there, so it is never the stable one (exact NUTS chains can stay on it: section 8.1)."""
-    task = ba.CopyTask(T=8, d=8, tokens="onehot")
-    pc = th.phase_curve(task, PRIOR, "linear", [2000.0, 20000.0, 40000.0])
-    assert pc.transition["order"] == "second" and pc.transition["spinodals"] == []
-    assert len(pc.branches) == 2 and pc.transition["metastable_from"] == pc.branches[1]["P"][0] > 2000.0
-    meta, stab = pc.branches[1], pc.branches[0]
-    k = np.searchsorted(stab["P"], meta["P"])
-    assert np.all(meta["free_energy"] > stab["free_energy"][k]) and np.all(meta["u"] < stab["u"][k])
 
 
 def test_test_error_is_the_held_out_error_of_the_centred_target():
@@ -180,4 +175,5 @@ def test_test_error_is_the_held_out_error_of_the_centred_target():
         pred = float(prediction_error(m, q, eps))
         mean, _ = post.predict(jnp.asarray(L), jnp.asarray(test.X))
         meas = float(jnp.mean(jnp.sum(((mean - test.Y) @ proj) ** 2, -1)) / ((d - 1) / d))
+        print(f"held-out error of the centred target: predicted {pred:.4f}, measured {meas:.4f}")
         assert abs(meas - pred) < 0.02 * pred + 0.005, (pred, meas)
