@@ -16,8 +16,8 @@ import pytest
 
 import bayesattn as ba
 from bayesattn import theory as th
-from bayesattn.bayes.theory.linear_onehot import (_critical_P, frame_variables, onehot_linear_coefficients, onehot_linear_energy,
-                                                  onehot_linear_means, onehot_linear_tables)
+from bayesattn.bayes.theory.linear_onehot import (_critical_P, frame_variables, onehot_linear_coefficients,
+                                                  onehot_linear_energy, onehot_linear_means, onehot_linear_tables)
 
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
 
@@ -110,7 +110,8 @@ def test_grid_integration_matches_nuts_on_the_reduced_density():
         chunks = obs.reshape(8, -1, 2).mean(axis=1)  # batch means for the Monte Carlo error
         se = chunks.std(axis=0, ddof=1) / np.sqrt(8)
         mc = obs.mean(axis=0)
-        print(f"P = {p:.0f}: grid <u> = {theory[0]:.5f}, <q> = {theory[1]:.5f}; NUTS {mc[0]:.5f} +- {se[0]:.5f}, {mc[1]:.5f} +- {se[1]:.5f}")
+        print(f"P = {p:.0f}: grid <u> = {theory[0]:.5f}, <q> = {theory[1]:.5f}; "
+              f"NUTS {mc[0]:.5f} +- {se[0]:.5f}, {mc[1]:.5f} +- {se[1]:.5f}")
         assert abs(theory[0] - mc[0]) < max(4 * se[0], 3e-3), (p, theory[0], mc[0], se[0])
         assert abs(theory[1] - mc[1]) < max(4 * se[1], 3e-3) * 3, (p, theory[1], mc[1], se[1])
 
