@@ -6,7 +6,8 @@ with the config, PRNG seeds and package versions. Besides u = m^2/q it records t
 the draws: q, x_j^2 (the all-ones component of L), x_p^2 (the centred copy component) and w.
 
 Usage: python scripts/onehot_linear_check.py --out results/onehot_linear --T 16 --P 1500 3000 ...
-       python scripts/onehot_linear_check.py --out results/onehot_linear --summary   (table against the theory)
+       python scripts/onehot_linear_check.py --out results/onehot_linear --summary   (table against the theory,
+           and <out>/onehot_linear_vs_nuts.png: the theory's <u> over P with the NUTS points)
 """
 
 from __future__ import annotations
@@ -87,11 +88,33 @@ def main():
 
 
 def summary(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     import bayesattn as ba
     from bayesattn import theory as th
 
     rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "T*_P*.json")))]
-    for T in sorted({r["T"] for r in rows}):
+    Ts = sorted({r["T"] for r in rows})
+    fig, axes = plt.subplots(1, len(Ts), figsize=(5 * len(Ts), 3.6), squeeze=False)
+    for ax, T in zip(axes[0], Ts):
+        pts = sorted((r for r in rows if r["T"] == T), key=lambda r: r["P"])
+        P = np.array([r["P"] for r in pts])
+        fine = np.linspace(P[0], P[-1], 40)
+        pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK, tokens="onehot"), ba.Prior(1.0, 100.0, SIGMA2), "linear", fine)
+        ax.plot(fine, pc.mean["u"], "k-", label="theory <u>")
+        for b, st in zip(pc.branches, ("C0--", "C3:")):
+            ax.plot(b["P"], b["u"], st, lw=1, label="metastable maximum" if st == "C3:" else "stable maximum")
+        ax.plot(P, [r["cold"]["u"] for r in pts], "o", mfc="none", label="NUTS cold")
+        ax.plot(P, [r["hot"]["u"] for r in pts], "x", label="NUTS hot")
+        ax.axvline(pc.transition["P_c_exact"], color="gray", lw=0.8, label="P_c (row sums)")
+        ax.set(xlabel="P", ylabel="u", title=f"linear, one-hot, T = {T}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "onehot_linear_vs_nuts.png"), dpi=90)
+    for T in Ts:
         pts = sorted((r for r in rows if r["T"] == T), key=lambda r: r["P"])
         P = np.array([r["P"] for r in pts])
         pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK, tokens="onehot"), ba.Prior(1.0, 100.0, SIGMA2), "linear", P)
