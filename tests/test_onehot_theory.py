@@ -68,7 +68,7 @@ def test_onehot_softmax_has_a_first_order_transition_at_larger_P():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(attention="linear"), "onehot"),
+    (dict(attention="linear", task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
     (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
     (dict(noise_fit=True), "noise_fit"),
 ])

@@ -17,7 +17,8 @@ T_q the number of query rows) the log density of the order parameters is -T_q Ph
   free logits), exact at every T, and the radius is integrated exactly.
 
 Covered: ``CopyTask`` with Gaussian tokens; softmax with the cyclic boundary; linear with cyclic or causal
-boundary; one-hot tokens for softmax with the cyclic boundary (``phase_curve``, ``phase_diagram``, ``loss_curve``). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
+boundary; one-hot tokens for softmax and linear with the cyclic boundary (``phase_curve``, ``phase_diagram``,
+``loss_curve``; linear: ``linear_onehot``, the exact law of four frame variables). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
 differences between phases).
 """
 

@@ -20,8 +20,8 @@ Attention = Literal["softmax", "linear"]
 
 COVERED = (
     "the reduced theory covers CopyTask with tokens='gaussian' (softmax with boundary='cyclic'; linear with "
-    "boundary='cyclic' or 'causal') and tokens='onehot' for softmax with boundary='cyclic' in phase_curve and "
-    "phase_diagram; one head"
+    "boundary='cyclic' or 'causal') and tokens='onehot' with boundary='cyclic' (softmax and linear) in "
+    "phase_curve, phase_diagram and loss_curve; one head"
 )
 
 
@@ -37,7 +37,7 @@ def covered(task, attention, *, onehot: bool = False) -> str:
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
     if task.tokens == "onehot":
-        if not (onehot and attention == "softmax" and task.boundary == "cyclic"):
+        if not (onehot and task.boundary == "cyclic"):
             raise ValueError(f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
                              f"covered here; {COVERED}")
     elif task.tokens != "gaussian":

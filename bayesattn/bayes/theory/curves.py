@@ -11,6 +11,7 @@ import numpy as np
 from ..._validate import check_int
 from .common import Attention, _check_grid, _check_prior, _scales, covered, occam_d, prediction_error
 from .linear import _linear_curves, _linear_dims, _linear_energy, _radius_quadrature
+from .linear_onehot import onehot_linear_phase_curve
 from .softmax_minima import _softmax_minima
 from .softmax_table import _cached_table, _softmax_tables
 
@@ -250,7 +251,8 @@ def _linear_critical_P(task, prior, nf_flag):
 
 
 def _linear_phase_curves(tasks, priors, P, nf_flag):
-    return [_linear_phase_curve(t, p, P, nf_flag) for t, p in zip(tasks, priors)]
+    return [onehot_linear_phase_curve(t, p, P) if t.tokens == "onehot" else _linear_phase_curve(t, p, P, nf_flag)
+            for t, p in zip(tasks, priors)]
 
 
 def _linear_phase_curve(task, prior, P, nf_flag):
@@ -320,8 +322,8 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     """Branches of local minima of the reduced action over P, the stable branch, the posterior means from
     the reduced density and the transition.
 
-    task: CopyTask (Gaussian tokens; softmax needs boundary='cyclic'); prior: Prior (sigma2 fixed, so
-    beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
+    task: CopyTask (Gaussian tokens, or one-hot tokens with boundary='cyclic'; softmax needs boundary='cyclic');
+    prior: Prior (sigma2 fixed, so beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
     O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
     ``nh``, ``ng``: dual grid sizes (softmax).
 
@@ -338,7 +340,7 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     if attention == "softmax":
         pc = _softmax_phase_curve(task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
     else:
-        pc = _linear_phase_curve(task, prior, P, float(noise_fit))
+        pc = _linear_phase_curves([task], [prior], P, float(noise_fit))[0]
     pc.config = {"task": task.config(), "prior": prior.config(), "attention": attention, "noise_fit": bool(noise_fit),
                  "num_samples": num_samples, "seed": seed}
     return pc
