@@ -175,6 +175,8 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
     beta, eps = np.stack(betas), np.stack(epss)
     d = occam_d(tasks[0])
     beta_max = float(beta.max())
+    if tasks[0].boundary == "causal":
+        return _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics)
     if len(tasks) == 1:
         tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800)]
     else:
@@ -182,6 +184,24 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
                                seed, 200, 96, 800)
     minima, edge_hit, means, edge_mass = _softmax_minima(tabs, beta, eps, Tqs, d)
     return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c]) for c in range(len(tasks))]
+
+
+def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
+    """Causal softmax (docs/theory.md section 10): one row-averaged table per configuration, minima by Newton on
+    the row-averaged tilt; one configuration at a time (the stacked per-row-type moments are T_q times a cyclic
+    table's)."""
+    from .causal import _causal_table, _tilt_rows, row_types
+
+    out = []
+    for c, (task, prior) in enumerate(zip(tasks, priors)):
+        Ks, w = row_types(task)
+        tab = _causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2), d,
+                            float(beta.max()), numerics.get("nh", 241), numerics.get("ng", 121),
+                            numerics.get("num_samples", 20000), numerics.get("seed", 0))
+        minima, edge_hit, means, edge_mass = _softmax_minima([tab], beta[c:c + 1], eps[c:c + 1], [Tqs[c]], d,
+                                                             tilt=_tilt_rows)
+        out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c]))
+    return out
 
 
 def _softmax_phase_curve(task, prior, P, nf_flag, numerics):
@@ -283,7 +303,7 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     """Branches of local minima of the reduced action over P, the stable branch, the posterior means from
     the reduced density and the transition.
 
-    task: CopyTask (Gaussian tokens; softmax needs boundary='cyclic'); prior: Prior (sigma2 fixed, so
+    task: CopyTask (Gaussian or one-hot tokens; softmax with boundary='cyclic' or 'causal', docs/theory.md section 10); prior: Prior (sigma2 fixed, so
     beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
     O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
     ``nh``, ``ng``: dual grid sizes (softmax).
@@ -293,7 +313,7 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     >>> pc.transition["order"]
     'second'
     """
-    attention = covered(task, attention, onehot=True)
+    attention = covered(task, attention, onehot=True, causal=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     num_samples = check_int("num_samples", num_samples, minimum=100)

@@ -1,0 +1,138 @@
+"""Causal softmax in the reduced theory (docs/theory.md section 10).
+
+- the energy: differences of the exact closed-form log p(D | L) (causal mask, large P) against the reduced energy,
+  which keeps its cyclic form with n = P (T - offset);
+- the row-averaged cumulant generating function against direct Monte Carlo of whole causal rows (another seed),
+  with the rows t < offset left out;
+- the row-averaged Newton / density machinery with a single row type reproduces the cyclic one exactly;
+- the phase curve against short exact NUTS at T = 8 (fast) and across the transition at T = 16 and 32 (slow).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesattn as ba
+from bayesattn import theory as th
+from bayesattn.bayes.theory.causal import _causal_table, _tilt_rows, causal_softmax_table, row_types
+from bayesattn.bayes.theory.common import _scales
+from bayesattn.bayes.theory.softmax_minima import _softmax_minima
+from bayesattn.bayes.theory.softmax_table import _cached_table
+
+D_TOK = 8
+PRIOR = ba.Prior(1.0, 100.0, 400.0)
+
+
+def _causal_logits(T, offset, rng, c, s):
+    """Logits with the shift by `offset` boosted by c, plus noise of scale s (masked entries are ignored)."""
+    L = s * rng.normal(size=(T, T))
+    t = np.arange(offset, T)
+    L[t, t - offset] += c
+    return L
+
+
+def test_causal_row_types():
+    Ks, w = row_types(ba.CopyTask(T=8, d=D_TOK, boundary="causal", offset=3))
+    np.testing.assert_array_equal(Ks, [4, 5, 6, 7, 8])  # rows t = 3..7 have t + 1 keys; rows 0..2 have no source
+    np.testing.assert_allclose(w, 0.2)
+
+
+@pytest.mark.parametrize("offset", [1, 2])
+def test_causal_energy_matches_the_exact_closed_form(offset):
+    """At P = 40 000 the exact log-likelihood differences between attention matrices equal the reduced energy's,
+    -T_q beta [1 - m^2/(q + eps)] - (d^2/2) log(1 + q/eps), with T_q = T - offset query rows."""
+    T, P = 12, 40000
+    task = ba.CopyTask(T=T, d=D_TOK, boundary="causal", offset=offset)
+    post = ba.Posterior(task.sample(jax.random.key(3), P), "softmax", PRIOR)
+    beta, eps, Tq = _scales(task, PRIOR, np.array([float(P)]))
+    assert Tq == T - offset
+    rng = np.random.default_rng(1)
+    exact, reduced, ms = [], [], []
+    for c, s in [(0.0, 0.0), (2.0, 0.5), (4.0, 0.3), (6.0, 1.0), (1.0, 2.0)]:
+        L = jnp.asarray(_causal_logits(T, offset, rng, c, s))
+        op = post.order_parameters(L)
+        m, q = float(op["m"]), float(op["q"])
+        ms.append(m)
+        exact.append(float(post.log_likelihood(L)))
+        reduced.append(-(Tq * beta[0] * (1 - m**2 / (q + eps[0])) + D_TOK**2 / 2 * np.log1p(q / eps[0])))
+    # the uniform causal row has m = q = mean over query rows of 1/(t + 1)
+    assert abs(ms[0] - np.mean(1.0 / np.arange(offset + 1, T + 1))) < 1e-12 and ms[3] > 0.7
+    dx, dr = np.asarray(exact) - exact[0], np.asarray(reduced) - reduced[0]
+    assert np.max(np.abs(dx)) > 500.0
+    # O(sqrt(n)) fluctuations of G and C give O(1) nats
+    np.testing.assert_allclose(dr, dx, atol=3.0, rtol=0.01)
+
+
+def test_causal_table_matches_brute_force_rows():
+    """Lambda_bar = (1/T_q) sum_t log E exp(h a_t + g b_t) over the query rows, and its gradient (m, q), against
+    direct Monte Carlo of whole rows (all logits drawn, another seed) for T = 10, offset = 2 (rows with 3..10
+    keys)."""
+    T, offset = 10, 2
+    task = ba.CopyTask(T=T, d=D_TOK, boundary="causal", offset=offset)
+    tab = causal_softmax_table(task, PRIOR, 10.0, num_samples=20000)
+    x = np.linspace(-10, 20, 700)  # the source logit, by quadrature (as in the cyclic brute-force test)
+    e = np.exp(x)[:, None]
+    others = []
+    for t in range(offset, T):
+        z = np.asarray(jax.random.normal(jax.random.key(100 + t), (20000, t)))  # the other t = K - 1 logits
+        others.append((np.exp(z).sum(1), np.exp(2 * z).sum(1)))
+    for i, j in [(40, 60), (90, 100), (20, 110), (60, 80)]:
+        h, g = tab.h[i], tab.g[j]
+        Lam = m = q = 0.0
+        for S1, S2 in others:
+            a, b = e / (e + S1), (e**2 + S2) / (e + S1) ** 2
+            lw = h * a + g * b - 0.5 * x[:, None] ** 2
+            M = lw.max()
+            w = np.exp(lw - M)
+            Lam += (np.log(w.sum() * (x[1] - x[0]) / np.sqrt(2 * np.pi) / len(S1)) + M) / len(others)
+            m += (w * a).sum() / w.sum() / len(others)
+            q += (w * b).sum() / w.sum() / len(others)
+        assert abs(tab.Lam[i, j] - Lam) < 0.04, (i, j, tab.Lam[i, j], Lam)
+        assert abs(tab.m[i, j] - m) < 4e-3, (i, j, tab.m[i, j], m)
+        assert abs(tab.q[i, j] - q) < 4e-3, (i, j, tab.q[i, j], q)
+
+
+def test_single_row_type_reproduces_the_cyclic_machinery():
+    """With one row type of T keys, the row-averaged table and Newton (``_tilt_rows``) are the cyclic ones."""
+    T = 12
+    P = np.array([300.0, 600.0, 900.0])
+    task = ba.CopyTask(T=T, d=D_TOK)
+    beta, eps, Tq = _scales(task, PRIOR, P)
+    cyc = _cached_table(T, 1.0, D_TOK, float(beta.max()), 121, 61, 4000, 0, 200, 96, 800)
+    cau = _causal_table((T,), (1.0,), 1.0, D_TOK, float(beta.max()), 121, 61, 4000, 0)
+    for k in ("h", "g", "Lam", "m", "q", "detC"):
+        np.testing.assert_allclose(getattr(cau, k), getattr(cyc, k), rtol=1e-10, atol=1e-12)
+    a = _softmax_minima([cyc], beta[None], eps[None], [Tq], D_TOK)
+    b = _softmax_minima([cau], beta[None], eps[None], [Tq], D_TOK, tilt=_tilt_rows)
+    np.testing.assert_allclose(b[2], a[2], rtol=1e-10)  # posterior means
+    for ma, mb in zip(a[0][0], b[0][0]):
+        assert len(ma) == len(mb) > 0
+        np.testing.assert_allclose(np.array(mb)[:, :3], np.array(ma)[:, :3], rtol=1e-8)
+
+
+def test_causal_phase_curve_matches_short_mcmc():
+    """T = 8 causal (a crossover): the theory's posterior mean of m against exact NUTS at one P."""
+    task = ba.CopyTask(T=8, d=D_TOK, boundary="causal")
+    P = 600
+    pc = th.phase_curve(task, PRIOR, "softmax", [P])
+    post = ba.Posterior(task.sample(jax.random.key(11), P), "softmax", PRIOR)
+    s = ba.sample(post, jax.random.key(12), num_chains=2, num_warmup=300, num_samples=300)
+    mc = float(np.mean(s.order_parameters["m"]))
+    assert abs(pc.mean["m"][0] - mc) < 0.02, (pc.mean["m"][0], mc)
+    # the prior floor of a causal row is mean(1/K), far above the cyclic 1/T
+    assert pc.mean["m"][0] > np.mean(1.0 / np.arange(2, 9))
+
+
+@pytest.mark.parametrize("call", ["landscape", "mode_curve", "table"])
+def test_causal_softmax_not_covered_elsewhere_says_so(call):
+    task = ba.CopyTask(T=8, d=D_TOK, boundary="causal")
+    with pytest.raises(ValueError, match="causal"):
+        if call == "landscape":
+            th.landscape(task, PRIOR, "softmax", 500.0)
+        elif call == "mode_curve":
+            th.mode_curve(task, PRIOR, "softmax", [100.0, 200.0])
+        else:
+            th.softmax_action_table(task, PRIOR, 5.0)
