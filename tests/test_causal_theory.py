@@ -154,3 +154,25 @@ def test_causal_softmax_not_covered_elsewhere_says_so(call):
             th.mode_curve(task, PRIOR, "softmax", [100.0, 200.0])
         else:
             th.softmax_action_table(task, PRIOR, 5.0)
+
+
+# P values across the causal crossovers (steepest near P ~ 450 at T = 16 and ~ 600 at T = 32)
+SLOW_P = {16: [200, 450, 700, 1200], 32: [300, 550, 650, 1000]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T, P", [(T, P) for T, Ps in SLOW_P.items() for P in Ps])
+def test_causal_theory_vs_nuts(T, P):
+    """Exact NUTS (4 chains x (400 warmup + 600 draws), cold and hot starts, one data set per P, other seeds than
+    scripts/theory_vs_mcmc.py) against the theory's posterior mean of m: within 0.01. Both starts agree (no
+    coexistence window: the causal transitions at T = 16 and 32 are crossovers)."""
+    task = ba.CopyTask(T=T, d=D_TOK, boundary="causal")
+    pc = th.phase_curve(task, PRIOR, "softmax", [float(P)])
+    assert pc.transition["order"] == "crossover" and len(pc.branches) == 1
+    post = ba.Posterior(task.sample(jax.random.key(500 + P), P), "softmax", PRIOR)
+    means = []
+    for j, init in enumerate(("cold", "hot")):
+        s = ba.sample(post, jax.random.key(900 + 2 * P + j), num_chains=4, num_warmup=400, num_samples=600, init=init)
+        means.append(float(np.mean(s.order_parameters["m"])))
+    assert abs(means[0] - means[1]) < 0.01, means
+    assert abs(0.5 * (means[0] + means[1]) - pc.mean["m"][0]) < 0.01, (means, pc.mean["m"][0])
