@@ -144,6 +144,19 @@ def test_causal_loss_curve_plateau_and_no_joint_mode():
     assert lc["posterior"][1] < lc["posterior"][0] < lc["plateau"][0]
 
 
+def test_causal_phase_diagram_matches_its_curves():
+    """phase_diagram over sigma_A2 for causal softmax: each row is the phase_curve of that prior."""
+    task = ba.CopyTask(T=6, d=D_TOK, boundary="causal", offset=2)
+    kw = dict(num_samples=2000, nh=121, ng=61)
+    P = [200.0, 2000.0]
+    pdg = th.phase_diagram(task, PRIOR, "softmax", P, {"sigma_A2": [1.0, 1.5]}, **kw)
+    for k, s2 in enumerate([1.0, 1.5]):
+        pc = th.phase_curve(task, PRIOR.replace(sigma_A2=s2), "softmax", P, **kw)
+        np.testing.assert_allclose(pdg.mean[k], pc.mean["m"], rtol=1e-10)
+    assert pdg.order == ["crossover", "crossover"]
+    assert pdg.mean[0, 0] < pdg.mean[1, 0]  # a wider prior on the logits concentrates rows more at small P
+
+
 @pytest.mark.parametrize("call", ["landscape", "mode_curve", "table"])
 def test_causal_softmax_not_covered_elsewhere_says_so(call):
     task = ba.CopyTask(T=8, d=D_TOK, boundary="causal")
