@@ -50,7 +50,7 @@ def _build_row_tables(z0, Tm1, sigma_A2, h, g, nl, nc, ny):
     return jax.lax.map(one, (z0, Tm1))
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=4)  # each holds T_q tables' row moments (~2 MB per key count)
 def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl=200, nc=96, ny=800):
     """The row-averaged table Lambda_bar, (m, q) and det Cov_bar on one dual grid (the cyclic grid of the largest
     key count), with the stacked per-row-type moments and weights as ``mom`` (what ``_tilt_rows`` reads).
