@@ -304,8 +304,8 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     the reduced density and the transition.
 
     task: CopyTask (Gaussian or one-hot tokens; softmax with boundary='cyclic' or 'causal', docs/theory.md
-    section 10); prior: Prior (sigma2 fixed, so beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
-    O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
+    section 10); prior: Prior (sigma2 fixed, so beta = P d / (2 sigma2) grows with P); P_values: increasing
+    positive grid. ``noise_fit`` adds the O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
     ``nh``, ``ng``: dual grid sizes (softmax).
 
     >>> import bayesattn as ba
