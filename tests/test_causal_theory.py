@@ -124,7 +124,7 @@ def test_causal_phase_curve_matches_short_mcmc():
     P = 600
     pc = th.phase_curve(task, PRIOR, "softmax", [P], num_samples=5000, nh=121, ng=61)
     post = ba.Posterior(task.sample(jax.random.key(11), P), "softmax", PRIOR)
-    s = ba.sample(post, jax.random.key(12), num_chains=2, num_warmup=300, num_samples=300)
+    s = ba.sample(post, jax.random.key(12), num_chains=2, num_warmup=200, num_samples=200)
     mc = float(np.mean(s.order_parameters["m"]))
     assert abs(pc.mean["m"][0] - mc) < 0.02, (pc.mean["m"][0], mc)
     # the prior floor of a causal row is mean(1/K), far above the cyclic 1/T
