@@ -3,6 +3,7 @@ solid, metastable dashed, spinodals dotted), the theory's posterior mean, and NU
 Writes <out>/theory_vs_mcmc.json (numbers) and <out>/theory_vs_mcmc.png.
 
 Usage: python scripts/theory_vs_mcmc.py --out results/theory_vs_mcmc [--T 8 32] [--n-P 12] [--draws 1000]
+       [--boundary causal --attention softmax --T 16 32]
        [--jobs 8]   (points run in separate processes; set XLA_FLAGS/JAX_PLATFORMS in the environment)
        python scripts/theory_vs_mcmc.py --plot-only results/theory_vs_mcmc/theory_vs_mcmc.json
 One data set per P (data key seed + P), the same data for the cold and the hot start.
@@ -29,31 +30,34 @@ BETAS = {  # beta = P d / (2 sigma2) values that span each transition (sigma2 = 
     ("linear", 8): list(np.linspace(1.0, 10.0, 12)),  # P_c = 423
     ("linear", 16): list(np.linspace(3.0, 16.0, 12)),
     ("linear", 32): list(np.linspace(8.0, 30.0, 12)),  # P_c = 1596
+    # causal softmax (docs/theory.md section 10): crossovers, steepest near P ~ 400 (T = 16) and ~ 550 (T = 32)
+    ("softmax", 16, "causal"): [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20],
+    ("softmax", 32, "causal"): [1, 2.5, 3.5, 4.5, 5, 5.5, 6, 6.5, 7.5, 9, 12, 18],
 }
 
 
-def P_grid(attention, T, tokens, n_P=0):
+def P_grid(attention, T, tokens, n_P=0, boundary="cyclic"):
     """P values of one curve: the beta list (BETAS) as P = beta * 2 sigma2 / d for Gaussian tokens; for one-hot
     tokens beta = P (d - 1) / (2 sigma2 d) (docs/theory.md section 8), so P = beta * 2 sigma2 d / (d - 1)."""
-    betas = BETAS[(attention, T)]
+    betas = BETAS[(attention, T) if boundary == "cyclic" else (attention, T, boundary)]
     if n_P > 0:
         betas = list(np.linspace(betas[0], betas[-1], n_P))
     per_beta = 2 * SIGMA2 / D_TOK if tokens == "gaussian" else 2 * SIGMA2 * D_TOK / (D_TOK - 1)
     return np.round(np.asarray(betas) * per_beta)
 
 
-def mcmc_point(attention, T, P, warmup, draws, chains, seed, tokens="gaussian"):
+def mcmc_point(attention, T, P, warmup, draws, chains, seed, tokens="gaussian", boundary="cyclic"):
     """NUTS on the closed-form posterior at one P: cold and hot starts on the same data set."""
     import jax
 
     import bayesattn as ba
 
     prior = ba.Prior(1.0, 100.0, SIGMA2)
-    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens)
+    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens, boundary=boundary)
     data = task.sample(jax.random.key(seed + int(P)), int(P))
     post = ba.Posterior(data, attention, prior)
     name = ORDER_PARAMETER[attention]
-    res = {"attention": attention, "T": T, "P": float(P), "tokens": tokens}
+    res = {"attention": attention, "T": T, "P": float(P), "tokens": tokens, "boundary": boundary}
     for j, init in enumerate(("cold", "hot")):
         s = ba.sample(post, jax.random.key(seed + 100_000 + 7 * int(P) + j), num_chains=chains, num_warmup=warmup,
                       num_samples=draws, init=init)
@@ -66,12 +70,12 @@ def mcmc_point(attention, T, P, warmup, draws, chains, seed, tokens="gaussian"):
     return res
 
 
-def theory(attention, T, P, tokens="gaussian"):
+def theory(attention, T, P, tokens="gaussian", boundary="cyclic"):
     import bayesattn as ba
     from bayesattn import theory as th
 
     prior = ba.Prior(1.0, 100.0, SIGMA2)
-    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens)
+    task = ba.CopyTask(T=T, d=D_TOK, tokens=tokens, boundary=boundary)
     fine = np.linspace(P[0], P[-1], 200)
     pc = th.phase_curve(task, prior, attention, fine)
     pc_at = th.phase_curve(task, prior, attention, P)
@@ -128,7 +132,8 @@ def plot(results, path):
                     color="C0", label="NUTS cold")
         ax.errorbar(Ps, [p["hot"] for p in r["points"]], yerr=[p["hot_sem"] for p in r["points"]], fmt="s", ms=3,
                     mfc="none", color="C3", label="NUTS hot")
-        ax.set_title(f"{r['attention']}, T = {r['T']}, {r.get('tokens', 'gaussian')} ({pc.transition['order']})")
+        ax.set_title(f"{r['attention']} {r.get('boundary', 'cyclic')}, T = {r['T']}, {r.get('tokens', 'gaussian')} "
+                     f"({pc.transition['order']})", fontsize=9)
         ax.set_xlabel("P")
         ax.set_ylabel(f"<{name}>")
     axes[0][0].legend(fontsize=7)
@@ -142,6 +147,7 @@ def main():
     ap.add_argument("--T", type=int, nargs="+", default=[8, 32], help="sequence lengths")
     ap.add_argument("--attention", nargs="+", default=["softmax", "linear"], help="attention maps")
     ap.add_argument("--tokens", default="gaussian", choices=["gaussian", "onehot"], help="token distribution")
+    ap.add_argument("--boundary", default="cyclic", choices=["cyclic", "causal"], help="mask (causal: softmax only)")
     ap.add_argument("--n-P", type=int, default=0, help="number of P values per curve (0: the built-in list)")
     ap.add_argument("--warmup", type=int, default=400, help="NUTS warmup steps")
     ap.add_argument("--draws", type=int, default=800, help="NUTS draws per chain")
@@ -159,22 +165,27 @@ def main():
         return
     os.makedirs(a.out, exist_ok=True)
     configs = [(att, T) for att in a.attention for T in a.T]
-    grids = {(att, T): P_grid(att, T, a.tokens, a.n_P) for att, T in configs}
+    grids = {(att, T): P_grid(att, T, a.tokens, a.n_P, a.boundary) for att, T in configs}
     tasks = [(att, T, float(P)) for (att, T), Ps in grids.items() for P in Ps]
     if a.jobs > 1:
         with cf.ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens) for att, T, P in tasks]
+            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens, a.boundary)
+                    for att, T, P in tasks]
             points = []
             for f in cf.as_completed(futs):
                 points.append(f.result())
                 p = points[-1]
                 print(f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
     else:
-        points = [mcmc_point(att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens) for att, T, P in tasks]
+        points = []
+        for att, T, P in tasks:
+            points.append(mcmc_point(att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens, a.boundary))
+            p = points[-1]
+            print(f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
     results = []
     for att, T in configs:
         P = grids[(att, T)]
-        pc, pc_at = theory(att, T, P, a.tokens)
+        pc, pc_at = theory(att, T, P, a.tokens, a.boundary)
         name = ORDER_PARAMETER[att]
         rows = sorted((p for p in points if p["attention"] == att and p["T"] == T), key=lambda p: p["P"])
         for i, p in enumerate(rows):
@@ -183,7 +194,7 @@ def main():
             p["theory_branches"] = branches_at(pc_at, p["P"], name)
             print(f"{att} T={T} P={p['P']:.0f}: theory mean {p['theory_mean']:.4f} stable {p['theory_stable']:.4f} "
                   f"| MCMC cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
-        r = {"attention": att, "T": T, "tokens": a.tokens, "curve": pc.to_dict(), "points": rows}
+        r = {"attention": att, "T": T, "tokens": a.tokens, "boundary": a.boundary, "curve": pc.to_dict(), "points": rows}
         r["summary"] = summarise(r)
         print(att, T, json.dumps(r["summary"]), flush=True)
         results.append(r)

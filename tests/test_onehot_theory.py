@@ -69,7 +69,6 @@ def test_onehot_softmax_has_a_first_order_transition_at_larger_P():
 
 @pytest.mark.parametrize("kw, match", [
     (dict(attention="linear", task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
-    (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
     (dict(noise_fit=True), "noise_fit"),
 ])
 def test_onehot_not_covered_says_so(kw, match):

@@ -232,7 +232,6 @@ def test_to_dict_roundtrip():
     (dict(P_values=[1, float("nan")]), "positive"),
     (dict(attention="relu"), "attention"),
     (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "covers"),
-    (dict(task=ba.CopyTask(T=8, d=8, boundary="causal"), attention="softmax"), "covers"),
     (dict(prior=(1, 2, 3)), "Prior"),
 ])
 def test_bad_input(bad, match):

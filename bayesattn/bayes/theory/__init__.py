@@ -18,10 +18,12 @@ T_q the number of query rows) the log density of the order parameters is -T_q Ph
 
 Covered: ``CopyTask`` with Gaussian tokens; softmax with the cyclic boundary; linear with cyclic or causal
 boundary; one-hot tokens for softmax and linear with the cyclic boundary (``phase_curve``, ``phase_diagram``,
-``loss_curve``; linear: ``linear_onehot``, the exact law of four frame variables). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
+``loss_curve``; linear: ``linear_onehot``, the exact law of four frame variables); softmax with the causal
+boundary, both token kinds (one row table per key count, averaged: ``causal.py``). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
 differences between phases).
 """
 
+from .causal import causal_softmax_table
 from .common import Attention, action, covered
 from .curves import PhaseCurve, phase_curve
 from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
@@ -34,6 +36,7 @@ from .zero_temperature import MODE_OBJECTIVES, linear_mode_critical_P, mode_acti
 __all__ = [
     "action",
     "softmax_action_table",
+    "causal_softmax_table",
     "linear_log_density",
     "phase_curve",
     "PhaseCurve",

@@ -21,14 +21,15 @@ Attention = Literal["softmax", "linear"]
 COVERED = (
     "the reduced theory covers CopyTask with tokens='gaussian' (softmax with boundary='cyclic'; linear with "
     "boundary='cyclic' or 'causal') and tokens='onehot' with boundary='cyclic' (softmax and linear) in "
-    "phase_curve, phase_diagram and loss_curve; one head"
+    "phase_curve, phase_diagram and loss_curve, and softmax with boundary='causal' (tokens 'gaussian' or "
+    "'onehot') in phase_curve, phase_diagram and loss_curve; one head"
 )
 
 
-def covered(task, attention, *, onehot: bool = False) -> str:
+def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> str:
     """Raise ValueError unless the reduced theory is derived for this task and attention (a kind string or an
-    AttentionModel); return the attention kind. ``onehot``: the caller handles one-hot tokens (softmax, cyclic:
-    docs/theory.md section 8)."""
+    AttentionModel); return the attention kind. ``onehot``: the caller handles one-hot tokens (softmax:
+    docs/theory.md section 8); ``causal``: the caller handles softmax with the causal mask (section 10)."""
     if isinstance(attention, AttentionModel):
         if attention.heads != 1 or attention.mask != "task":
             raise ValueError(f"attention={attention!r}: not covered; {COVERED}")
@@ -37,13 +38,13 @@ def covered(task, attention, *, onehot: bool = False) -> str:
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
     if task.tokens == "onehot":
-        if not (onehot and task.boundary == "cyclic"):
+        if not (onehot and (task.boundary == "cyclic" or (causal and attention == "softmax"))):
             raise ValueError(f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
                              f"covered here; {COVERED}")
     elif task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
-    if attention == "softmax" and task.boundary != "cyclic":
-        raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered; {COVERED}")
+    if attention == "softmax" and task.boundary != "cyclic" and not (causal and task.boundary == "causal"):
+        raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered here; {COVERED}")
     return attention
 
 

@@ -185,6 +185,8 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
         Tqs.append(Tq)
     beta, eps = np.stack(betas), np.stack(epss)
     d = occam_d(tasks[0])
+    if tasks[0].boundary == "causal":
+        return _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics)
     parts = []
     for sl in _beta_bands(beta.max(axis=0), BAND_RATIO):
         beta_max = float(beta[:, sl].max())
@@ -219,6 +221,24 @@ def _beta_bands(beta, ratio):
         if i == len(beta) or beta[i] > ratio * max(beta[start], 1e-300):
             out.append(slice(start, i))
             start = i
+    return out
+
+
+def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
+    """Causal softmax (docs/theory.md section 10): one row-averaged table per configuration, minima by Newton on
+    the row-averaged tilt; one configuration at a time (the stacked per-row-type moments are T_q times a cyclic
+    table's)."""
+    from .causal import _causal_table, _tilt_rows, row_types
+
+    out = []
+    for c, (task, prior) in enumerate(zip(tasks, priors)):
+        Ks, w = row_types(task)
+        tab = _causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2), d,
+                            float(beta.max()), numerics.get("nh", 241), numerics.get("ng", 121),
+                            numerics.get("num_samples", 20000), numerics.get("seed", 0))
+        minima, edge_hit, means, edge_mass = _softmax_minima([tab], beta[c:c + 1], eps[c:c + 1], [Tqs[c]], d,
+                                                             tilt=_tilt_rows)
+        out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c]))
     return out
 
 
@@ -322,9 +342,10 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     """Branches of local minima of the reduced action over P, the stable branch, the posterior means from
     the reduced density and the transition.
 
-    task: CopyTask (Gaussian tokens, or one-hot tokens with boundary='cyclic'; softmax needs boundary='cyclic');
-    prior: Prior (sigma2 fixed, so beta = P d / (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the
-    O(d^2/sigma^2) noise-fit term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
+    task: CopyTask (Gaussian or one-hot tokens; softmax with boundary='cyclic' or 'causal', docs/theory.md
+    section 10; linear with one-hot tokens needs boundary='cyclic'); prior: Prior (sigma2 fixed, so beta = P d /
+    (2 sigma2) grows with P); P_values: increasing positive grid. ``noise_fit`` adds the O(d^2/sigma^2) noise-fit
+    term; ``num_samples``/``seed``: prior draws of the non-source logits (softmax);
     ``nh``, ``ng``: dual grid sizes (softmax).
 
     >>> import bayesattn as ba
@@ -332,7 +353,7 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     >>> pc.transition["order"]
     'second'
     """
-    attention = covered(task, attention, onehot=True)
+    attention = covered(task, attention, onehot=True, causal=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     num_samples = check_int("num_samples", num_samples, minimum=100)

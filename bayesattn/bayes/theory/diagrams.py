@@ -82,7 +82,7 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     the spinodals (NaN where none), the order and the crossover marker (see ``_crossover``), and ``mean``:
     the theory's posterior mean of the order parameter (m for softmax, u for linear) on the (vary, P) grid.
     """
-    attention = covered(task, attention, onehot=True)
+    attention = covered(task, attention, onehot=True, causal=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     _check_noise_fit(task, noise_fit)
@@ -95,7 +95,7 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     tasks = [task.replace(T=int(v)) if name == "T" else task for v in vals]
     priors = [prior if name == "T" else prior.replace(sigma_A2=float(v)) for v in vals]
     for t in tasks:
-        covered(t, attention, onehot=True)
+        covered(t, attention, onehot=True, causal=True)
     num_samples = check_int("num_samples", num_samples, minimum=100)
     if attention == "softmax":
         # every value in a few compiled calls: tables, grid scans and Newton batched over the second axis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .causal import row_types
 from .common import _check_grid, _check_prior, _scales, covered, prediction_error
 from .curves import phase_curve
 from .zero_temperature import mode_curve
@@ -16,8 +17,9 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     - ``posterior``: the posterior mean of the test error of the readout's posterior mean at L, which is what
       exact MCMC measures on held-out data (and, to leading order in n, also the training error);
     - ``joint_mode``: the error at the joint mode of (L, V) that Adam converges to when it is on the stable
-      branch (Gaussian tokens only: the zero-temperature theory);
-    - ``plateau``: uniform softmax attention with its fitted readout, 1 - 1/T + O(eps); L = 0 for linear
+      branch (Gaussian tokens only: the zero-temperature theory; not for causal softmax);
+    - ``plateau``: uniform softmax attention with its fitted readout, 1 - <1/K> + O(eps) (<1/K> = 1/T cyclic, the
+      mean of 1/(t + 1) over the query rows causal); L = 0 for linear
       attention (error 1): where Adam from a small init starts.
 
     ``curve``: the ``phase_curve`` of the same arguments, if already computed.
@@ -27,7 +29,7 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     >>> [round(v, 2) for v in lc["plateau"]]
     [1.0, 1.0, 1.0]
     """
-    attention = covered(task, attention, onehot=True)
+    attention = covered(task, attention, onehot=True, causal=True)
     prior = _check_prior(prior)
     P = _check_grid("P_values", P_values)
     if curve is None:
@@ -37,10 +39,13 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     _, eps, _ = _scales(task, prior, P)
     out = {"P": P.tolist(), "posterior": np.asarray(curve.mean["test_error"]).tolist()}
     if attention == "softmax":
-        out["plateau"] = np.asarray(prediction_error(1.0 / task.T, 1.0 / task.T, eps)).tolist()
+        # uniform rows: m = q = the mean over query rows of 1/K_t (1/T cyclic; K_t = t + 1 causal)
+        Ks, w = row_types(task)
+        u = float(np.sum(w / Ks))
+        out["plateau"] = np.asarray(prediction_error(u, u, eps)).tolist()
     else:
         out["plateau"] = np.ones(len(P)).tolist()
-    if task.tokens == "gaussian":
+    if task.tokens == "gaussian" and not (attention == "softmax" and task.boundary == "causal"):
         mode = mode_curve(task, prior, attention, P, objective="joint")
         out["joint_mode"] = np.asarray(prediction_error(mode.stable["m"], mode.stable["q"], eps)).tolist()
     return out

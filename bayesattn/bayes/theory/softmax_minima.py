@@ -19,10 +19,11 @@ def _hess_E(m, q, be, eps, d, Tq):
     return Hmm, Hmq, Hqq
 
 
-def _newton_step(h, g, be, eps, mom, d, Tq, ci):
+def _newton_step(h, g, be, eps, mom, d, Tq, ci, tilt=_tilt):
     """One damped Newton step on theta + grad E(grad Lambda(theta)) = 0, theta = (h, g); returns the new
-    (h, g) and the relative move."""
-    Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom, ci)
+    (h, g) and the relative move. ``tilt``: the row law's (Lambda, m, q, Cov) at (h, g) (``_tilt`` for one row type;
+    the causal mask averages row types, see causal.py)."""
+    Lam, m, q, Vaa, Vab, Vbb = tilt(h, g, *mom, ci)
     dm, dq = _energy_grads(m, q, be, eps, d, Tq, 0.0)
     r = jnp.array([h + dm, g + dq])
     Hmm, Hmq, Hqq = _hess_E(m, q, be, eps, d, Tq)
@@ -36,8 +37,8 @@ def _newton_step(h, g, be, eps, mom, d, Tq, ci):
     return h1, g1, moved
 
 
-@functools.partial(jax.jit, static_argnames=("d",))
-def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters):
+@functools.partial(jax.jit, static_argnames=("d", "tilt"))
+def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters, tilt=_tilt):
     """`iters` Newton steps for a flat batch of starts (each with its configuration index ci into the stacked
     moments `mom`); a start stops moving once a step moves it by less than 1e-9 (relative; Newton converges quadratically, so the
     point is then exact to ~1e-15). Returns h, g
@@ -46,7 +47,7 @@ def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters):
     def one(h, g, c, be, ep, tq):
         def body(_, carry):
             h, g, done = carry
-            h1, g1, moved = _newton_step(h, g, be, ep, mom, d, tq, c)
+            h1, g1, moved = _newton_step(h, g, be, ep, mom, d, tq, c, tilt)
             return jnp.where(done, h, h1), jnp.where(done, g, g1), done | (moved < 1e-9)
 
         return jax.lax.fori_loop(0, iters, body, (h, g, jnp.zeros((), bool)))
@@ -54,13 +55,13 @@ def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters):
     return jax.vmap(one)(h, g, ci, be, eps, Tq)
 
 
-@functools.partial(jax.jit, static_argnames=("d",))
-def _newton_final(h, g, ci, be, eps, Tq, mom, d):
+@functools.partial(jax.jit, static_argnames=("d", "tilt"))
+def _newton_final(h, g, ci, be, eps, Tq, mom, d, tilt=_tilt):
     """At the Newton end points: m, q, Phi, converged, is_min, the Laplace log weight
     -T_q Phi - 0.5 log det(I + H_E Cov)."""
 
     def one(h, g, c, be, ep, tq):
-        Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom, c)
+        Lam, m, q, Vaa, Vab, Vbb = tilt(h, g, *mom, c)
         dm, dq = _energy_grads(m, q, be, ep, d, tq, 0.0)
         r = jnp.array([h + dm, g + dq])
         Phi = action(m, q, h * m + g * q - Lam, beta=be, eps=ep, d=d, T_q=tq)
@@ -86,7 +87,7 @@ def _bucket(n):
     return int(-(-n // q) * q)
 
 
-def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20)):
+def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20), tilt=_tilt):
     """Newton from a flat list of starts, in rounds of fixed steps; only the starts still moving go on to the
     next round (at most sum(rounds) = 40 steps each). Returns (m, q, Phi, conv, is_min, logw, h, g)."""
     n = len(h0)
@@ -104,7 +105,7 @@ def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20)):
             break
         j = padded(active)
         hh, gg, done = _newton_steps(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
-                                     jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, it)
+                                     jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, it, tilt)
         k = active.size
         h[active], g[active] = np.asarray(hh)[:k], np.asarray(gg)[:k]
         active = active[~np.asarray(done)[:k]]
@@ -112,7 +113,7 @@ def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20)):
         return [np.zeros(0)] * 3 + [np.zeros(0, bool)] * 2 + [np.zeros(0)] * 3
     j = padded(np.arange(n))
     out = _newton_final(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
-                        jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d)
+                        jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, tilt)
     return [np.asarray(a)[:n] for a in out] + [h, g]
 
 
@@ -202,11 +203,11 @@ def _collect(res, ok):
     return out
 
 
-def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d):
+def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d, tilt=_tilt):
     """Newton from starts on a (C, NP, K) array (only where live); results as (C, NP, K) arrays."""
     C, NP, K = h0.shape
     c, i, k = np.nonzero(live)
-    res = _newton_batch(h0[c, i, k], g0[c, i, k], c, beta[c, i], eps[c, i], np.asarray(Tq, float)[c], mom, d)
+    res = _newton_batch(h0[c, i, k], g0[c, i, k], c, beta[c, i], eps[c, i], np.asarray(Tq, float)[c], mom, d, tilt=tilt)
     out = []
     for r, fill in zip(res, (np.nan, np.nan, np.nan, False, False, np.nan, np.nan, np.nan)):
         a = np.full((C, NP, K), fill, dtype=bool if isinstance(fill, bool) else float)
@@ -215,18 +216,18 @@ def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d):
     return out
 
 
-def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
+def _softmax_minima(tabs, beta, eps, Tq, d, passes=4, tilt=_tilt):
     """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
     configuration, and the posterior means (C, NP, 5: m, q, u, test error, then the largest cell's share of the
     density) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
     from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.
-    beta, eps: (C, NP); Tq: (C,).
+    beta, eps: (C, NP); Tq: (C,). ``tilt``: the row law at (h, g), ``_tilt`` or the causal average of row types.
     """
     stack = lambda f: np.stack([f(t) for t in tabs])  # noqa: E731
     H, G = stack(lambda t: t.h), stack(lambda t: t.g)
-    mom = tuple(jnp.stack([t.mom[k] for t in tabs]) for k in range(5))
+    mom = tuple(jnp.stack([t.mom[k] for t in tabs]) for k in range(len(tabs[0].mom)))
     beta, eps, Tq = np.asarray(beta, float), np.asarray(eps, float), np.asarray(Tq, float)
     ii, jj, valid, means, edge_mass = (np.asarray(a) for a in _softmax_scan(
         jnp.asarray(H), jnp.asarray(G), *(jnp.asarray(stack(lambda t, k=k: getattr(t, k))) for k in ("Lam", "m", "q", "detC")),
@@ -240,7 +241,7 @@ def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
     for k in range(1, K0):
         for k2 in range(k):
             live[:, :, k] &= ~(valid[:, :, k2] & live[:, :, k2] & (np.abs(mgrid[:, :, k] - mgrid[:, :, k2]) < 0.01))
-    res = _newton_grid(H[cidx, ii], G[cidx, jj], live, beta, eps, Tq, mom, d)
+    res = _newton_grid(H[cidx, ii], G[cidx, jj], live, beta, eps, Tq, mom, d, tilt)
     valid = live
     ok = valid & res[3] & res[4]
     nh = H.shape[1]
@@ -262,7 +263,7 @@ def _softmax_minima(tabs, beta, eps, Tq, d, passes=4):
                             h0[c, i, side * K + k], g0[c, i, side * K + k], have[c, i, side * K + k] = t[4], t[5], True
         if not have.any():
             break
-        r2 = _newton_grid(h0, g0, have, beta, eps, Tq, mom, d)
+        r2 = _newton_grid(h0, g0, have, beta, eps, Tq, mom, d, tilt)
         ok2 = have & r2[3] & r2[4]
         res = [np.concatenate([a, b], axis=2) for a, b in zip(res, r2)]
         ok = np.concatenate([ok, ok2], axis=2)

@@ -131,7 +131,14 @@ def _tilt(h, g, y, s, logM, R, R2, ci=None):
 
 
 def _table_from_moments(h, g, mom):
-    """Lambda, m, q and det Cov on the whole (h, g) grid, as the same sums over y as ``_tilt`` but arranged as
+    """Lambda, m, q and det Cov on the whole (h, g) grid (``_table_parts`` with the covariance reduced to its
+    determinant)."""
+    Lam, m, q, Vaa, Vab, Vbb = _table_parts(h, g, mom)
+    return Lam, m, q, Vaa * Vbb - Vab**2
+
+
+def _table_parts(h, g, mom):
+    """Lambda, m, q and Cov(a, b) = (Vaa, Vab, Vbb) on the whole (h, g) grid, as the same sums over y as ``_tilt`` but arranged as
     matrix products: sum_y exp(h a_y) exp(B_y(g)) with B = g a^2 + log M(y, g (1-a)^2). Each factor is shifted
     by its own maximum, so the product can underflow where the two maxima sit at different y (large |h| and
     |g|, i.e. large beta): such entries come out NaN or non-physical and ``_fix_table`` recomputes them by
@@ -154,7 +161,7 @@ def _table_from_moments(h, g, mom):
     Vab = mean(a * b) - m * q
     Vbb = mean(b2) - q**2
     Lam = jnp.log(S0) + sh[:, None] + sb[None, :]
-    return Lam, m, q, Vaa * Vbb - Vab**2
+    return Lam, m, q, Vaa, Vab, Vbb
 
 
 def _grids(T, d, beta_max, nh, ng):
