@@ -236,7 +236,7 @@ def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
             b.plot(th[T]["P"], th[T]["posterior"], "-", color=col, lw=1, label=f"T={T}: theory (order parameters)")
         b.axhline(pts[0]["result"]["uniform_entropy"], color=col, ls=":", lw=0.8)
     b.set(xscale="log", xlabel="P (training sequences)", ylabel="posterior-mean attention entropy (nats)",
-          title="equilibrium: copy-task posterior (dotted: uniform, log T)")
+          title="equilibrium: copy-task posterior (dotted: log T)")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=75)
