@@ -257,7 +257,8 @@ def test_dynlab_cli_bad_input(tmp_path, capsys):
 def test_named_configs_load():
     from bayesattn.experiments.dynlab import DynlabConfig, points
 
-    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full", "focus_dilution_pi"):
+    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full",
+                 "focus_dilution_pi"):
         c = DynlabConfig.from_toml(name)
         pts = points(c)
         assert pts["train"], name

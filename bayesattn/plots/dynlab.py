@@ -283,7 +283,8 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
             c = [run["cycles"] for run in runs]
             jit = np.linspace(-span, span, len(c)) if len(c) > 1 else np.zeros(len(c))
             axes[0, j].scatter(x + jit, c, s=10, color="0.4")
-            ff = [next((p["start"] for p in run["stage_steps"]["phases"] if p["stage"] == "focus"), np.nan) for run in runs]
+            ff = [next((p["start"] for p in run["stage_steps"]["phases"] if p["stage"] == "focus"), np.nan)
+                  for run in runs]
             axes[1, j].scatter(x + jit, ff, s=10, color="0.4")
             for k, key in enumerate(("condensation", "focus", "dilution")):
                 v = [stage_durations(run["stage_steps"])[key] for run in runs]

@@ -3,7 +3,8 @@
 One row of the cyclic softmax head has the source logit x and the T-1 other logits l_j. With S1 = sum_j e^{l_j},
 y = x - log S1, a = sigmoid(y) and w_j = e^{l_j} / S1 the other keys' normalised weights, the row's entropy is
 
-    H = h2(a) + (1 - a) H_o,   h2(a) = -a log a - (1 - a) log(1 - a),   H_o = -sum_j w_j log w_j = log S1 - sum_j w_j l_j.
+    H = h2(a) + (1 - a) H_o,   h2(a) = -a log a - (1 - a) log(1 - a),
+    H_o = -sum_j w_j log w_j = log S1 - sum_j w_j l_j.
 
 Under the theory every row is drawn from the prior tilted by exp(h a + g b) (b = a^2 + (1 - a)^2 r, r = S2 / S1^2),
 with (h, g) the dual point of the order parameters (m, q); the posterior over (m, q) is the saddle-point density
@@ -47,7 +48,8 @@ def _other_entropy_moment(z0, sigma_A2, y, s):
     E = jnp.exp(c[None, :] * (r[:, None] - r_ref))
 
     def hist(V):
-        return (jax.ops.segment_sum((1 - f)[:, None] * V, i0, nl) + jax.ops.segment_sum(f[:, None] * V, i0 + 1, nl)) / num_samples
+        lo_part = jax.ops.segment_sum((1 - f)[:, None] * V, i0, nl)
+        return (lo_part + jax.ops.segment_sum(f[:, None] * V, i0 + 1, nl)) / num_samples
 
     logphi = -0.5 * (y[:, None] + lgrid[None, :]) ** 2 / sigma_A2
     W = jnp.exp(logphi - jnp.max(logphi, axis=1, keepdims=True))
@@ -157,7 +159,8 @@ def entropy_curve(task, prior, P_values, *, num_samples: int = 20000, seed: int 
         h, g = jnp.asarray(tab.h), jnp.asarray(tab.g)
         EH = _entropy_table(h, g, tab.mom[0], tab.mom[1], tab.mom[2], Hbar)
         Hi, mi, ki = _posterior_mean(h, g, jnp.asarray(tab.Lam), jnp.asarray(tab.m), jnp.asarray(tab.q),
-                                     jnp.asarray(tab.detC), EH, float(be), float(ep), float(Tq), float(d), float(task.T))
+                                     jnp.asarray(tab.detC), EH, float(be), float(ep), float(Tq), float(d),
+                                     float(task.T))
         H.append(float(Hi))
         m.append(float(mi))
         masked.append(int(ki))
