@@ -300,10 +300,11 @@ def test_summaries_exclude_diverged_runs():
     assert e["runs"] == 2 and e["success_fraction"] == 0.5 and e["spikes"] == [2]
     assert e["diverged"] == [{"seed": 1, "epoch": 7}] and e["median_lambda_ratio_at_spike"] == 4.0
     ok = {"seed": 0, "cycles": 2, "diverged_at_step": None,
-          "stage_steps": {"phases": [{"stage": "focus", "start": 100}], "condensation": [10, 100]}}
+          "stage_steps": {"phases": [{"stage": "focus", "start": 100, "end": 300}], "condensation": [10, 100]}}
     bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
     f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
     assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
+    assert f["durations"] == [{"condensation": 90, "focus": 200, "dilution": None, "period": None}]
 
 
 def test_stage_durations_of_constructed_stages():

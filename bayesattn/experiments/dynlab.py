@@ -193,8 +193,10 @@ def fd_summary(records: list) -> dict:
     out: dict = {}
     for r in records:
         e = out.setdefault(r["point"]["label"], {"cycles": [], "first_focus_step": [], "condensation_end": [],
-                                                  "diverged": [], "seeds": [], "pi": r["point"]["config"]["pi"],
-                                                  "optimizer": r["point"]["config"]["optimizer"], "durations": []})
+                                                  "diverged": [], "seeds": [],
+                                                  "pi": r["point"].get("config", {}).get("pi"),
+                                                  "optimizer": r["point"].get("config", {}).get("optimizer"),
+                                                  "durations": []})
         for run in r["result"]["runs"]:
             if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
                 e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
