@@ -196,8 +196,10 @@ def _cmd_dynlab(args) -> int:
             print(f"  diverged: seed {d['seed']} at step {d['step']}")
     if "equilibrium" in summary:
         eq = summary["equilibrium"]
-        print("posterior-mean attention entropy vs P: "
-              + ", ".join(f"P={P}: {h:.3f}" for P, h in zip(eq["P"], eq["entropy"])))
+        print("posterior-mean attention entropy vs P (NUTS): "
+              + ", ".join(f"T={T} P={P}: {h:.3f}" for T, P, h in zip(eq["T"], eq["P"], eq["entropy"])))
+    for T, th in summary.get("equilibrium_theory", {}).items():
+        print(f"theory, T={T}: " + ", ".join(f"P={P:g}: {h:.3f}" for P, h in zip(th["P"], th["posterior"])))
     return 0
 
 

@@ -257,7 +257,8 @@ def test_dynlab_cli_bad_input(tmp_path, capsys):
 def test_named_configs_load():
     from bayesattn.experiments.dynlab import DynlabConfig, points
 
-    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full"):
+    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full",
+                 "focus_dilution_pi"):
         c = DynlabConfig.from_toml(name)
         pts = points(c)
         assert pts["train"], name
@@ -299,7 +300,55 @@ def test_summaries_exclude_diverged_runs():
     assert e["runs"] == 2 and e["success_fraction"] == 0.5 and e["spikes"] == [2]
     assert e["diverged"] == [{"seed": 1, "epoch": 7}] and e["median_lambda_ratio_at_spike"] == 4.0
     ok = {"seed": 0, "cycles": 2, "diverged_at_step": None,
-          "stage_steps": {"phases": [{"stage": "focus", "start": 100}], "condensation": [10, 100]}}
+          "stage_steps": {"phases": [{"stage": "focus", "start": 100, "end": 300}], "condensation": [10, 100]}}
     bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
     f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
     assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
+    assert f["durations"] == [{"condensation": 90, "focus": 200, "dilution": None, "period": None}]
+
+
+def test_stage_durations_of_constructed_stages():
+    from bayesattn.experiments.dynlab import stage_durations
+
+    st = {"condensation": [100, 900], "restarts": [3000],
+          "phases": [{"stage": "dilution", "start": 0, "end": 50}, {"stage": "focus", "start": 1000, "end": 1400},
+                     {"stage": "dilution", "start": 1500, "end": 2600}, {"stage": "focus", "start": 3000, "end": 3100}]}
+    assert stage_durations(st) == {"condensation": 800, "focus": 400, "dilution": 1100, "period": 2000}
+    st = {"condensation": None, "restarts": [], "phases": [{"stage": "focus", "start": 10, "end": 30}]}
+    assert stage_durations(st) == {"condensation": None, "focus": 20, "dilution": None, "period": None}
+
+
+def test_pi_vocab_sweep_summary_and_figures(tmp_path):
+    from bayesattn.experiments.dynlab import fd_summary
+    from bayesattn.plots.dynlab import equilibrium_figure, pi_vocab_figure
+
+    # one tiny real run (one compilation), its records relabelled as three settings: two pi at V = 3, V = 3 and
+    # 5 at ratio 0.25 (the figure reads pi from each point's config and the runs' stages)
+    cfg = fd.FDConfig(T=6, n=16, d=4, steps=40, record_every=10, lr=0.5, init_scale=0.05)
+    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0, 1]})
+    recs = []
+    for V, ratio in [(3, 0.25), (3, 0.6), (5, 0.25)]:
+        pi = fd.geometric_pi(V, ratio)
+        recs.append({"point": {"label": f"V={V} r={ratio}", "config": {"pi": pi, "optimizer": "gd"}}, "result": res})
+    summ = fd_summary(recs)
+    assert len(summ) == 3 and all(len(e["durations"]) == 2 for e in summ.values())
+    assert sorted(len(e["pi"]) for e in summ.values()) == [3, 3, 5]
+    assert pi_vocab_figure(recs, tmp_path / "pv.png").exists()
+    assert pi_vocab_figure(recs[:1], tmp_path / "none.png") is None  # nothing varies
+    # the equilibrium figure with a theory line per T (records shaped as the run writes them)
+    eq = [{"point": {"P": P, "T": T}, "result": {"entropy": {"mean": 1.0, "se": 0.01}, "uniform_entropy": np.log(T)}}
+          for T in (8, 16) for P in (16, 256)]
+    th = [{"point": {"T": 8}, "result": {"P": [16, 256], "posterior": [1.1, 0.9]}}]
+    assert equilibrium_figure([], eq, tmp_path / "eq.png", th).exists()
+
+
+def test_equilibrium_points_per_T_and_theory_points():
+    from bayesattn.experiments.dynlab import DynlabConfig, points
+
+    c = DynlabConfig(experiment="focus_dilution", seeds=1, seeds_per_point=1,
+                     equilibrium={"P": [16, 64], "T": [8, 16], "d": 4, "num_chains": 2})
+    pts = points(c)
+    assert [(p["T"], p["P"]) for p in pts["equilibrium"]] == [(8, 16), (8, 64), (16, 16), (16, 64)]
+    assert [(p["T"], p["P"], p["d"]) for p in pts["theory"]] == [(8, [16, 64], 4), (16, [16, 64], 4)]
+    single = points(DynlabConfig(experiment="focus_dilution", equilibrium={"P": [16], "T": 8, "d": 4}))
+    assert single["equilibrium"][0]["T"] == 8 and len(single["theory"]) == 1

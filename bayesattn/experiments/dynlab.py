@@ -106,8 +106,13 @@ def points(cfg: DynlabConfig) -> dict:
                 out["train"].append(pt)
     if cfg.equilibrium:
         eq = dict(cfg.equilibrium)
-        Ps = eq.pop("P")
-        out["equilibrium"] = [{"method": "equilibrium", "P": int(P), **eq, "seed": cfg.seed} for P in Ps]
+        Ps = [int(P) for P in eq.pop("P")]
+        Ts = eq.pop("T", 8)
+        Ts = [int(T) for T in (Ts if isinstance(Ts, list) else [Ts])]
+        # the first T keeps the point of a single-T config (same file); one theory point per T
+        out["equilibrium"] = [{"method": "equilibrium", "P": P, **eq, "T": T, "seed": cfg.seed} for T in Ts for P in Ps]
+        prior = {k: eq[k] for k in ("sigma_A2", "sigma_V2", "sigma2") if k in eq}
+        out["theory"] = [{"method": "entropy_theory", "P": Ps, "T": T, "d": int(eq.get("d", 4)), **prior} for T in Ts]
     return out
 
 
@@ -135,6 +140,17 @@ def equilibrium_point(point: dict) -> dict:
             "m": {f: summ["m"][f] for f in ("mean", "se", "r_hat")}, "T": task.T, "uniform_entropy": float(np.log(task.T))}
 
 
+def theory_point(point: dict) -> dict:
+    """The reduced theory's posterior-mean attention entropy against P (``bayesattn.bayes.theory.entropy_curve``)."""
+    from ..bayes.posterior import Prior
+    from ..bayes.theory import entropy_curve
+    from ..tasks import CopyTask
+
+    prior = Prior(point.get("sigma_A2", 1.0), point.get("sigma_V2", 100.0), point.get("sigma2", 400.0))
+    ec = entropy_curve(CopyTask(T=int(point["T"]), d=int(point["d"])), prior, point["P"])
+    return {k: ec[k] for k in ("P", "posterior", "m", "masked_cells", "uniform")}
+
+
 # ------------------------------------------------------------------------------------------- summaries
 def cluster_summary(records: list) -> dict:
     out: dict = {}
@@ -159,11 +175,28 @@ def cluster_summary(records: list) -> dict:
     return out
 
 
+def stage_durations(st: dict) -> dict:
+    """Steps spent in the first rank-one condensation, the first focus and the first dilution after it, and the
+    period from the first focus to the restart (the next focus after a dilution); None where absent."""
+    ph = st["phases"]
+    f = next((i for i, p in enumerate(ph) if p["stage"] == "focus"), None)
+    d = None if f is None else next((i for i in range(f + 1, len(ph)) if ph[i]["stage"] == "dilution"), None)
+    nxt = None if d is None else next((p for p in ph[d + 1:] if p["stage"] == "focus"), None)
+    c = st["condensation"]
+    return {"condensation": None if c is None else c[1] - c[0],
+            "focus": None if f is None else ph[f]["end"] - ph[f]["start"],
+            "dilution": None if d is None else ph[d]["end"] - ph[d]["start"],
+            "period": None if nxt is None else nxt["start"] - ph[f]["start"]}
+
+
 def fd_summary(records: list) -> dict:
     out: dict = {}
     for r in records:
         e = out.setdefault(r["point"]["label"], {"cycles": [], "first_focus_step": [], "condensation_end": [],
-                                                  "diverged": [], "seeds": []})
+                                                  "diverged": [], "seeds": [],
+                                                  "pi": r["point"].get("config", {}).get("pi"),
+                                                  "optimizer": r["point"].get("config", {}).get("optimizer"),
+                                                  "durations": []})
         for run in r["result"]["runs"]:
             if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
                 e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
@@ -174,6 +207,7 @@ def fd_summary(records: list) -> dict:
             e["first_focus_step"].append(ph[0]["start"] if ph else None)
             c = run["stage_steps"]["condensation"]
             e["condensation_end"].append(None if c is None else c[1])
+            e["durations"].append(stage_durations(run["stage_steps"]))
     for e in out.values():
         e["mean_cycles"] = float(np.mean(e["cycles"])) if e["cycles"] else None
     return out
@@ -197,10 +231,14 @@ def run(cfg: DynlabConfig, out_dir, progress: bool = True) -> dict:
     else:
         summary["focus_dilution"] = fd_summary(recs["train"])
     if "equilibrium" in recs:
-        recs["equilibrium"].sort(key=lambda r: r["point"]["P"])
-        summary["equilibrium"] = {"P": [r["point"]["P"] for r in recs["equilibrium"]],
+        recs["equilibrium"].sort(key=lambda r: (r["point"].get("T", 8), r["point"]["P"]))
+        summary["equilibrium"] = {"T": [r["point"].get("T", 8) for r in recs["equilibrium"]],
+                                  "P": [r["point"]["P"] for r in recs["equilibrium"]],
                                   "entropy": [r["result"]["entropy"]["mean"] for r in recs["equilibrium"]],
                                   "entropy_se": [r["result"]["entropy"]["se"] for r in recs["equilibrium"]],
                                   "m": [r["result"]["m"]["mean"] for r in recs["equilibrium"]]}
+    if pts.get("theory"):
+        th = run_sweep(pts["theory"], theory_point, out / "points" / "theory", progress=progress, desc="theory")
+        summary["equilibrium_theory"] = {str(r["point"]["T"]): r["result"] for r in th}
     write_json_atomic(out / "summary.json", summary)
     return summary

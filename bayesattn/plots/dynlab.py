@@ -213,7 +213,7 @@ def pca_figure(recs, out: Path) -> Path:
     return out
 
 
-def equilibrium_figure(recs, eq, out: Path) -> Path | None:
+def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
     if not eq:
         return None
     plt = _plt()
@@ -223,18 +223,81 @@ def equilibrium_figure(recs, eq, out: Path) -> Path | None:
         for x in ok[:1]:
             a.plot(r["result"]["step"], x["curves"]["entropy"], lw=0.9, label=r["point"]["label"][:30])
     a.set(xlabel="GD step", ylabel="attention entropy over positions (nats)", title="training (focus-dilution)")
-    a.legend(fontsize=6)
-    eq = sorted(eq, key=lambda e: e["point"]["P"])
-    P = [e["point"]["P"] for e in eq]
-    H = [e["result"]["entropy"]["mean"] for e in eq]
-    se = [e["result"]["entropy"]["se"] for e in eq]
-    b.errorbar(P, H, yerr=se, fmt="o-", label="posterior mean (NUTS)")
-    b.axhline(eq[0]["result"]["uniform_entropy"], color="k", ls=":", lw=0.8, label="uniform attention (log T)")
+    if a.lines:
+        a.legend(fontsize=6)
+    th = {r["point"]["T"]: r["result"] for r in theory}
+    for k, T in enumerate(sorted({e["point"].get("T", 8) for e in eq})):
+        col = f"C{k}"
+        pts = sorted((e for e in eq if e["point"].get("T", 8) == T), key=lambda e: e["point"]["P"])
+        P = [e["point"]["P"] for e in pts]
+        b.errorbar(P, [e["result"]["entropy"]["mean"] for e in pts], yerr=[e["result"]["entropy"]["se"] for e in pts],
+                   fmt="o", color=col, ms=4, label=f"T={T}: NUTS posterior mean")
+        if T in th:
+            b.plot(th[T]["P"], th[T]["posterior"], "-", color=col, lw=1, label=f"T={T}: theory (order parameters)")
+        b.axhline(pts[0]["result"]["uniform_entropy"], color=col, ls=":", lw=0.8)
     b.set(xscale="log", xlabel="P (training sequences)", ylabel="posterior-mean attention entropy (nats)",
-          title=f"equilibrium: copy-task posterior, T={eq[0]['result']['T']}")
+          title="equilibrium: copy-task posterior (dotted: log T)")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=75)
+    plt.close(fig)
+    return out
+
+
+def _geometric_ratio(pi):
+    r = np.asarray(pi[1:]) / np.asarray(pi[:-1])
+    return float(r[0]) if np.allclose(r, r[0], rtol=1e-6) else None
+
+
+def pi_vocab_figure(recs, out: Path) -> Path | None:
+    """Cycles per seed, first-focus step and first-cycle stage durations against pi_0 at the most common V, and
+    against V at the most common geometric ratio (GD settings only); None unless one of the two has >= 2 settings."""
+    from ..experiments.dynlab import stage_durations
+
+    gd = [r for r in recs if r["point"]["config"]["optimizer"] == "gd"]
+    Vs = [len(r["point"]["config"]["pi"]) for r in gd]
+    ratios = [_geometric_ratio(r["point"]["config"]["pi"]) for r in gd]
+    cols = []
+    if Vs:
+        V0 = max(set(Vs), key=Vs.count)
+        cols.append((f"pi varied at V = {V0}", "largest stationary probability pi_0",
+                     [(r["point"]["config"]["pi"][0], r) for r, v in zip(gd, Vs) if v == V0]))
+    known = [x for x in ratios if x is not None]
+    if known:
+        r0 = max(set(known), key=known.count)
+        cols.append((f"V varied at pi_i ~ {r0:g}^i", "vocabulary size V",
+                     [(v, r) for r, v, x in zip(gd, Vs, ratios) if x == r0]))
+    cols = [c for c in cols if len({x for x, _ in c[2]}) >= 2]
+    if not cols:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(3, len(cols), figsize=(5 * len(cols), 8), squeeze=False)
+    for j, (title, xlabel, items) in enumerate(cols):
+        by: dict = {}
+        for x, r in items:
+            by.setdefault(x, []).extend(run for run in r["result"]["runs"] if run["diverged_at_step"] is None)
+        xs = sorted(by)
+        span = (max(xs) - min(xs)) * 0.015
+        for x in xs:
+            runs = by[x]
+            c = [run["cycles"] for run in runs]
+            jit = np.linspace(-span, span, len(c)) if len(c) > 1 else np.zeros(len(c))
+            axes[0, j].scatter(x + jit, c, s=10, color="0.4")
+            ff = [next((p["start"] for p in run["stage_steps"]["phases"] if p["stage"] == "focus"), np.nan)
+                  for run in runs]
+            axes[1, j].scatter(x + jit, ff, s=10, color="0.4")
+            for k, key in enumerate(("condensation", "focus", "dilution")):
+                v = [stage_durations(run["stage_steps"])[key] for run in runs]
+                v = [np.nan if y is None else y for y in v]
+                axes[2, j].scatter(x + jit, v, s=8, color=f"C{k}", label=key if x == xs[0] else None)
+        axes[0, j].plot(xs, [np.mean([run["cycles"] for run in by[x]]) for x in xs], "k-", lw=1, label="mean")
+        axes[0, j].set(title=title, ylabel="cycles per seed")
+        axes[0, j].legend(fontsize=7)
+        axes[1, j].set(ylabel="first focus starts (step)")
+        axes[2, j].set(xlabel=xlabel, ylabel="first-cycle stage length (steps)")
+        axes[2, j].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=70)
     plt.close(fig)
     return out
 
@@ -272,6 +335,7 @@ def draw_all(run_dir) -> list[Path]:
         return paths
     paths = [cycles_figure(recs, figs / "cycles.png"), pca_figure(recs, figs / "pca_paths.png"),
              cycle_counts_figure(recs, figs / "cycle_counts.png")]
+    pv = pi_vocab_figure(recs, figs / "pi_vocab.png")
     eq = _runs(run_dir, "equilibrium")
-    p = equilibrium_figure(recs, eq, figs / "equilibrium.png")
-    return paths + ([p] if p else [])
+    p = equilibrium_figure(recs, eq, figs / "equilibrium.png", _runs(run_dir, "theory"))
+    return paths + [x for x in (pv, p) if x]

@@ -27,6 +27,7 @@ from .causal import causal_softmax_table
 from .common import Attention, action, covered
 from .curves import PhaseCurve, phase_curve
 from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
+from .entropy import entropy_curve, tilted_row_entropy
 from .landscape import landscape
 from .linear import linear_log_density
 from .losses import loss_curve
@@ -41,6 +42,8 @@ __all__ = [
     "phase_curve",
     "PhaseCurve",
     "loss_curve",
+    "entropy_curve",
+    "tilted_row_entropy",
     "landscape",
     "phase_diagram",
     "PhaseDiagram",
