@@ -43,11 +43,16 @@ def test_chees_at_p0_samples_the_prior_and_matches_the_checked_number():
     assert s.diagnostics["m"]["r_hat"] < 1.05 and s.diagnostics["num_divergent"] == 0
     assert s.diagnostics["trajectory_length"] > 0 and s.L.shape == (16, 250, 8, 8)
     assert set(s.sample_stats) >= {"lp", "acceptance_rate", "diverging", "n_steps", "energy"}
+    # all chains started cold: one superchain, so the nested R-hat (which needs two) is undefined
+    assert s.diagnostics["num_superchains"] == 1 and math.isnan(s.diagnostics["m"]["nested_r_hat"])
 
 
 def test_chees_linear_u_is_beta_at_p0():
     post = copy_posterior(3, 2, 0, "linear", 10.0)
-    s = ba.sample(post, jax.random.key(3), method="chees", init="prior", **ENS)
+    s = ba.sample(post, jax.random.key(3), method="chees", init="prior", num_superchains=4, **ENS)
+    # four prior draws, each the start of a superchain of four chains: the nested R-hat compares them
+    assert s.diagnostics["num_superchains"] == 4
+    assert 1.0 <= s.diagnostics["u"]["nested_r_hat"] < 1.05 and "nested_r_hat" in s.summary()["u"]
     D = post.T**2
     u = ess_thin(s.order_parameters["u"])
     assert stats.kstest(u, stats.beta(0.5, (D - 1) / 2).cdf).pvalue > 1e-3
@@ -68,6 +73,8 @@ def test_meads_matches_the_checked_number():
     (dict(method="chees", num_chains=1), "num_chains=1"),
     (dict(method="meads", num_chains=6), "num_folds=4"),
     (dict(method="chees", num_chains=4, learning_rate=-1.0), "learning_rate"),
+    (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
+    (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
 ])
 def test_ensemble_bad_input(kw, match):
     post = copy_posterior(3, 2, 5, "softmax", 10.0)

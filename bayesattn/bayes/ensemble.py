@@ -14,7 +14,10 @@ once per step for all chains, and the adaptation pools information across chains
   ``thin`` of tens).
 
 Both return :class:`~bayesattn.bayes.samples.Samples` like NUTS, with per-draw statistics, ESS and split R-hat
-per observable (many short chains: ESS pools them; R-hat compares them).
+per observable (many short chains: ESS pools them; R-hat compares them), and the nested R-hat
+(:func:`~bayesattn.bayes.samples.nested_r_hat`) over superchains, the groups of chains with one starting point:
+``init="prior", num_superchains=G`` starts G superchains of K / G chains each (with cold / hot starts all chains
+form one superchain and the nested R-hat is NaN: it needs two).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ ENSEMBLE_METHODS = ("chees", "meads")
 ENSEMBLE_JITTER = 0.1  # chains started at one point are spread by this many prior standard deviations
 ENSEMBLE_OPTIONS = {
     "chees": {"target_acceptance_rate": 0.651, "initial_step_size": 0.1, "learning_rate": 0.025,
-              "max_leapfrog_steps": 1000},
-    "meads": {"num_folds": 4, "step_size_multiplier": 0.5},
+              "max_leapfrog_steps": 1000, "num_superchains": None},
+    "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
 
 

@@ -280,9 +280,9 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     the prior reach a branch only through MCMC moves across the barrier (per-branch evidences:
     ``scripts/coexistence_check.py --branch-runs``);
     chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
-    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
-    chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
-    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
+    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5); both:
+    num_superchains (None; G with init="prior": G prior draws, each the start of num_chains / G chains; the chains
+    of one starting point form a superchain of the nested R-hat, ``diagnostics[name]["nested_r_hat"]``);
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
@@ -332,14 +332,16 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         if method == "meads" and num_chains % opts["num_folds"]:
             raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
                              f"{opts['num_folds']} folds; expected a multiple of it")
+        positions, superchains = _superchain_starts(init, positions, opts["num_superchains"])
         # the ensemble adaptations estimate scales from the spread of the chains: chains started at one point
-        # (cold / hot / a single array) are spread by ENSEMBLE_JITTER prior standard deviations
-        spread = float(np.max(np.std(np.asarray(positions), axis=0)))
-        if spread == 0.0:
+        # (cold / hot / one array / one superchain's prior draw) are spread by ENSEMBLE_JITTER prior standard
+        # deviations
+        if np.unique(superchains).size < num_chains:
             jkey = jax.random.fold_in(init_key, 1)
             positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
                 jkey, positions.shape, jnp.float64)
-        static_key = (method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())), num_chains, *static)
+        run_opts = tuple(sorted((k, v) for k, v in opts.items() if k != "num_superchains"))
+        static_key = (method, num_warmup, num_samples // thin, thin, run_opts, num_chains, *static)
         builder = _ensemble_program
         args = (dynamic, run_key, positions)
     else:
@@ -366,6 +368,25 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     if "trajectory_length" in out:
         diag["trajectory_length"] = float(out["trajectory_length"])
     return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
-                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]})
+                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]},
+                     superchains=superchains if method in ENSEMBLE_METHODS else None)
+
+
+def _superchain_starts(init, positions, num_superchains):
+    """(positions, superchain label per chain) of the many-chain methods: with ``num_superchains`` (init="prior"
+    only) that many prior draws, each repeated for num_chains / num_superchains consecutive chains; the labels
+    group chains with the same starting point."""
+    num_chains = positions.shape[0]
+    if num_superchains is not None:
+        if init != "prior":
+            raise ValueError(f"num_superchains={num_superchains} with init={init!r}: superchains start from "
+                             "distinct prior draws; expected init='prior'")
+        num_superchains = check_int("num_superchains", num_superchains, minimum=2)
+        if num_chains % num_superchains:
+            raise ValueError(f"num_superchains={num_superchains}: expected >= 2 and a divisor of num_chains="
+                             f"{num_chains}")
+        positions = jnp.repeat(positions[:num_superchains], num_chains // num_superchains, axis=0)
+    flat = np.asarray(positions).reshape(num_chains, -1)
+    return positions, np.unique(flat, axis=0, return_inverse=True)[1].ravel()
 
 
