@@ -55,7 +55,7 @@ from .posterior import Posterior
 from ._program import _compiled, _rebuild, _split
 from .joint import _numpyro_nuts
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
-from .ensemble import ENSEMBLE_JITTER, ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program
+from .ensemble import ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program, _ensemble_starts, _run_options
 from .smc import _assemble_smc, _smc_program
 
 
@@ -327,21 +327,8 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         builder = lambda _m, n, o, task, att: _smc_program(n, o, task, att)  # noqa: E731
         args = (dynamic, keys)
     elif method in ENSEMBLE_METHODS:
-        if num_chains < 2:
-            raise ValueError(f"num_chains={num_chains}: method={method!r} adapts across chains; expected >= 2")
-        if method == "meads" and num_chains % opts["num_folds"]:
-            raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
-                             f"{opts['num_folds']} folds; expected a multiple of it")
-        positions, superchains = _superchain_starts(init, positions, opts["num_superchains"])
-        # the ensemble adaptations estimate scales from the spread of the chains: chains started at one point
-        # (cold / hot / one array / one superchain's prior draw) are spread by ENSEMBLE_JITTER prior standard
-        # deviations
-        if np.unique(superchains).size < num_chains:
-            jkey = jax.random.fold_in(init_key, 1)
-            positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
-                jkey, positions.shape, jnp.float64)
-        run_opts = tuple(sorted((k, v) for k, v in opts.items() if k != "num_superchains"))
-        static_key = (method, num_warmup, num_samples // thin, thin, run_opts, num_chains, *static)
+        positions, superchains = _ensemble_starts(method, posterior, init_key, init, positions, opts)
+        static_key = (method, num_warmup, num_samples // thin, thin, _run_options(opts), num_chains, *static)
         builder = _ensemble_program
         args = (dynamic, run_key, positions)
     else:
@@ -370,23 +357,4 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
                      sample_stats={"lp": out["logdensity"], **out["draw_stats"]},
                      superchains=superchains if method in ENSEMBLE_METHODS else None)
-
-
-def _superchain_starts(init, positions, num_superchains):
-    """(positions, superchain label per chain) of the many-chain methods: with ``num_superchains`` (init="prior"
-    only) that many prior draws, each repeated for num_chains / num_superchains consecutive chains; the labels
-    group chains with the same starting point."""
-    num_chains = positions.shape[0]
-    if num_superchains is not None:
-        if init != "prior":
-            raise ValueError(f"num_superchains={num_superchains} with init={init!r}: superchains start from "
-                             "distinct prior draws; expected init='prior'")
-        num_superchains = check_int("num_superchains", num_superchains, minimum=2)
-        if num_chains % num_superchains:
-            raise ValueError(f"num_superchains={num_superchains}: expected >= 2 and a divisor of num_chains="
-                             f"{num_chains}")
-        positions = jnp.repeat(positions[:num_superchains], num_chains // num_superchains, axis=0)
-    flat = np.asarray(positions).reshape(num_chains, -1)
-    return positions, np.unique(flat, axis=0, return_inverse=True)[1].ravel()
-
 
