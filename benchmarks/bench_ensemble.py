@@ -181,7 +181,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
     ap.add_argument("--sweep-methods", nargs="+", default=["nuts", "chees"], choices=["nuts", "chees"])
     ap.add_argument("--sweep-chains", type=int, default=16)
-    ap.add_argument("--sweep-warmup", type=int, default=300)
+    ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
     args = ap.parse_args(argv)
     peak = peak_flops()
