@@ -1,19 +1,32 @@
-"""Benchmark: many chains in lockstep (ChEES-HMC) against the NUTS default, as ESS of m per second.
+"""Benchmark: many chains in lockstep (ChEES-HMC) against the NUTS default; every ratio from one process.
 
-    python benchmarks/bench_ensemble.py [--T 32 64] [--chains 16 64 256]
+    python benchmarks/bench_ensemble.py                       # all sections (long on 2 shared cores)
+    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | grad | sweep
+    python benchmarks/bench_ensemble.py --only grad --K 1 4 16 64 256 1024
 
-For each T (softmax copy task, d = 8, P = 1000, sigma2 = 400, one data set): the NUTS default (4 chains x (500
-warm-up + 1000 draws), chains one after another on a CPU) and ``method="chees"`` with K chains in one vmapped
-program (K x (500 warm-up + 1000 / K * 64 draws, at least 100)). Reported per run: the mean of m and its standard
-error, ESS of m (split chains), sampling wall time (compilation excluded, reported apart), ESS/s and its ratio
-to NUTS, and the time per chain-gradient (wall / gradient evaluations, warm-up included) against the flop
-count of one value-and-grad (``flops_per_grad``) at one core's measured peak of a float64 matmul.
+Sections
+- ess: for each T (softmax copy task, d = 8, P = 1000, sigma2 = 400, one data set): the NUTS default (4 chains x
+  (500 warm-up + 1000 draws), chains one after another on a CPU) and ``method="chees"`` with K chains in one
+  vmapped program (K x (500 warm-up + max(100, 16000 / K) draws)). Per run: the mean of m and its standard error,
+  ESS of m (split chains), sampling wall time (warm-up included, compilation apart), ESS/s and its ratio to
+  NUTS, time per chain-gradient (wall / gradient evaluations) against the flop count of one value-and-grad
+  (``flops_per_grad``) at the measured float64 matmul peak of this process. T = 32 starts cold; T = 64 starts
+  hot (P = 1000 is inside its coexistence window, docs/theory.md, where the copy branch is the stable one; a
+  cold many-chain start can stay on the metastable branch, which is no speed comparison).
+- grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
+  K = 1, 4, 16, 64, 256 at T = 32 and 64, against the flop count: the K chains' contractions with the
+  statistics are one matrix-matrix product.
+- sweep: the 16-point NUTS sweep of benchmarks/bench_sampling.py (T = 32, beta = 7 at P = 1000, P = 250..4000,
+  cold, 4 chains x (500 + 1000)) and the same points with ChEES (``--sweep-chains`` x (``--sweep-warmup`` +
+  ``--sweep-draws``)) through ``bayesattn.sweep.run_sweep``: total times, ESS of m per point and the time
+  per point scaled to the NUTS point's ESS; per point |<m>_chees - <m>_nuts| in combined standard errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import tempfile
 import time
 
 import jax
@@ -21,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba
+from bayesattn.sweep import run_sweep
 
 
 def flops_per_grad(T: int, d: int) -> float:
@@ -43,37 +57,32 @@ def peak_flops(n: int = 256, reps: int = 20) -> float:
     return 2 * n**3 / best
 
 
+def posterior(T, P, seed=0, sigma2=400.0):
+    data = ba.CopyTask(T=T, d=8).sample(jax.random.key(seed), P)
+    return ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, sigma2))
+
+
 def run(post, key, **kw):
     s = ba.sample(post, key, **kw)
     d = s.diagnostics
     m = s.summary()["m"]
     return {"mean": m["mean"], "se": m["se"], "ess": d["m"]["ess_bulk"], "wall": d["wall_time_s"],
-            "compile": d["compile_time_s"], "grads": d["num_grad_evals"], "r_hat": d["m"]["r_hat"],
-            "chains": s.num_chains}
+            "compile": d["compile_time_s"], "grads": d["num_grad_evals"], "r_hat": d["m"]["r_hat"]}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--T", type=int, nargs="+", default=[32, 64], help="sequence lengths")
-    ap.add_argument("--chains", type=int, nargs="+", default=[16, 64, 256], help="ChEES chain counts K")
-    ap.add_argument("--P", type=int, default=1000, help="training sequences")
-    ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
-    args = ap.parse_args(argv)
-    peak = peak_flops()
-    print(f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s")
+def bench_ess(args, peak):
     for T in args.T:
-        data = ba.CopyTask(T=T, d=8).sample(jax.random.key(args.seed), args.P)
-        post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 400.0))
+        post = posterior(T, args.P, args.seed)
+        init = "cold" if T <= 32 else "hot"
         ideal = flops_per_grad(T, 8) / peak
         rows = {"nuts (4 x 1000)": run(post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500,
-                                        num_samples=1000)}
+                                        num_samples=1000, init=init)}
         for K in args.chains:
-            n = max(100, 64000 // K)
+            n = max(100, 16000 // K)
             rows[f"chees (K = {K} x {n})"] = run(post, jax.random.key(args.seed + 2), method="chees", num_chains=K,
-                                                  num_warmup=500, num_samples=n)
+                                                  num_warmup=500, num_samples=n, init=init)
         base = rows["nuts (4 x 1000)"]
-        print(f"\nT = {T}, d = 8, P = {args.P}: ideal value-and-grad {ideal * 1e6:.2f} us")
+        print(f"\n[ess] T = {T}, d = 8, P = {args.P}, init {init}: ideal value-and-grad {ideal * 1e6:.2f} us")
         print("| sampler | <m> +- se | ESS(m) | wall (s) | compile (s) | ESS/s | x NUTS | us / chain-grad | x ideal |")
         print("|---|---|---|---|---|---|---|---|---|")
         for name, r in rows.items():
@@ -81,7 +90,107 @@ def main(argv=None):
             per = r["wall"] / r["grads"]
             print(f"| {name} | {r['mean']:.4f} +- {r['se']:.4f} | {r['ess']:.0f} | {r['wall']:.1f} | "
                   f"{r['compile']:.1f} | {rate:.0f} | {rate / (base['ess'] / base['wall']):.1f} | {per * 1e6:.1f} | "
-                  f"{per / ideal:.1f} |")
+                  f"{per / ideal:.1f} |", flush=True)
+
+
+def bench_grad(args, peak):
+    for T in args.T:
+        post = posterior(T, args.P, args.seed)
+        ideal = flops_per_grad(T, 8) / peak
+        print(f"\n[grad] T = {T}: vmapped value-and-grad of K chains in a jitted loop (20 calls), ideal "
+              f"{ideal * 1e6:.2f} us per chain-gradient")
+        print("| K | us / chain-gradient | x ideal | x K = 1 |")
+        print("|---|---|---|---|")
+        vg = jax.vmap(jax.value_and_grad(post.log_density))
+        base = None
+        for K in args.K:
+            L = 0.1 * jax.random.normal(jax.random.key(K), (K, T, T))
+
+            @jax.jit
+            def loop(L):
+                def body(_, x):
+                    v, g = vg(x)
+                    return x + 1e-12 * g + 1e-12 * v[:, None, None]
+                return jax.lax.fori_loop(0, 20, body, L)
+
+            jax.block_until_ready(loop(L))
+            best = np.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                jax.block_until_ready(loop(L))
+                best = min(best, time.perf_counter() - t0)
+            per = best / (20 * K)
+            base = base or per
+            print(f"| {K} | {per * 1e6:.1f} | {per / ideal:.1f} | {per / base:.2f} |", flush=True)
+
+
+SWEEP_SIGMA2 = 1000 * 8 / (2 * 7.0)  # beta = 7 at P = 1000, as benchmarks/bench_sampling.py
+
+
+def sweep_point(point: dict) -> dict:
+    """compute() for run_sweep: one posterior per P (data key fixed), NUTS 4 x (500 + 1000) or ChEES."""
+    post = posterior(point["T"], point["P"], point["data_seed"], point["sigma2"])
+    kw = dict(method="chees", num_chains=point["K"], num_warmup=point["warmup"], num_samples=point["draws"]) \
+        if point["method"] == "chees" else dict(num_chains=4, num_warmup=500, num_samples=1000)
+    return ba.sample(post, jax.random.key(point["sample_seed"]), init="cold", **kw).summary()
+
+
+def bench_sweep(args, peak):
+    Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
+    base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": 1}
+    runs = {"nuts": [{**base, "method": "nuts", "P": P} for P in Ps],
+            "chees": [{**base, "method": "chees", "P": P, "K": args.sweep_chains, "warmup": args.sweep_warmup,
+                       "draws": args.sweep_draws} for P in Ps]}
+    recs, total = {}, {}
+    for name in args.sweep_methods:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            recs[name] = run_sweep(runs[name], sweep_point, tmp, progress=False)
+            total[name] = time.perf_counter() - t0
+        print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points", flush=True)
+    if len(recs) < 2:
+        return
+    n, c = recs["nuts"], recs["chees"]
+    print(f"\n[sweep] 16 points T = 32, d = 8, beta = 7 at P = 1000, cold; chees K = {args.sweep_chains} x "
+          f"({args.sweep_warmup} + {args.sweep_draws})")
+    print("| P | <m> NUTS +- se | <m> ChEES +- se | |diff| / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
+          "s ChEES at NUTS's ESS |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    scaled, worst = 0.0, 0.0
+    for a, b in zip(n, c):
+        ma, mb = a["result"]["m"], b["result"]["m"]
+        z = abs(ma["mean"] - mb["mean"]) / np.hypot(ma["se"], mb["se"])
+        worst = max(worst, z)
+        wa, wb = a["result"]["diagnostics"]["wall_time_s"], b["result"]["diagnostics"]["wall_time_s"]
+        at_ess = wb * ma["ess_bulk"] / mb["ess_bulk"]
+        scaled += at_ess
+        print(f"| {a['point']['P']} | {ma['mean']:.4f} +- {ma['se']:.4f} | {mb['mean']:.4f} +- {mb['se']:.4f} | "
+              f"{z:.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |")
+    print(f"\n[sweep] total (compile included): NUTS {total['nuts']:.1f} s, ChEES {total['chees']:.1f} s "
+          f"(x {total['nuts'] / total['chees']:.1f}); ChEES sampling scaled to NUTS's ESS per point: {scaled:.1f} s "
+          f"(target <= 40 s idle); largest |diff| / se {worst:.1f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["ess", "grad", "sweep"], action="append", help="sections (default all)")
+    ap.add_argument("--T", type=int, nargs="+", default=[32, 64], help="sequence lengths (ess, grad)")
+    ap.add_argument("--chains", type=int, nargs="+", default=[16, 64, 256], help="ChEES chain counts K (ess)")
+    ap.add_argument("--K", type=int, nargs="+", default=[1, 4, 16, 64, 256], help="chain counts (grad)")
+    ap.add_argument("--P", type=int, default=1000, help="training sequences (ess, grad)")
+    ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
+    ap.add_argument("--sweep-methods", nargs="+", default=["nuts", "chees"], choices=["nuts", "chees"])
+    ap.add_argument("--sweep-chains", type=int, default=16)
+    ap.add_argument("--sweep-warmup", type=int, default=500)
+    ap.add_argument("--sweep-draws", type=int, default=250)
+    args = ap.parse_args(argv)
+    peak = peak_flops()
+    print(f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
+          f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s", flush=True)
+    for name in args.only or ["ess", "grad", "sweep"]:
+        t0 = time.perf_counter()
+        globals()[f"bench_{name}"](args, peak)
+        print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
 
 
 if __name__ == "__main__":

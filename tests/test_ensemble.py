@@ -43,11 +43,16 @@ def test_chees_at_p0_samples_the_prior_and_matches_the_checked_number():
     assert s.diagnostics["m"]["r_hat"] < 1.05 and s.diagnostics["num_divergent"] == 0
     assert s.diagnostics["trajectory_length"] > 0 and s.L.shape == (16, 250, 8, 8)
     assert set(s.sample_stats) >= {"lp", "acceptance_rate", "diverging", "n_steps", "energy"}
+    # all chains started cold: one superchain, so the nested R-hat (which needs two) is undefined
+    assert s.diagnostics["num_superchains"] == 1 and math.isnan(s.diagnostics["m"]["nested_r_hat"])
 
 
 def test_chees_linear_u_is_beta_at_p0():
     post = copy_posterior(3, 2, 0, "linear", 10.0)
-    s = ba.sample(post, jax.random.key(3), method="chees", init="prior", **ENS)
+    s = ba.sample(post, jax.random.key(3), method="chees", init="prior", num_superchains=4, **ENS)
+    # four prior draws, each the start of a superchain of four chains: the nested R-hat compares them
+    assert s.diagnostics["num_superchains"] == 4
+    assert 1.0 <= s.diagnostics["u"]["nested_r_hat"] < 1.05 and "nested_r_hat" in s.summary()["u"]
     D = post.T**2
     u = ess_thin(s.order_parameters["u"])
     assert stats.kstest(u, stats.beta(0.5, (D - 1) / 2).cdf).pvalue > 1e-3
@@ -68,8 +73,75 @@ def test_meads_matches_the_checked_number():
     (dict(method="chees", num_chains=1), "num_chains=1"),
     (dict(method="meads", num_chains=6), "num_folds=4"),
     (dict(method="chees", num_chains=4, learning_rate=-1.0), "learning_rate"),
+    (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
+    (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
 ])
 def test_ensemble_bad_input(kw, match):
     post = copy_posterior(3, 2, 5, "softmax", 10.0)
     with pytest.raises(ValueError, match=match):
         ba.sample(post, jax.random.key(0), num_warmup=10, num_samples=8, **kw)
+
+
+def t64_posterior(P):
+    return copy_posterior(64, 8, P, "softmax", 400.0)
+
+
+def test_chees_at_t64_away_from_the_window_matches_the_theory():
+    """T = 64, one point below (P = 600) and one above (P = 1400) the coexistence window [890, 1120]
+    (docs/theory.md): ChEES against the theory's integrated mean, which NUTS matches there within 0.0015
+    (docs/theory.md, 'Softmax T = 64, across the window'); the comparison with NUTS itself is the slow test
+    below. Short runs, so each starts near its posterior: cold below the window, hot above (from a cold start
+    a short warm-up leaves a trace of the climb to the copy branch at P = 1400: docs/ensemble.md). One compiled
+    program for both."""
+    from bayesattn.bayes import theory as th
+
+    P = np.array([600, 1400])
+    task, prior = ba.CopyTask(T=64, d=8), ba.Prior(1.0, 100.0, 400.0)
+    expected = np.asarray(th.phase_curve(task, prior, "softmax", P).mean["m"])
+    for p, ref, init in zip(P, expected, ("cold", "hot")):
+        s = ba.sample(t64_posterior(int(p)), jax.random.key(7), method="chees", num_chains=16, num_warmup=100,
+                      num_samples=50, init=init)
+        m = s.summary()["m"]
+        assert abs(m["mean"] - ref) < max(3 * m["se"], 0.002), (int(p), m["mean"], m["se"], ref)
+        assert m["r_hat"] < 1.05 and s.diagnostics["num_divergent"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("P", [600, 800, 1400, 2000])
+def test_chees_matches_nuts_at_t64_away_from_the_window(P):
+    """ChEES (64 chains x (500 + 250)) and the NUTS default (4 x (500 + 1000)) on the same T = 64 data set, away
+    from the window [890, 1120]: means within 3 combined standard errors."""
+    post = t64_posterior(P)
+    nuts = ba.sample(post, jax.random.key(11), num_chains=4, num_warmup=500, num_samples=1000).summary()["m"]
+    chees = ba.sample(post, jax.random.key(12), method="chees", num_chains=64, num_warmup=500,
+                      num_samples=250).summary()["m"]
+    assert abs(chees["mean"] - nuts["mean"]) < 3 * math.hypot(chees["se"], nuts["se"]), (P, chees, nuts)
+    assert chees["r_hat"] < 1.05 and nuts["r_hat"] < 1.05
+
+
+@pytest.mark.slow
+def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
+    """The phase-diagram job with mcmc.method = "chees": a point computed alone (copy_head.mcmc_point, i.e.
+    ba.sample) and the same points batched in one program (experiments/batched.py, bayes.batched.sample_many)
+    give the same results (bit for bit on a CPU, timings aside), with the nested R-hat's superchain count.
+    Slow: two ChEES compilations (~5 min at load 17 on the 2 shared cores)."""
+    from bayesattn import sweep
+    from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
+    from bayesattn.experiments.copy_head import RunConfig, build_points, mcmc_point
+
+    cfg = RunConfig.from_dict({"attention": ["softmax"], "methods": ["mcmc"], "task": {"T": 4, "d": 2},
+                               "prior": {"sigma2": 4.0, "sigma_V2": 10.0}, "P": {"values": [20, 80]},
+                               "mcmc": {"method": "chees", "num_chains": 4, "num_warmup": 30, "num_samples": 8,
+                                        "inits": ["cold", "hot"]}})
+    points = build_points(cfg.validate())["mcmc"]
+    assert len({mcmc_group_key(p) for p in points}) == 1
+    strip = lambda r: {i: {k: v for k, v in s.items() if k != "diagnostics"} | {  # noqa: E731
+        "diag": {k: v for k, v in s["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}}
+        for i, s in r["inits"].items()}
+    many = mcmc_points(points)
+    for got, p in zip(many, points):
+        ref = mcmc_point(p)
+        assert sweep.to_jsonable(strip(got)) == sweep.to_jsonable(strip(ref))
+        assert got["inits"]["cold"]["diagnostics"]["num_superchains"] == 1
+        assert got["inits"]["hot"]["diagnostics"]["trajectory_length"] > 0
+    assert many[0]["inits"]["hot"]["m"]["mean"] != many[1]["inits"]["hot"]["m"]["mean"]

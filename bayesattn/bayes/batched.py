@@ -11,7 +11,8 @@ arguments: the keys and starting points are derived the same way, and the same p
 ``points_per_batch = 1`` and the default ``chains_per_batch`` on a CPU the arithmetic is the same as one
 ``sample`` call per posterior (``tests/test_scaleout.py`` checks the draws are equal); a vmapped batch rounds
 differently (as ``chains_per_batch`` does), so its draws are equal in distribution, not bit for bit.
-Only the blackjax NUTS / HMC / MALA programs are batched here.
+The blackjax NUTS / HMC / MALA programs and the many-chain programs (chees, meads: each point's K chains in
+lockstep, :mod:`bayesattn.bayes.ensemble`) are batched here.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from .._validate import check_int
 from ._program import _compiled, _split
 from .posterior import Posterior
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
+from .ensemble import ENSEMBLE_METHODS, _ensemble_program, _ensemble_starts, _run_options
 from .sampling import _check_options, _mcmc_program, initial_positions
 
-BATCHED_METHODS = ("nuts", "hmc", "mala")
+BATCHED_METHODS = ("nuts", "hmc", "mala", *ENSEMBLE_METHODS)
 
 
 def _many_program(points_per_batch, *static_key):
-    one = _mcmc_program(*static_key)
+    one = (_ensemble_program if static_key[0] in ENSEMBLE_METHODS else _mcmc_program)(*static_key)
     return lambda dynamic, keys, positions: map_batched(lambda a: one(*a), (dynamic, keys, positions),
                                                        points_per_batch)
 
@@ -67,11 +69,16 @@ def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, m
     points_per_batch = min(check_int("points_per_batch", points_per_batch, minimum=1), n)
     opts = _check_options(method, "blackjax", method_options)
 
-    dynamics, chain_keys, positions, statics = [], [], [], set()
+    ensemble = method in ENSEMBLE_METHODS
+    dynamics, chain_keys, positions, statics, superchains = [], [], [], set(), []
     for post, key in zip(posteriors, keys):
         init_key, run_key = jax.random.split(key)  # as sample() does
-        positions.append(initial_positions(post, init_key, init, num_chains))
-        chain_keys.append(jax.random.split(run_key, num_chains))
+        pos = initial_positions(post, init_key, init, num_chains)
+        if ensemble:
+            pos, labels = _ensemble_starts(method, post, init_key, init, pos, opts)
+            superchains.append(labels)
+        positions.append(pos)
+        chain_keys.append(run_key if ensemble else jax.random.split(run_key, num_chains))
         dynamic, static = _split(post)
         dynamics.append(dynamic)
         statics.add((static, tuple(np.shape(x) for x in jax.tree.leaves(dynamic))))
@@ -81,8 +88,9 @@ def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, m
     static = posteriors[0].tree_flatten()[1]
     stack = lambda xs: jax.tree.map(lambda *a: jax.numpy.stack(a), *xs)  # noqa: E731
     args = (stack(dynamics), stack(chain_keys), stack(positions))
-    static_key = (points_per_batch, method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())),
-                  chains_per_batch, *static)
+    static_key = (points_per_batch, method, num_warmup, num_samples // thin, thin,
+                  _run_options(opts) if ensemble else tuple(sorted(opts.items())),
+                  num_chains if ensemble else chains_per_batch, *static)
     compiled, compile_s = _compiled(_many_program, static_key, *args)
     t0 = time.perf_counter()
     out = jax.tree.map(np.asarray, jax.block_until_ready(compiled(*args)))
@@ -98,6 +106,9 @@ def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, m
                 "acceptance_rate": float(np.mean(o["acceptance_rate"])),
                 "num_divergent": int(o["num_divergent"].sum()),
                 "num_divergent_warmup": int(o["num_divergent_warmup"].sum()), "step_size": o["step_size"]}
+        if ensemble:
+            diag["trajectory_length"] = float(o["trajectory_length"])
         results.append(_assemble(post, o["L"], o["logdensity"], diag, method, config,
-                                 sample_stats={"lp": o["logdensity"], **o["draw_stats"]}))
+                                 sample_stats={"lp": o["logdensity"], **o["draw_stats"]},
+                                 superchains=superchains[i] if ensemble else None))
     return results

@@ -14,26 +14,67 @@ once per step for all chains, and the adaptation pools information across chains
   ``thin`` of tens).
 
 Both return :class:`~bayesattn.bayes.samples.Samples` like NUTS, with per-draw statistics, ESS and split R-hat
-per observable (many short chains: ESS pools them; R-hat compares them).
+per observable (many short chains: ESS pools them; R-hat compares them), and the nested R-hat
+(:func:`~bayesattn.bayes.samples.nested_r_hat`) over superchains, the groups of chains with one starting point:
+``init="prior", num_superchains=G`` starts G superchains of K / G chains each (with cold / hot starts all chains
+form one superchain and the nested R-hat is NaN: it needs two).
 """
 
 from __future__ import annotations
 
+import math
+
 import blackjax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 
+from .._validate import check_int
 from ._program import _rebuild
 
 ENSEMBLE_METHODS = ("chees", "meads")
 ENSEMBLE_JITTER = 0.1  # chains started at one point are spread by this many prior standard deviations
 ENSEMBLE_OPTIONS = {
     "chees": {"target_acceptance_rate": 0.651, "initial_step_size": 0.1, "learning_rate": 0.025,
-              "max_leapfrog_steps": 1000},
-    "meads": {"num_folds": 4, "step_size_multiplier": 0.5},
+              "max_leapfrog_steps": 1000, "num_superchains": None},
+    "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
+
+
+def _run_options(opts):
+    """The options the compiled program depends on (the superchains only choose the starting points)."""
+    return tuple(sorted((k, v) for k, v in opts.items() if k != "num_superchains"))
+
+
+def _ensemble_starts(method, posterior, init_key, init, positions, opts):
+    """(positions, superchain label per chain): checks the chain count; with ``num_superchains`` (init="prior"
+    only) that many prior draws, each repeated for num_chains / num_superchains consecutive chains; the labels
+    group chains with the same starting point. The ensemble adaptations estimate scales from the spread of the
+    chains, so chains that share a starting point (cold / hot / one array / one superchain's prior draw) are
+    spread by ENSEMBLE_JITTER prior standard deviations."""
+    num_chains = positions.shape[0]
+    if num_chains < 2:
+        raise ValueError(f"num_chains={num_chains}: method={method!r} adapts across chains; expected >= 2")
+    if method == "meads" and num_chains % opts["num_folds"]:
+        raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
+                         f"{opts['num_folds']} folds; expected a multiple of it")
+    G = opts["num_superchains"]
+    if G is not None:
+        if init != "prior":
+            raise ValueError(f"num_superchains={G} with init={init!r}: superchains start from distinct prior "
+                             "draws; expected init='prior'")
+        G = check_int("num_superchains", G, minimum=2)
+        if num_chains % G:
+            raise ValueError(f"num_superchains={G}: expected a divisor of num_chains={num_chains}")
+        positions = jnp.repeat(positions[:G], num_chains // G, axis=0)
+    superchains = np.unique(np.asarray(positions).reshape(num_chains, -1), axis=0, return_inverse=True)[1].ravel()
+    if np.unique(superchains).size < num_chains:
+        jkey = jax.random.fold_in(init_key, 1)
+        positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
+            jkey, positions.shape, jnp.float64)
+    return positions, superchains
 
 
 def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, task, model):

@@ -34,6 +34,8 @@ class Samples:
     (chains, draws) where the method has them: "lp" (log density), "acceptance_rate", "diverging", "n_steps"
     (gradient evaluations), "energy" (NUTS / HMC). "ess_bulk" is the split-chain ESS of :func:`split_ess`
     (ArviZ's ``ess(method="mean")``) and "r_hat" numpyro's split R-hat (ArviZ's ``rhat(method="split")``).
+    The many-chain methods (chees, meads) add per observable "nested_r_hat" (:func:`nested_r_hat`, the chains
+    grouped by their starting point) and "num_superchains".
     For SMC a "chain" is one independent SMC run and its "draws" are its particles (resampled to equal
     weight), so R-hat compares runs and ESS is only indicative.
     """
@@ -101,6 +103,8 @@ class Samples:
                 "se": std / math.sqrt(ess) if ess > 0 and math.isfinite(ess) else math.nan,
                 "ess_bulk": ess,
                 "r_hat": float(self.diagnostics[name]["r_hat"]),
+                **({"nested_r_hat": float(self.diagnostics[name]["nested_r_hat"])}
+                   if "nested_r_hat" in self.diagnostics[name] else {}),
                 "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
             }
         out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in names})
@@ -150,13 +154,40 @@ def split_ess(x: np.ndarray) -> float:
     return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)))
 
 
-def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=None) -> Samples:
+def nested_r_hat(x: np.ndarray, superchains) -> float:
+    """Nested R-hat of draws x: (chains, draws), the chains grouped into superchains by the labels
+    ``superchains`` (one per chain; chains started from one point form a superchain): Margossian, Hoffman,
+    Sountsov, Riou-Durand, Vehtari and Gelman (2023), "Nested R-hat: assessing the convergence of Markov chain
+    Monte Carlo when running many short chains", eq. for nR-hat = sqrt(1 + B_nu / W_nu), with B_nu the variance
+    (ddof 1) of the superchain means and W_nu the mean over superchains of (variance of its chain means, ddof
+    1, 0 for one chain) + (mean within-chain variance, ddof 1, 0 for one draw). Superchains may differ in size
+    (each enters with weight 1). NaN with fewer than two superchains. No library in the environment provides
+    it (blackjax's ``diagnostics.splitR`` is the one-draw case N = 1)."""
+    x = np.asarray(x, np.float64)
+    labels = np.asarray(superchains)
+    if x.ndim != 2 or labels.shape != (x.shape[0],):
+        raise ValueError(f"x has shape {x.shape}, superchains {labels.shape}: expected (chains, draws) and (chains,)")
+    groups = [x[labels == g] for g in np.unique(labels)]
+    if len(groups) < 2:
+        return math.nan
+    n = x.shape[1]
+    means = np.array([g.mean() for g in groups])
+    within = [(np.var(g.mean(axis=1), ddof=1) if len(g) > 1 else 0.0)
+              + (np.mean(np.var(g, axis=1, ddof=1)) if n > 1 else 0.0) for g in groups]
+    return float(np.sqrt(1.0 + np.var(means, ddof=1) / np.mean(within)))
+
+
+def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=None, superchains=None) -> Samples:
     L = np.asarray(L)
     ops = draw_observables(post, L)
     event = tuple(range(L.ndim - len(post.L_shape), L.ndim))
     bad = ~np.isfinite(L).all(axis=event) | ~np.isfinite(np.asarray(logdens))
     diagnostics = {name: {"ess_bulk": split_ess(ops[name]),
                           "r_hat": float(split_gelman_rubin(ops[name]))} for name in ops}
+    if superchains is not None:
+        for name in ops:
+            diagnostics[name]["nested_r_hat"] = nested_r_hat(ops[name], superchains)
+        diagnostics["num_superchains"] = int(np.unique(np.asarray(superchains)).size)
     diagnostics["num_nan"] = int(bad.sum())
     diagnostics.update(diag)
     stats = {k: np.asarray(v) for k, v in (sample_stats or {}).items()}

@@ -55,7 +55,7 @@ from .posterior import Posterior
 from ._program import _compiled, _rebuild, _split
 from .joint import _numpyro_nuts
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
-from .ensemble import ENSEMBLE_JITTER, ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program
+from .ensemble import ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program, _ensemble_starts, _run_options
 from .smc import _assemble_smc, _smc_program
 
 
@@ -280,9 +280,9 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     the prior reach a branch only through MCMC moves across the barrier (per-branch evidences:
     ``scripts/coexistence_check.py --branch-runs``);
     chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
-    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
-    chees: target_acceptance_rate (0.651), initial_step_size (0.1), learning_rate (0.025, Adam on the log
-    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5);
+    trajectory length), max_leapfrog_steps (1000); meads: num_folds (4), step_size_multiplier (0.5); both:
+    num_superchains (None; G with init="prior": G prior draws, each the start of num_chains / G chains; the chains
+    of one starting point form a superchain of the nested R-hat, ``diagnostics[name]["nested_r_hat"]``);
     numpyro: target_acceptance_rate, max_num_doublings.
     chains_per_batch: blackjax NUTS / HMC / MALA chains advanced together by ``vmap``; batches of chains run
     one after another (``lax.map``) in the same compiled program. Default: every chain at once on a GPU/TPU,
@@ -327,19 +327,8 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         builder = lambda _m, n, o, task, att: _smc_program(n, o, task, att)  # noqa: E731
         args = (dynamic, keys)
     elif method in ENSEMBLE_METHODS:
-        if num_chains < 2:
-            raise ValueError(f"num_chains={num_chains}: method={method!r} adapts across chains; expected >= 2")
-        if method == "meads" and num_chains % opts["num_folds"]:
-            raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
-                             f"{opts['num_folds']} folds; expected a multiple of it")
-        # the ensemble adaptations estimate scales from the spread of the chains: chains started at one point
-        # (cold / hot / a single array) are spread by ENSEMBLE_JITTER prior standard deviations
-        spread = float(np.max(np.std(np.asarray(positions), axis=0)))
-        if spread == 0.0:
-            jkey = jax.random.fold_in(init_key, 1)
-            positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
-                jkey, positions.shape, jnp.float64)
-        static_key = (method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())), num_chains, *static)
+        positions, superchains = _ensemble_starts(method, posterior, init_key, init, positions, opts)
+        static_key = (method, num_warmup, num_samples // thin, thin, _run_options(opts), num_chains, *static)
         builder = _ensemble_program
         args = (dynamic, run_key, positions)
     else:
@@ -366,6 +355,6 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     if "trajectory_length" in out:
         diag["trajectory_length"] = float(out["trajectory_length"])
     return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
-                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]})
-
+                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]},
+                     superchains=superchains if method in ENSEMBLE_METHODS else None)
 
