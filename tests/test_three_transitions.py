@@ -99,7 +99,8 @@ def test_small_run_end_to_end_is_resumable(tmp_path):
     keys; a second run computes nothing; the MCMC transition is near the theory's (second order, P_c known in
     closed form)."""
     cfg = ThreeTransitionsConfig(T_values=[4], attentions=["linear"], steps=300, grid_points=4, mcmc_warmup=100,
-                                 mcmc_samples=150, mcmc_chains=2, mcmc_grid=3, mcmc_refine=1, workers=1)
+                                 mcmc_samples=150, mcmc_chains=2, mcmc_grid=3, mcmc_refine=1, workers=1,
+                                 mcmc_span=1.35)
     s1 = run(cfg, tmp_path, progress=False)
     files = sorted((tmp_path / "points").glob("*.json"))
     assert len(files) == len(cfg.points()) == 4
