@@ -7,6 +7,8 @@ Points (each one JSON file through :func:`bayesattn.sweep.run_sweep`, so a run r
   zero-temperature curves (``theory.mode_curve``, joint and marginal): binodals, spinodals, crossover points.
 - ``{"kind": "adam", "attention", "T", "objective", "init"}``: Adam's measured transition P (see
   :func:`adam_transition`).
+- ``{"kind": "mcmc", "attention", "T"}``: the posterior's transition P from NUTS, cold and hot starts
+  (:mod:`bayesattn.experiments.three_transitions_mcmc`).
 - ``{"kind": "tau_theory"}`` / ``{"kind": "sgld", "tau", "init"}``: the transition of SGLD at temperature tau
   at one T: theory = the posterior of the prior rescaled by tau (exact, docs/theory.md section 7), points = SGLD
   runs from small and hot inits.
@@ -36,6 +38,7 @@ from ..sweep import run_sweep, write_json_atomic, package_versions
 from ..tasks import CopyTask
 from ..training import train_sweep
 from ._configs import config_dirs, load_toml
+from .three_transitions_mcmc import mcmc_transition
 
 CONFIG_DIRS = config_dirs("three_transitions")
 
@@ -61,6 +64,18 @@ class ThreeTransitionsConfig:
     # P range of the tempered theory at tau_T: wide enough for the posterior's binodal at tau = 1 (738 at T = 32),
     # narrow enough that the dual grid (its width follows the largest beta ~ P / tau) resolves tau down to 0.1
     tau_P_max: float = 900.0
+    # Adam: runs of one round advanced together by vmap up to this T (XLA:CPU runs small vmapped programs faster,
+    # larger ones slower than one run at a time)
+    adam_vmap_T_max: int = 16
+    # MCMC points (NUTS, per start: cold and hot): chains, warmup, draws, round-1 P values in
+    # [P_c / span, P_c * span] and round-2 P values inside each start's bracket
+    mcmc_chains: int = 1
+    mcmc_warmup: int = 200
+    mcmc_samples: int = 200
+    mcmc_grid: int = 4
+    mcmc_refine: int = 2
+    mcmc_span: float = 1.15
+    workers: int = 2  # points computed in parallel processes (bayesattn.sweep.run_sweep)
 
     @classmethod
     def from_toml(cls, path) -> "ThreeTransitionsConfig":
@@ -79,6 +94,7 @@ class ThreeTransitionsConfig:
         for a in self.attentions:
             for T in self.T_values:
                 pts.append({"kind": "theory", "attention": a, "T": T})
+                pts.append({"kind": "mcmc", "attention": a, "T": T})
                 for obj in ("joint", "marginal"):
                     inits = ("small", "hot") if a == "softmax" else ("small",)
                     for init in inits:
@@ -138,9 +154,10 @@ def theory_point(cfg, attention, T) -> dict:
 
 # ----------------------------------------------------------------------------------------------- Adam
 def _final(cfg, task, attention, Ps, objective, init, key, **kw):
+    rpb = len(Ps) if task.T <= cfg.adam_vmap_T_max else 1
     sw = train_sweep(task, cfg.prior(kw.pop("tau", 1.0)), attention, [int(p) for p in Ps], [cfg.seed], key,
                      objective=objective, init=init, record_every=max(kw.get("steps", cfg.steps) // 10, 1),
-                     **{"steps": cfg.steps, **kw})
+                     runs_per_batch=rpb, **{"steps": cfg.steps, **kw})
     fo = sw.final_order_parameters
     return {k: fo[k][:, 0].tolist() for k in ("m", "q", "u")}, sw
 
@@ -196,7 +213,8 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
     # threshold: half-way between the branches at the binodal
     ms = sorted(float(np.interp(tr["P_c"], b["P"], b["m"])) for b in mc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1])
     thr = 0.5 * (ms[0] + ms[-1]) if len(ms) >= 2 else 2.0 / T
-    Ps = np.unique(np.round(np.linspace(0.8 * target, 1.2 * target, n)))
+    # n P values in both rounds (repeats allowed), so that round 2 reuses round 1's compiled program
+    Ps = np.round(np.linspace(0.8 * target, 1.2 * target, n))
     note = None
     for r in range(2):
         fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
@@ -205,7 +223,7 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
         if br is None:
             break
         if r == 0:
-            Ps = np.unique(np.round(np.linspace(br[0], br[1], n + 2)[1:-1]))
+            Ps = np.round(np.linspace(br[0], br[1], n + 2)[1:-1])
     P = None if br is None else 0.5 * (br[0] + br[1])
     return {"P": P, "bracket": br, "theory": target, "threshold": thr, "note": note, "rounds": rounds,
             "method": "jump of the final m across a threshold half-way between the branches, two P-grid rounds"}
@@ -260,40 +278,67 @@ def sgld_point(cfg, tau, init) -> dict:
 
 # ----------------------------------------------------------------------------------------------- driver
 def compute_point(point: dict) -> dict:
+    """One point's result, with the CPU seconds of its process ("cpu_s": under load a better measure of its
+    cost than its wall time)."""
+    c0 = time.process_time()
+    res = _compute(point)
+    res["cpu_s"] = time.process_time() - c0
+    return res
+
+
+def _compute(point: dict) -> dict:
     cfg = ThreeTransitionsConfig(**point["config"])  # fields a point does not depend on take their defaults
     k = point["kind"]
     if k == "theory":
         return theory_point(cfg, point["attention"], point["T"])
     if k == "adam":
         return adam_transition(cfg, point["attention"], point["T"], point["objective"], point["init"])
+    if k == "mcmc":
+        return mcmc_transition(cfg, point["attention"], point["T"], _P_grid(cfg, point["T"], point["attention"]),
+                               _summary)
     if k == "tau_theory":
         return tau_theory_point(cfg)
     if k == "sgld":
         return sgld_point(cfg, point["tau"], point["init"])
-    raise ValueError(f"point kind={k!r}: expected theory, adam, tau_theory or sgld")
+    raise ValueError(f"point kind={k!r}: expected theory, adam, mcmc, tau_theory or sgld")
 
 
 _TAU_FIELDS = ("tau_T", "tau_values", "sgld_taus", "sgld_steps", "tau_P_max")
+_MCMC_FIELDS = ("mcmc_chains", "mcmc_warmup", "mcmc_samples", "mcmc_grid", "mcmc_refine", "mcmc_span")
+_ADAM_FIELDS = ("steps", "grid_points", "adam_vmap_T_max")
+_SPEED_ONLY = ("workers",)  # changes the speed only
 
 
 def point_config(cfg: ThreeTransitionsConfig, kind: str) -> dict:
-    """The config fields a point of this kind depends on (its file name hashes them, so changing the SGLD-tau
-    settings does not invalidate the theory and Adam points, and the other way round)."""
-    c = asdict(cfg)
-    if kind in ("theory", "adam"):
-        return {k: v for k, v in c.items() if k not in _TAU_FIELDS}
-    return {k: v for k, v in c.items() if k not in ("T_values", "attentions", "theory_P_max")}
+    """The config fields a point of this kind depends on (its file name hashes them, so changing the SGLD-tau or
+    MCMC settings does not invalidate the theory and Adam points, and the other way round)."""
+    c = {k: v for k, v in asdict(cfg).items() if k not in _SPEED_ONLY}
+    drop = {"theory": _TAU_FIELDS + _MCMC_FIELDS + _ADAM_FIELDS, "adam": _TAU_FIELDS + _MCMC_FIELDS,
+            "mcmc": _TAU_FIELDS + _ADAM_FIELDS}.get(kind, ("T_values", "attentions", "theory_P_max") + _MCMC_FIELDS)
+    return {k: v for k, v in c.items() if k not in drop}
+
+
+_COST = {"mcmc": 3, "adam": 2, "sgld": 2, "tau_theory": 1, "theory": 1}
+
+
+def _order(pts: list[dict]) -> list[dict]:
+    """Largest points first (T, then kind), so that parallel workers finish together."""
+    return sorted(pts, key=lambda p: (-p.get("T", 32), -_COST[p["kind"]]))
 
 
 def run(cfg: ThreeTransitionsConfig, out_dir, *, progress: bool = True) -> dict:
-    """Compute every point (resumable) and write ``summary.json``: the table of transitions per (attention, T)."""
+    """Compute every point (resumable) and write ``summary.json``: the table of transitions per (attention, T).
+    wall_s / cpu_s: this call (cpu_s of the main process only); compute_s_of_points / cpu_s_of_points: the sums
+    over the points' own wall and CPU times (the points of earlier runs included)."""
     out_dir = Path(out_dir)
     t0, c0 = time.time(), time.process_time()
-    pts = [{**p, "config": point_config(cfg, p["kind"])} for p in cfg.points()]
-    recs = run_sweep(pts, compute_point, out_dir / "points", progress=progress, desc="three transitions")
+    pts = _order([{**p, "config": point_config(cfg, p["kind"])} for p in cfg.points()])
+    recs = run_sweep(pts, compute_point, out_dir / "points", progress=progress, desc="three transitions",
+                     workers=cfg.workers)
     summary = summarize(recs)
     summary.update({"config": asdict(cfg), "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0,
                     "compute_s_of_points": sum(r.get("wall_time_s", 0.0) for r in recs),
+                    "cpu_s_of_points": sum(r["result"].get("cpu_s", 0.0) for r in recs),
                     "versions": package_versions()})
     write_json_atomic(out_dir / "summary.json", summary)
     return summary
@@ -311,6 +356,10 @@ def summarize(recs) -> dict:
             row = rows.setdefault((p["attention"], p["T"]), {})
             row[f"adam_{p['objective']}_{p['init']}"] = {"P": res["P"], "theory": res["theory"],
                                                          "note": res.get("note")}
+        elif p["kind"] == "mcmc":
+            row = rows.setdefault((p["attention"], p["T"]), {})
+            row["mcmc"] = {"P": res["P"], "bracket": res["bracket"], "theory": res["theory"],
+                           "per_start": {i: v["P"] for i, v in res["per_start"].items()}}
     table = []
     for (a, T), row in sorted(rows.items()):
         e = {"attention": a, "T": T, **row}

@@ -23,17 +23,20 @@ def _num(v):
 
 def plot_three_transitions(out_dir) -> list[Path]:
     """Left two panels: transition P vs T (softmax, linear): theory lines (binodal solid, spinodals dashed;
-    crossovers dotted), Adam points (small init filled, hot init open). Right: transition P vs SGLD temperature
+    crossovers dotted), Adam points (small init filled, hot init open), MCMC points (black, shifted right a
+    little; the bar spans the cold and hot starts' crossings). Right: transition P vs SGLD temperature
     tau at one T (theory binodal and spinodals, joint and marginal modes at tau = 0, SGLD points)."""
     out_dir = Path(out_dir)
     recs = load_results(out_dir / "points")
-    theory, adam, tau_th, sgld = {}, {}, None, []
+    theory, adam, mcmc, tau_th, sgld = {}, {}, {}, None, []
     for r in recs:
         p, res = r["point"], r["result"]
         if p["kind"] == "theory":
             theory[(p["attention"], p["T"])] = res
         elif p["kind"] == "adam":
             adam[(p["attention"], p["T"], p["objective"], p["init"])] = res
+        elif p["kind"] == "mcmc":
+            mcmc[(p["attention"], p["T"])] = res
         elif p["kind"] == "tau_theory":
             tau_th = res
         elif p["kind"] == "sgld":
@@ -62,6 +65,13 @@ def plot_three_transitions(out_dir) -> list[Path]:
                     kw = {} if mfc is None else {"mfc": mfc}
                     ax.plot(x, y, "s" if init == "small" else "D", color=COLORS[obj], ls="none", ms=6, **kw,
                             label=f"Adam, {obj}, {init} init")
+        pts = [(T, mcmc[(a, T)]) for T in Ts if (a, T) in mcmc and mcmc[(a, T)]["P"] is not None]
+        if pts:  # the midpoint of the cold and hot starts' crossings; the bar spans the two
+            x = np.array([T for T, _ in pts], float)
+            y = np.array([r["P"] for _, r in pts])
+            err = np.array([[r["P"] - r["bracket"][0], r["bracket"][1] - r["P"]] for _, r in pts]).T
+            ax.errorbar(x * 1.06, y, yerr=err, fmt="o", color="k", ms=5, capsize=3,
+                        label="MCMC (NUTS; bar: cold and hot starts)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(Ts, [str(T) for T in Ts])
