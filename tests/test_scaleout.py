@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import strip_timings
 
 import bayesattn as ba
 from bayesattn import sweep
@@ -242,14 +243,11 @@ def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
                                         "inits": ["cold", "hot"]}})
     points = build_points(cfg.validate())["mcmc"]
     assert len({mcmc_group_key(p) for p in points}) == 1
-    strip = lambda r: {i: {k: v for k, v in s.items() if k != "diagnostics"} | {  # noqa: E731
-        "diag": {k: v for k, v in s["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}}
-        for i, s in r["inits"].items()}
     many = mcmc_points(points)
     refs = [mcmc_point(p) for p in points]
     for got, ref in zip(many, refs):
         assert got["data"] == ref["data"]
-        assert sweep.to_jsonable(strip(got)) == sweep.to_jsonable(strip(ref))
+        assert sweep.to_jsonable(strip_timings(got)) == sweep.to_jsonable(strip_timings(ref))
     # the phase-diagram job with --batch 3: one task for the 3 points, the same point files
     from bayesattn.experiments import run_phase_diagram
 
@@ -257,7 +255,7 @@ def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
     for p, ref in zip(points, refs):
         rec = read_json(tmp_path / "points" / "mcmc" / f"{point_id(p)}.json")
         assert rec["provenance"]["batch_size"] == 3
-        assert strip(rec["result"]) == sweep.to_jsonable(strip(ref))
+        assert strip_timings(rec["result"]) == sweep.to_jsonable(strip_timings(ref))
     assert many[0]["inits"]["hot"]["m"]["mean"] != many[2]["inits"]["hot"]["m"]["mean"]
     assert mcmc_group_key({**points[0], "mcmc": {**points[0]["mcmc"], "backend": "numpyro"}}) is None
     with pytest.raises(ValueError, match="differ only in P"):

@@ -41,7 +41,8 @@ def test_rank_elbow_precision_against_brute_force():
         # brute force: distance of each point to the line through the first and last points
         p0, p1 = np.array([0.0, v[0]]), np.array([11.0, v[-1]])
         u = (p1 - p0) / np.linalg.norm(p1 - p0)
-        dist = [abs(np.cross(u, np.array([i, v[i]]) - p0)) for i in range(12)]
+        w = [np.array([i, v[i]]) - p0 for i in range(12)]
+        dist = [abs(u[0] * wi[1] - u[1] * wi[0]) for wi in w]  # |u x w|, the 2-d cross product
         assert elbow(v) == int(np.argmax(dist))
     assert elbow([10, 9.5, 9, 1, 0.9, 0.8]) == 3  # chord at x = 3: 4.48, the point (3, 1) lies 3.48 below it
     ranked = [(0, 1), (1, 1), (0, 0), (1, 0)]

@@ -14,17 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from ..sweep import load_results
+from ._figure import pyplot, save
 
 STAGE_COLORS = {"focus": "tab:blue", "dilution": "tab:orange", "condensation": "0.8"}
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _runs(run_dir, part="train"):
@@ -39,7 +31,7 @@ def _diverged_note(ax, runs, key):
 
 # ------------------------------------------------------------------------------------------ clustering
 def spikes_figure(recs, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     groups = [(r["point"]["label"], r["result"]["runs"]) for r in recs]
     fig, axes = plt.subplots(3, len(groups), figsize=(5.5 * len(groups), 8), squeeze=False, sharex="col")
     for j, (lab, runs) in enumerate(groups):
@@ -71,14 +63,11 @@ def spikes_figure(recs, out: Path) -> Path:
         axes[2, j].set(xlabel="epoch", ylabel="|lambda_max|")
         axes[2, j].legend(fontsize=7)
         _diverged_note(axes[0, j], runs, "diverged_at")
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def heads_figure(recs, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     groups = [(r["point"]["label"], r["result"]["runs"], r["point"]["config"]) for r in recs]
     fig, axes = plt.subplots(3, len(groups), figsize=(5.5 * len(groups), 7.5), squeeze=False, sharex="col")
     for j, (lab, runs, cfg) in enumerate(groups):
@@ -95,10 +84,7 @@ def heads_figure(recs, out: Path) -> Path:
         axes[1, j].set(ylabel="separation of z by first-k sum")
         axes[2, j].set(xlabel="epoch", ylabel="separation of MLP output by class")
         _diverged_note(axes[0, j], runs, "diverged_at")
-    fig.tight_layout()
-    fig.savefig(out, dpi=65)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=65)
 
 
 def _sandbox_axes(ax, sb, i):
@@ -123,7 +109,7 @@ def sandbox_figures(rec, out_png: Path, out_gif: Path) -> list[Path]:
     sb = rec["result"]["sandbox"]
     if sb is None:
         return []
-    plt = _plt()
+    plt = pyplot()
     n = len(sb["epochs"])
     pick = np.unique(np.linspace(0, n - 1, 6).astype(int))
     fig, axes = plt.subplots(1, len(pick), figsize=(3 * len(pick), 3.2))
@@ -131,9 +117,7 @@ def sandbox_figures(rec, out_png: Path, out_gif: Path) -> list[Path]:
         _sandbox_axes(ax, sb, i)
     fig.suptitle(f"{rec['point']['label']}, seed {rec['result']['sandbox_seed']}: token embeddings (arrows), "
                  "pooled z (x) and MLP output (o), colour = class", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=70)
-    plt.close(fig)
+    save(fig, out_png, dpi=70)
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     fig, ax = plt.subplots(figsize=(4, 4))
@@ -155,7 +139,7 @@ def _shade(ax, run, step):
 
 
 def cycles_figure(recs, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(recs), figsize=(4.5 * len(recs), 6), squeeze=False, sharex="col")
     for j, r in enumerate(recs):
         step = np.asarray(r["result"]["step"])
@@ -185,14 +169,11 @@ def cycles_figure(recs, out: Path) -> Path:
         axes[1, j].set(xlabel="step", ylabel="attention entropy (nats)")
         axes[1, j].legend(fontsize=7, loc="lower left")
     fig.suptitle("stages: grey = rank-one condensation, blue = focus, orange = dilution, dashed = restart", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=65)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=65)
 
 
 def pca_figure(recs, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(recs), figsize=(4 * len(recs), 3.8), squeeze=False)
     for j, r in enumerate(recs):
         ok = [x for x in r["result"]["runs"] if x["diverged_at_step"] is None]
@@ -207,16 +188,13 @@ def pca_figure(recs, out: Path) -> Path:
         ev = ok[0]["pca"]["explained"]
         ax.set(title=r["point"]["label"].replace(", pi=", "\npi="), xlabel=f"PC1 ({ev[0]:.0%})", ylabel=f"PC2 ({ev[1]:.0%})")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out, dpi=75)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=75)
 
 
 def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
     if not eq:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for r in recs:
         ok = [x for x in r["result"]["runs"] if x["diverged_at_step"] is None]
@@ -238,10 +216,7 @@ def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
     b.set(xscale="log", xlabel="P (training sequences)", ylabel="posterior-mean attention entropy (nats)",
           title="equilibrium: copy-task posterior (dotted: log T)")
     b.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=75)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=75)
 
 
 def _geometric_ratio(pi):
@@ -270,7 +245,7 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
     cols = [c for c in cols if len({x for x, _ in c[2]}) >= 2]
     if not cols:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(3, len(cols), figsize=(5 * len(cols), 8), squeeze=False)
     for j, (title, xlabel, items) in enumerate(cols):
         by: dict = {}
@@ -296,14 +271,11 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
         axes[1, j].set(ylabel="first focus starts (step)")
         axes[2, j].set(xlabel=xlabel, ylabel="first-cycle stage length (steps)")
         axes[2, j].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=70)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=70)
 
 
 def cycle_counts_figure(recs, out: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     labels = [r["point"]["label"] for r in recs]
     counts = [[x["cycles"] for x in r["result"]["runs"] if x["diverged_at_step"] is None] for r in recs]
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(recs)), 3.5))
@@ -313,10 +285,7 @@ def cycle_counts_figure(recs, out: Path) -> Path:
             ax.plot([i - 0.25, i + 0.25], [np.mean(c)] * 2, "k")
     ax.set_xticks(range(len(labels)), [lab.replace(", pi=", "\npi=") for lab in labels], fontsize=6)
     ax.set(ylabel="focus-dilution cycles per seed")
-    fig.tight_layout()
-    fig.savefig(out, dpi=75)
-    plt.close(fig)
-    return out
+    return save(fig, out, dpi=75)
 
 
 def draw_all(run_dir) -> list[Path]:

@@ -18,11 +18,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp
 
 from .common import _check_grid, _check_prior, _scales, action, covered, occam_d
 from .softmax_minima import _dual_weights
-from .softmax_table import _cached_table, _interp_c, _std_draws
+from .softmax_table import _cached_table, _interp_c, _row_bins, _std_draws
 
 
 @jax.jit
@@ -30,26 +29,12 @@ def _other_entropy_moment(z0, sigma_A2, y, s):
     """Hbar(y, c) on the table's (y, c) grid (c = -expm1(s)): the conditional mean of the other keys' entropy
     H_o given y = x - log S1, under the tilt exp(c r). Same draws, bins (200 in log S1, cloud-in-cell) and
     source-logit density as ``_row_moments``, so it is consistent with the table's log M(y, c)."""
-    nl = 200
-    num_samples = z0.shape[0]
-    z = z0 * jnp.sqrt(sigma_A2)
-    l1 = logsumexp(z, axis=1)
-    r = jnp.exp(logsumexp(2 * z, axis=1) - 2 * l1)
+    z, l1, r, lgrid, hist = _row_bins(z0, sigma_A2, 200)
     w = jnp.exp(z - l1[:, None])
     H_o = l1 - jnp.sum(w * z, axis=1)
     r_ref = 1.0 / z0.shape[1]
-    lo, hi = jnp.min(l1) - 0.05, jnp.max(l1) + 0.05
-    dl = (hi - lo) / (nl - 1)
-    lgrid = lo + dl * jnp.arange(nl)
-    pos = (l1 - lo) / dl
-    i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, nl - 2)
-    f = pos - i0
     c = -jnp.expm1(s)
     E = jnp.exp(c[None, :] * (r[:, None] - r_ref))
-
-    def hist(V):
-        lo_part = jax.ops.segment_sum((1 - f)[:, None] * V, i0, nl)
-        return (lo_part + jax.ops.segment_sum(f[:, None] * V, i0 + 1, nl)) / num_samples
 
     logphi = -0.5 * (y[:, None] + lgrid[None, :]) ** 2 / sigma_A2
     W = jnp.exp(logphi - jnp.max(logphi, axis=1, keepdims=True))

@@ -45,6 +45,28 @@ def _padded_draws(seed, T, num_samples, width):
     return z
 
 
+def _row_bins(z0, sigma_A2, nl):
+    """The non-source logits z = sigma_A z0 of each prior draw, l1 = log S1 and r = S2 / S1^2, and a cloud-in-cell
+    histogram of l1 (second-order accurate) on nl nodes: (z, l1, r, lgrid, hist), hist(V) the per-node sum of
+    the rows of V (K, ...) over the draws, divided by their number."""
+    num_samples = z0.shape[0]
+    z = z0 * jnp.sqrt(sigma_A2)
+    l1 = logsumexp(z, axis=1)
+    r = jnp.exp(logsumexp(2 * z, axis=1) - 2 * l1)
+    lo, hi = jnp.min(l1) - 0.05, jnp.max(l1) + 0.05
+    dl = (hi - lo) / (nl - 1)
+    lgrid = lo + dl * jnp.arange(nl)
+    pos = (l1 - lo) / dl
+    i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, nl - 2)
+    f = pos - i0
+
+    def hist(V):
+        f_ = f.reshape(f.shape + (1,) * (V.ndim - 1))
+        return (jax.ops.segment_sum((1 - f_) * V, i0, nl) + jax.ops.segment_sum(f_ * V, i0 + 1, nl)) / num_samples
+
+    return z, l1, r, lgrid, hist
+
+
 def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     """log M(y, c) = log E[phi(y + l1) exp(c r)], R = E[r | y, c], R2 = E[r^2 | y, c] on a (y, c) grid.
 
@@ -52,26 +74,13 @@ def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     r = S2 / S1^2 for the T-1 non-source logits, y = x - l1 with x the source logit; the row statistics are
     a = sigmoid(y), b = a^2 + (1 - a)^2 r.
     """
-    num_samples = z0.shape[0]
     sA = jnp.sqrt(sigma_A2)
-    z = z0 * sA
-    l1 = logsumexp(z, axis=1)
-    r = jnp.exp(logsumexp(2 * z, axis=1) - 2 * l1)
+    _, l1, r, lgrid, hist = _row_bins(z0, sigma_A2, nl)
+    lo, hi = lgrid[0], lgrid[-1]
     r_ref = 1.0 / Tm1
-    # cloud-in-cell histogram of l1 (second-order accurate), carrying exp(c (r - r_ref)) per sample
-    lo, hi = jnp.min(l1) - 0.05, jnp.max(l1) + 0.05
-    dl = (hi - lo) / (nl - 1)
-    lgrid = lo + dl * jnp.arange(nl)
-    pos = (l1 - lo) / dl
-    i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, nl - 2)
-    f = pos - i0
     s = jnp.linspace(0.0, jnp.log1p(-c_min), nc)
     c = -jnp.expm1(s)  # c from 0 down to c_min
     E = jnp.exp(c[None, :] * (r[:, None] - r_ref))  # (K, nc)
-
-    def hist(V):
-        return (jax.ops.segment_sum((1 - f)[:, None] * V, i0, nl) + jax.ops.segment_sum(f[:, None] * V, i0 + 1, nl)) / num_samples
-
     H, HR, HR2 = hist(E), hist(E * r[:, None]), hist(E * r[:, None] ** 2)
     x_min = -10.0 * sA
     x_max = hi + x_max_extra + 10.0 * sA
