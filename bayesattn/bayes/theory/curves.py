@@ -187,20 +187,15 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
     d = occam_d(tasks[0])
     if tasks[0].boundary == "causal":
         return _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics)
-    parts = []
-    for sl in _beta_bands(beta.max(axis=0), BAND_RATIO):
-        beta_max = float(beta[:, sl].max())
+
+    def tables(beta_max):
         if len(tasks) == 1:
-            tabs = [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200,
+            return [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200,
                                   96, 800)]
-        else:
-            tabs = _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng,
-                                   num_samples, seed, 200, 96, 800)
-        parts.append(_softmax_minima(tabs, beta[:, sl], eps[:, sl], Tqs, d))
-    minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(len(tasks))]
-    edge_hit = np.any([pt[1] for pt in parts], axis=0)
-    means = np.concatenate([pt[2] for pt in parts], axis=1)
-    edge_mass = np.concatenate([pt[3] for pt in parts], axis=1)
+        return _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples,
+                               seed, 200, 96, 800)
+
+    minima, edge_hit, means, edge_mass = _banded_minima(tables, beta, eps, Tqs, d)
     return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c], eps[c]) for c in range(len(tasks))]
 
 
@@ -211,34 +206,47 @@ BAND_RATIO = 24.0
 PEAK_SHARE = 0.5  # above this share of the density in one dual-grid cell, the mean is the Laplace limit
 
 
-def _beta_bands(beta, ratio):
-    """Slices of consecutive P (beta ascending with P) whose largest beta is at most ``ratio`` x the smallest."""
+def _beta_bands(beta):
+    """Slices of consecutive P (beta ascending with P) whose largest beta is at most BAND_RATIO x the smallest."""
     beta = np.asarray(beta, float)
-    if ratio <= 1:
-        raise ValueError(f"band_ratio={ratio}: expected a number > 1")
     out, start = [], 0
     for i in range(1, len(beta) + 1):
-        if i == len(beta) or beta[i] > ratio * max(beta[start], 1e-300):
+        if i == len(beta) or beta[i] > BAND_RATIO * max(beta[start], 1e-300):
             out.append(slice(start, i))
             start = i
     return out
 
 
+def _banded_minima(tables, beta, eps, Tqs, d, **minima_kw):
+    """``_softmax_minima`` band by band of beta (``_beta_bands`` of the largest beta per P), each band on the
+    tables ``tables(beta_max)`` sized for it, joined along P. beta, eps: (C, NP)."""
+    parts = [_softmax_minima(tables(float(beta[:, sl].max())), beta[:, sl], eps[:, sl], Tqs, d, **minima_kw)
+             for sl in _beta_bands(beta.max(axis=0))]
+    minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(beta.shape[0])]
+    edge_hit = np.any([pt[1] for pt in parts], axis=0)
+    means = np.concatenate([pt[2] for pt in parts], axis=1)
+    edge_mass = np.concatenate([pt[3] for pt in parts], axis=1)
+    return minima, edge_hit, means, edge_mass
+
+
 def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
-    """Causal softmax (docs/theory.md section 10): one row-averaged table per configuration, minima by Newton on
-    the row-averaged tilt; one configuration at a time (the stacked per-row-type moments are T_q times a cyclic
-    table's)."""
+    """Causal softmax (docs/theory.md section 10): one row-averaged table per configuration (and band of beta),
+    minima by Newton on the row-averaged tilt; one configuration at a time (the stacked per-row-type moments are
+    T_q times a cyclic table's)."""
     from .causal import _causal_table, _tilt_rows, row_types
 
     out = []
     for c, (task, prior) in enumerate(zip(tasks, priors)):
         Ks, w = row_types(task)
-        tab = _causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2), d,
-                            float(beta.max()), numerics.get("nh", 241), numerics.get("ng", 121),
-                            numerics.get("num_samples", 20000), numerics.get("seed", 0))
-        minima, edge_hit, means, edge_mass = _softmax_minima([tab], beta[c:c + 1], eps[c:c + 1], [Tqs[c]], d,
-                                                             tilt=_tilt_rows)
-        out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c]))
+
+        def tables(beta_max, Ks=Ks, w=w, prior=prior):
+            return [_causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2), d,
+                                  beta_max, numerics.get("nh", 241), numerics.get("ng", 121),
+                                  numerics.get("num_samples", 20000), numerics.get("seed", 0))]
+
+        minima, edge_hit, means, edge_mass = _banded_minima(tables, beta[c:c + 1], eps[c:c + 1], [Tqs[c]], d,
+                                                            tilt=_tilt_rows)
+        out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c], eps[c]))
     return out
 
 
