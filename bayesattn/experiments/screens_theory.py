@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bayes.theory.common import _scales, action, covered, occam_d
-from ..bayes.theory.softmax_minima import _dual_weights
+from ..bayes.theory.common import _scales, covered, occam_d
+from ..bayes.theory.softmax_minima import _cell_log_weights
 from ..bayes.theory.softmax_table import _cached_table, _std_draws, _unphysical
 from ..diagnostics.screens import THRESHOLD
 
@@ -105,13 +105,11 @@ def row_posterior(task, prior, P: float, *, tol: float = 5e-3, numerics: dict | 
     p, cond, Ea, Eb = _tilted(tab.h, tab.g, a, b, logQ)
     dev = np.maximum(np.abs(Ea.T - tab.m), np.abs(Eb.T - tab.q))  # (Nh, Ng)
     ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & (dev <= tol)
-    m, q = np.where(ok, tab.m, 0.5), np.where(ok, tab.q, 0.5)
-    ent = tab.h[:, None] * m + tab.g[None, :] * q - np.where(ok, tab.Lam, 0.0)
-    Phi = np.asarray(action(m, q, ent, beta=float(beta[0]), eps=float(eps[0]), d=d, T_q=Tq))
-    lw = -Tq * Phi + np.asarray(_dual_weights(tab.h, tab.g, np.where(ok, tab.detC, 1.0)))
-    lw = np.where(ok & np.isfinite(lw), lw, -np.inf)
+    lw = np.asarray(_cell_log_weights(tab.h, tab.g, tab.Lam, tab.m, tab.q, tab.detC, ok, float(beta[0]),
+                                      float(eps[0]), Tq, d))
     w = np.exp(lw - lw.max())
     w /= w.sum()
+    m, q = np.where(ok, tab.m, 0.5), np.where(ok, tab.q, 0.5)  # w = 0 outside ok
     py = np.einsum("hg,ghy->gy", w, p)  # per g: the weighted law of y
     law = np.einsum("gy,gyr->yr", py, cond)
     border = np.zeros(w.shape, bool)

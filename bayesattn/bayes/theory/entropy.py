@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .common import _check_grid, _check_prior, _scales, action, covered, occam_d
-from .softmax_minima import _dual_weights
-from .softmax_table import _cached_table, _interp_c, _row_bins, _std_draws
+from .common import _check_grid, _check_prior, _scales, covered, occam_d
+from .softmax_minima import _cell_log_weights
+from .softmax_table import _cached_table, _interp_c, _row_bins, _std_draws, _unphysical
 
 
 @jax.jit
@@ -72,22 +72,16 @@ def _entropy_table(h, g, y, s, logM, Hbar):
 
 
 @jax.jit
-def _posterior_mean(h, g, Lam, m, q, detC, EH, beta, eps, Tq, d, T):
+def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
     """Posterior means of (entropy, m) at one P: the Daniels density on the dual grid (as ``_softmax_scan``),
-    restricted to the table's valid cells (finite, det Cov > 0, q >= max(m^2, 1/T): every row has b >= a^2 and
-    b >= 1/T). At large beta the table has a few cells near its most negative g where cancellation breaks these
-    bounds (T = 8, d = 4, P = 65536: 41 cells with det Cov <= 0); left in, they carry all the weight. Also
-    dropped: isolated cells whose log weight exceeds every valid neighbour's by more than 20 nats. The density
-    is smooth on the grid (neighbours differ by < 1 nat at the peaks checked); such a cell is a tail of the
-    table that its prior draws do not resolve (T = 16, P = 65536: one cell 312 nats above its neighbours, at
-    m = 0.935, where NUTS and the neighbouring well give m = 0.81).
+    restricted to the cells ``ok`` (those a softmax row can have, ``softmax_table._unphysical``, with a finite
+    entropy). Also dropped: isolated cells whose log weight exceeds every valid neighbour's by more than
+    20 nats. The density is smooth on the grid (neighbours differ by < 1 nat at the peaks checked); such a cell
+    is a tail of the table that its prior draws do not resolve (T = 16, P = 65536: one cell 312 nats above its
+    neighbours, at m = 0.935, where NUTS and the neighbouring well give m = 0.81).
     Returns (entropy, m, number of masked cells)."""
-    ent = h[:, None] * m + g[None, :] * q - Lam
-    logdA = _dual_weights(h, g, detC)
-    ok = (jnp.isfinite(Lam) & jnp.isfinite(m) & jnp.isfinite(q) & jnp.isfinite(detC) & jnp.isfinite(EH)
-          & (detC > 0) & (q >= m**2 - 1e-12) & (q >= 1.0 / T - 1e-9))
-    lw = -Tq * action(m, q, ent, beta=beta, eps=eps, d=d, T_q=Tq) + logdA
-    lw = jnp.where(ok, lw, -jnp.inf)
+    lw = _cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d)
+    ok = jnp.isfinite(lw)
     for _ in range(3):  # isolated spikes: a cell above all its valid neighbours by > 20 nats (see the docstring)
         pad = jnp.pad(lw, 1, constant_values=-jnp.inf)
         nb = jnp.max(jnp.stack([pad[1 + di:pad.shape[0] - 1 + di, 1 + dj:pad.shape[1] - 1 + dj]
@@ -143,9 +137,10 @@ def entropy_curve(task, prior, P_values, *, num_samples: int = 20000, seed: int 
         tab, Hbar = _table_and_moment(task, prior, float(be), num_samples, seed, nh, ng)
         h, g = jnp.asarray(tab.h), jnp.asarray(tab.g)
         EH = _entropy_table(h, g, tab.mom[0], tab.mom[1], tab.mom[2], Hbar)
+        ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & np.isfinite(np.asarray(EH))
         Hi, mi, ki = _posterior_mean(h, g, jnp.asarray(tab.Lam), jnp.asarray(tab.m), jnp.asarray(tab.q),
-                                     jnp.asarray(tab.detC), EH, float(be), float(ep), float(Tq), float(d),
-                                     float(task.T))
+                                     jnp.asarray(tab.detC), EH, jnp.asarray(ok), float(be), float(ep), float(Tq),
+                                     float(d))
         H.append(float(Hi))
         m.append(float(mi))
         masked.append(int(ki))

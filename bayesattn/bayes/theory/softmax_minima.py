@@ -124,6 +124,15 @@ def _dual_weights(h, g, detC):
             + 0.5 * jnp.log(jnp.maximum(detC, 1e-300)))
 
 
+def _cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d):
+    """The log weights of ``PhaseCurve.mean`` on the dual grid, -T_q Phi + ``_dual_weights``, for the cells
+    ``ok`` (-inf elsewhere, and where the weight is not finite): for means other than the curve's own, at one P."""
+    m_, q_ = jnp.where(ok, m, 0.5), jnp.where(ok, q, 0.5)
+    ent = h[:, None] * m_ + g[None, :] * q_ - jnp.where(ok, Lam, 0.0)
+    lw = -Tq * action(m_, q_, ent, beta=beta, eps=eps, d=d, T_q=Tq) + _dual_weights(h, g, jnp.where(ok, detC, 1.0))
+    return jnp.where(ok & jnp.isfinite(lw), lw, -jnp.inf)
+
+
 @functools.partial(jax.jit, static_argnames=("d", "kmax"))
 def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
     """For each configuration (leading axis C) and each P (beta, eps: (C, NP)): the kmax lowest discrete local
