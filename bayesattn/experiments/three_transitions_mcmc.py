@@ -29,6 +29,7 @@ import numpy as np
 
 from ..bayes import theory as th
 from ..bayes.posterior import Posterior
+from ..bayes.samples import _key_data
 from ..bayes.sampling import sample
 from ..models import ORDER_PARAMETER
 from ..tasks import CopyTask, Dataset
@@ -130,7 +131,7 @@ def mcmc_transition(cfg, attention: str, T: int, P_grid: np.ndarray, summary: Ca
                         "ess": float(smp.diagnostics[name]["ess_bulk"]),
                         "num_divergent": int(smp.diagnostics.get("num_divergent", 0)),
                         "acceptance_rate": float(smp.diagnostics["acceptance_rate"]),
-                        "key": [int(v) for v in np.asarray(jax.random.key_data(k)).ravel()],
+                        "key": smp.config["key"],
                         "wall_s": time.time() - t0})
         return res
 
@@ -140,5 +141,5 @@ def mcmc_transition(cfg, attention: str, T: int, P_grid: np.ndarray, summary: Ca
             "theory's posterior mean at its transition",
             "sampler": {"method": "nuts", "num_chains": cfg.mcmc_chains, "num_warmup": cfg.mcmc_warmup,
                         "num_samples": cfg.mcmc_samples},
-            "data_key": [int(v) for v in np.asarray(jax.random.key_data(data_key)).ravel()],
+            "data_key": _key_data(data_key),
             "compile_s": float(sum(compile_s))}
