@@ -377,6 +377,17 @@ def elbow(values) -> int:
     return int(np.argmax(np.abs(a * x + b * v + c)))
 
 
+def pr_integral_ranking(pr, steps) -> dict:
+    """The heads of a PR trajectory pr: (K, layers, heads) over checkpoint ``steps`` ranked by :func:`pr_integral`
+    (highest first), with their integrals, PR spreads and the :func:`elbow` of the sorted integrals, and the
+    order by :func:`pr_spread` for comparison."""
+    integ, spread = pr_integral(pr, steps), pr_spread(pr)
+    order = rank_heads(integ)
+    return {"order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
+            "spread": [float(spread[h]) for h in order], "elbow_k": elbow([integ[h] for h in order]),
+            "order_by_spread": [list(h) for h in rank_heads(spread)]}
+
+
 def precision_at_k(ranked, positives, ks) -> dict:
     """k -> share of the top k of ``ranked`` that are in ``positives`` (e.g. the heads the screen classifies)."""
     pos = set(map(tuple, positives))

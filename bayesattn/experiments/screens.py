@@ -133,18 +133,13 @@ def series_steps(names, steps=None) -> list[int]:
 def series_ranking(runs) -> dict:
     """The paper's PR-integral ranking over a checkpoint series [(step, ScreenResult)] (two or more): heads in
     order of the integral of max(PR - 1, 0) over steps, with the integral, the PR spread and the elbow."""
-    from ..diagnostics.screens import elbow, pr_integral, pr_spread, rank_heads
+    from ..diagnostics.screens import pr_integral_ranking
 
     steps = [int(s) for s, _ in runs]
     shapes = {r.pr.shape for _, r in runs}
     if len(shapes) != 1:
         raise ValueError(f"checkpoints with different head layouts {sorted(shapes)}: a series must be one model")
-    pr = np.stack([r.pr for _, r in runs])
-    integ, spread = pr_integral(pr, steps), pr_spread(pr)
-    order = rank_heads(integ)
-    return {"steps": steps, "order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
-            "spread": [float(spread[h]) for h in order], "elbow_k": elbow([integ[h] for h in order]),
-            "order_by_spread": [list(h) for h in rank_heads(spread)]}
+    return {"steps": steps, **pr_integral_ranking(np.stack([r.pr for _, r in runs]), steps)}
 
 
 # ------------------------------------------------------------------------------------------- reporting

@@ -22,8 +22,8 @@ import jax
 import numpy as np
 
 from .._validate import check_int
-from ..diagnostics.screens import (CIRCUIT_THRESHOLD, CLASSES, THRESHOLD, elbow, pr_integral, precision_at_k,
-                                   rank_heads, ranking_over_training)
+from ..diagnostics.screens import (CIRCUIT_THRESHOLD, CLASSES, THRESHOLD, pr_integral_ranking, precision_at_k,
+                                   ranking_over_training)
 from ..models import TransformerConfig
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import RepeatedSequenceTask
@@ -170,13 +170,12 @@ def pr_ranking(steps, pr, sel) -> dict:
     induction heads (induction selectivity >= 30x at the last checkpoint). Empty with fewer than two checkpoints."""
     if len(steps) < 2:
         return {}
-    integ = pr_integral(pr, steps)
-    order = rank_heads(integ)
+    ranked = pr_integral_ranking(pr, steps)
+    order = ranked["order"]
     best = np.stack([sel[c][-1] for c in CLASSES]).max(axis=0)  # (L, H) best selectivity at the end
     classified = [tuple(map(int, x)) for x in np.argwhere(best >= THRESHOLD)]
     induction = [tuple(map(int, x)) for x in np.argwhere(sel["induction"][-1] >= THRESHOLD)]
-    out = {"order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
-           "elbow_k": elbow([integ[h] for h in order]),
+    out = {**{k: ranked[k] for k in ("order", "integral", "elbow_k")},
            "precision_at_k": precision_at_k(order, classified, range(1, len(order) + 1)),
            "classified": [list(h) for h in classified], "induction_heads": [list(h) for h in induction]}
     if induction:
