@@ -28,7 +28,7 @@ def bench_mcmc():
         s = run(StaircaseConfig(parts=["mcmc"], bayes=b), d, progress=False)
         wall = time.perf_counter() - t0
     print(f"mcmc sweep: 12 P x 4 chains x 1500 steps, H = 2, T = 16: {wall:.0f} s ({wall / 12:.1f} s per point)")
-    print(s["mcmc"]["softmax/H=2/cold"]["P_k"])
+    print(s["mcmc"]["softmax/H=2/w=0.6/cold"]["P_k"])
 
 
 def bench_train(rounds=3, steps=20):

@@ -3,6 +3,7 @@ on a tiny problem, from a cold start and from the swapped hot start; the transit
 
 import jax
 import numpy as np
+import pytest
 
 import bayesattn as ba
 from bayesattn.experiments.staircase import hot_init, transitions
@@ -33,3 +34,51 @@ def test_transitions_log_interpolates():
     P = np.array([100.0, 1000.0, 10000.0])
     assert np.isclose(transitions(P, np.array([0.1, 0.3, 0.9]), 0.2), 10**2.5, rtol=1e-12)
     assert transitions(P, np.array([0.1, 0.1, 0.1]), 0.2) is None
+
+
+def test_named_configs_load_and_ratio_sweep_points():
+    from bayesattn.experiments.staircase import CONFIG_DIRS, StaircaseConfig, points
+
+    names = sorted(p.stem for d in CONFIG_DIRS for p in d.glob("*.toml"))
+    assert {"staircase", "staircase_full", "staircase_ratio"} <= set(names)
+    for name in names:
+        StaircaseConfig.from_toml(name)
+    cfg = StaircaseConfig.from_toml("staircase_ratio")
+    pts = points(cfg)["mcmc"]
+    assert len(pts) == len(cfg.bayes.ratios) * len(cfg.bayes.P) * len(cfg.bayes.attention) * len(cfg.bayes.heads)
+    assert sorted({p["bayes"]["ratio"] for p in pts}) == sorted(cfg.bayes.ratios)
+    # a point of the ratio sweep at the default ratio is the very point of the default config (reused on disk)
+    from bayesattn.sweep import point_id
+
+    default = {point_id(p) for p in points(StaircaseConfig.from_toml("staircase"))["mcmc"]}
+    shared = [p for p in pts if p["bayes"]["ratio"] == 0.6 and p["P"] in (200, 30000)]
+    assert len(shared) == 2 and all(point_id(p) in default for p in shared)
+
+
+def test_ratio_table_and_bad_ratio():
+    from bayesattn.experiments.staircase import BayesConfig, ratio_table
+
+    def entry(ratio, p1, p2):
+        return {"attention": "softmax", "heads": 2, "init": "cold", "ratio": ratio,
+                "P_k": {"lag1": p1, "lag2": p2}}
+
+    mcmc = {"a": entry(0.8, 500.0, 800.0), "b": entry(0.4, 600.0, None), "c": entry(0.6, 400.0, 1200.0),
+            "d": {**entry(0.6, 1.0, 2.0), "heads": 3}}  # a lone (attention, H, init) series: not a sweep
+    rows = ratio_table(mcmc)
+    assert [r["ratio"] for r in rows] == [0.4, 0.6, 0.8]
+    assert rows[0]["P2/P1"] is None and np.isclose(rows[1]["P2/P1"], 3.0) and np.isclose(rows[2]["P2/P1"], 1.6)
+    for bad in ([], [0.5, 1.5], "x", 0.0, True):
+        with pytest.raises(ValueError, match="ratio"):
+            BayesConfig(ratio=bad)
+
+
+def test_ratio_figure(tmp_path):
+    import json
+
+    from bayesattn.plots.staircase import ratio_figure
+
+    assert ratio_figure(tmp_path, tmp_path / "r.png") is None  # no summary: no figure
+    rows = [{"attention": "softmax", "heads": 2, "init": "cold", "ratio": r, "P_1": 600.0, "P_2": 600.0 / r**2,
+             "P2/P1": r**-2} for r in (0.4, 0.6, 0.8)]
+    (tmp_path / "summary.json").write_text(json.dumps({"ratio_sweep": rows}))
+    assert ratio_figure(tmp_path, tmp_path / "r.png").stat().st_size > 1000

@@ -17,7 +17,7 @@ def test_staircase_command_runs_and_resumes(tmp_path):
     out = tmp_path / "run"
     assert main(["staircase", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["mcmc"]) == {"softmax/H=2/cold", "softmax/H=2/hot"}
+    assert set(summary["mcmc"]) == {"softmax/H=2/w=0.6/cold", "softmax/H=2/w=0.6/hot"}
     assert len(summary["train"]["stages"]) == 1 and len(summary["ode"]["stages"]) == 3
     assert sorted(p.name for p in (out / "figures").iterdir()) == [
         "staircase_bayes.png", "staircase_ode.png", "staircase_training.png"]

@@ -40,12 +40,13 @@ CONFIG_DIRS = config_dirs("staircase")
 @dataclass
 class BayesConfig:
     """The Bayesian staircase: ``heads`` lists H; for each H the task has H lags 1..H with weights
-    ``ratio``^k (k = 0 strongest, lag 1), orthogonal U_k (identity U_k would let one head carry every lag)."""
+    ``ratio``^k (k = 0 strongest, lag 1), orthogonal U_k (identity U_k would let one head carry every lag).
+    ``ratio`` may be a list (a sweep of the weight ratio w_2/w_1: every ratio gets its own curves)."""
 
     T: int = 16
     d: int = 8
     heads: list = field(default_factory=lambda: [2, 3])
-    ratio: float = 0.6
+    ratio: float | list = 0.6
     attention: list = field(default_factory=lambda: ["softmax", "linear"])
     inits: list = field(default_factory=lambda: ["cold", "hot"])
     P: list = field(default_factory=lambda: [int(x) for x in np.unique(np.round(np.geomspace(200, 30000, 12)))])
@@ -56,9 +57,23 @@ class BayesConfig:
     num_warmup: int = 500
     num_samples: int = 1000
 
-    def task(self, H: int) -> MultiLagCopyTask:
+    def __post_init__(self):
+        for r in self.ratios:
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
+                raise ValueError(f"ratio={self.ratio!r}: the weight ratio w_2/w_1 must be a number in (0, 1], "
+                                 "or a non-empty list of them")
+
+    @property
+    def ratios(self) -> list:
+        r = self.ratio if isinstance(self.ratio, (list, tuple)) else [self.ratio]
+        if len(r) == 0:
+            raise ValueError("ratio=[]: give at least one weight ratio w_2/w_1 in (0, 1]")
+        return list(r)
+
+    def task(self, H: int, ratio: float | None = None) -> MultiLagCopyTask:
+        r = self.ratios[0] if ratio is None else ratio
         return MultiLagCopyTask(T=self.T, d=self.d, spans=tuple((k + 1,) for k in range(H)),
-                                weights=tuple(self.ratio**k for k in range(H)), rotations="orthogonal")
+                                weights=tuple(r**k for k in range(H)), rotations="orthogonal")
 
 
 @dataclass
@@ -137,13 +152,20 @@ def transitions(P: np.ndarray, mass: np.ndarray, threshold: float) -> float | No
     return float(np.exp(x0 + (threshold - y0) * (x1 - x0) / (y1 - y0)))
 
 
+def series_key(point: dict) -> str:
+    """One curve of the sweep: "softmax/H=2/w=0.6/cold" (attention, heads, weight ratio w_2/w_1, init)."""
+    return f"{point['attention']}/H={point['heads']}/w={point['bayes']['ratio']:g}/{point['init']}"
+
+
 def mcmc_summary(records: list) -> dict:
-    """{attention/H/init: {"P": [...], "mass_max:lagk": [...], "P_k": {lagk: P or None}, "competitive": ...}}."""
+    """{series_key: {"P": [...], "mass_max:lagk": [...], "P_k": {lagk: P or None}, "competitive": ...}}."""
     out: dict = {}
     for r in records:
         pt, res = r["point"], r["result"]
-        key = f"{pt['attention']}/H={pt['heads']}/{pt['init']}"
-        e = out.setdefault(key, {"P": [], "means": [], "competitive": [], "threshold": res["threshold"]})
+        key = series_key(pt)
+        e = out.setdefault(key, {"P": [], "means": [], "competitive": [], "threshold": res["threshold"],
+                                 "attention": pt["attention"], "heads": pt["heads"], "ratio": pt["bayes"]["ratio"],
+                                 "init": pt["init"]})
         e["P"].append(pt["P"])
         e["means"].append(res["means"])
         e["competitive"].append(res["competitive"])
@@ -158,6 +180,24 @@ def mcmc_summary(records: list) -> dict:
                     for lag, thr in e["threshold"].items()}
         e["max_competitive"] = max(max(v) for v in e["competitive"].values())
     return out
+
+
+def ratio_table(mcmc: dict) -> list:
+    """The weight-ratio dependence of the stages: for every (attention, H, init) measured at two or more ratios
+    w_2/w_1, rows {"ratio", "P_1", "P_2", "P2/P1"} (None where a transition is not inside the P grid), sorted by
+    ratio; compare P2/P1 with (w_1/w_2)^2 = ratio^-2."""
+    groups: dict = {}
+    for e in mcmc.values():
+        groups.setdefault((e["attention"], e["heads"], e["init"]), []).append(e)
+    rows = []
+    for (att, H, init), es in sorted(groups.items()):
+        if len(es) < 2:
+            continue
+        for e in sorted(es, key=lambda e: e["ratio"]):
+            p1, p2 = e["P_k"].get("lag1"), e["P_k"].get("lag2")
+            rows.append({"attention": att, "heads": H, "init": init, "ratio": e["ratio"], "P_1": p1, "P_2": p2,
+                         "P2/P1": p2 / p1 if p1 and p2 else None})
+    return rows
 
 
 # ----------------------------------------------------------------------------------------- training, ODE
@@ -184,8 +224,9 @@ def points(cfg: StaircaseConfig) -> dict:
     b = {k: v for k, v in dataclasses.asdict(cfg.bayes).items() if k not in ("heads", "attention", "inits", "P")}
     out = {"mcmc": [], "train": [], "ode": []}
     if "mcmc" in cfg.parts:
-        out["mcmc"] = [{"method": "mcmc", "attention": a, "heads": H, "P": int(P), "init": i, "bayes": b,
-                        "seed": cfg.seed} for a in cfg.bayes.attention for H in cfg.bayes.heads
+        out["mcmc"] = [{"method": "mcmc", "attention": a, "heads": H, "P": int(P), "init": i,
+                        "bayes": {**b, "ratio": float(r)}, "seed": cfg.seed}
+                       for r in cfg.bayes.ratios for a in cfg.bayes.attention for H in cfg.bayes.heads
                        for P in cfg.bayes.P for i in cfg.bayes.inits]
     if "train" in cfg.parts:
         tc = TrainingConfig(**cfg.train).config()
@@ -209,6 +250,7 @@ def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
                "wall_time_s": time.perf_counter() - t0}
     if "mcmc" in recs:
         summary["mcmc"] = mcmc_summary(recs["mcmc"])
+        summary["ratio_sweep"] = ratio_table(summary["mcmc"])
     if "train" in recs:
         summary["train"] = {"stages": [r["result"]["stages"] for r in recs["train"]],
                             "seeds": [r["point"]["seed"] for r in recs["train"]],

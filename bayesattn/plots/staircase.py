@@ -20,9 +20,13 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     groups: dict = {}
     for r in recs:
         pt = r["point"]
-        groups.setdefault((pt["attention"], pt["heads"]), []).append(r)
-    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.8), squeeze=False)
-    for ax, ((att, H), rs) in zip(axes[0], sorted(groups.items())):
+        groups.setdefault((pt["attention"], pt["heads"], pt["bayes"]["ratio"]), []).append(r)
+    ncol = min(len(groups), 4)
+    nrow = -(-len(groups) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.8 * nrow), squeeze=False)
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    for ax, ((att, H, w), rs) in zip(axes.flat, sorted(groups.items())):
         lags = [k.split(":")[1] for k in rs[0]["result"]["means"] if k.startswith("mass_max:")]
         for j, lag in enumerate(lags):
             for init, style in (("cold", "-o"), ("hot", "--s")):
@@ -34,8 +38,34 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         ax.set_xscale("log")
         ax.set_xlabel("P")
         ax.set_ylabel("best head's mass on the lag")
-        ax.set_title(f"{att}, H = {H}")
+        ax.set_title(f"{att}, H = {H}, w = ({', '.join(f'{w**k:.2g}' for k in range(H))})")
         ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, out, dpi=150)
+
+
+def ratio_figure(run_dir, out: Path) -> Path | None:
+    """P_2/P_1 against w_1/w_2 (summary.json's ratio sweep), next to (w_1/w_2)^2; None without a ratio sweep."""
+    import json
+
+    path = Path(run_dir) / "summary.json"
+    rows = json.loads(path.read_text()).get("ratio_sweep", []) if path.exists() else []
+    rows = [r for r in rows if r["P2/P1"] is not None]
+    if not rows:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.5, 3.8))
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["attention"], r["heads"], r["init"]), []).append(r)
+    for j, ((att, H, init), rs) in enumerate(sorted(groups.items())):
+        x = [1 / r["ratio"] for r in rs]
+        ax.plot(x, [r["P2/P1"] for r in rs], "o-", color=f"C{j}", label=f"MCMC, {att}, H = {H}, {init}")
+    x = np.linspace(1.0, max(1 / r["ratio"] for r in rows), 50)
+    ax.plot(x, x**2, "k:", label="(w_1/w_2)^2")
+    ax.set_xlabel("w_1 / w_2")
+    ax.set_ylabel("P_2 / P_1")
+    ax.legend(fontsize=7)
     return save(fig, out, dpi=150)
 
 
@@ -103,6 +133,7 @@ def draw_all(run_dir) -> list:
     figs = Path(run_dir) / "figures"
     figs.mkdir(parents=True, exist_ok=True)
     made = [bayes_figure(run_dir, figs / "staircase_bayes.png"),
+            ratio_figure(run_dir, figs / "staircase_ratio.png"),
             training_figure(run_dir, figs / "staircase_training.png"),
             ode_figure(run_dir, figs / "staircase_ode.png")]
     return [str(p) for p in made if p is not None]
