@@ -19,7 +19,9 @@ def _cmd_staircase(args) -> int:
     for fig in draw_all(out):
         print(f"wrote {fig}")
     for key, e in summary.get("mcmc", {}).items():
-        print(f"{key}: P_k = {e['P_k']}, max competitive fraction = {e['max_competitive']:.2f}")
+        comp = ("" if e["max_competitive"] is None
+                else f", max competitive fraction = {e['max_competitive']:.2f}")
+        print(f"{key}: P_k = {e['P_k']}{comp}")
     for r in summary.get("ratio_sweep", []):
         ratio = "not in the P grid" if r["P2/P1"] is None else f"{r['P2/P1']:.2f} ((w_1/w_2)^2 = {r['ratio']**-2:.2f})"
         print(f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 = {ratio}")

@@ -82,3 +82,54 @@ def test_ratio_figure(tmp_path):
              "P2/P1": r**-2} for r in (0.4, 0.6, 0.8)]
     (tmp_path / "summary.json").write_text(json.dumps({"ratio_sweep": rows}))
     assert ratio_figure(tmp_path, tmp_path / "r.png").stat().st_size > 1000
+
+
+def test_pattern_capture_is_a_projection_invariant_under_head_mixing():
+    from bayesattn.diagnostics import pattern_capture
+
+    rng = np.random.default_rng(0)
+    T, H = 5, 3
+    qm = np.ones(T, bool)
+    qm[0] = False
+    pat = np.roll(np.eye(T), -1, axis=1)
+    alpha = rng.normal(size=(4, H, T, T))
+    got = np.asarray(pattern_capture(alpha, pat, qm))
+    # brute force: least-squares projection of the masked pattern on the masked heads
+    A = (alpha * qm[:, None]).reshape(4, H, -1)
+    p = (pat * qm[:, None]).reshape(-1)
+    for n in range(4):
+        coef = np.linalg.lstsq(A[n].T, p, rcond=None)[0]
+        np.testing.assert_allclose(got[n], np.sum((A[n].T @ coef) ** 2) / np.sum(p**2), rtol=1e-10)
+    mix = rng.normal(size=(H, H))  # any invertible mixing of the heads leaves it unchanged
+    np.testing.assert_allclose(np.asarray(pattern_capture(np.einsum("gh,nhts->ngts", mix, alpha), pat, qm)), got,
+                               rtol=1e-8)
+    # a head equal to the pattern captures all of it; one head: cos^2
+    alpha[0, 1] = 2.5 * pat
+    assert np.isclose(float(pattern_capture(alpha[:1], pat, qm)[0]), 1.0)
+    a1, pm = alpha[1, :1], (pat * qm[:, None]).ravel()
+    cos2 = (a1[0] * qm[:, None]).ravel() @ pm / np.linalg.norm((a1[0] * qm[:, None]).ravel()) / np.linalg.norm(pm)
+    np.testing.assert_allclose(float(pattern_capture(a1, pat, qm)), cos2**2, rtol=1e-10)
+
+
+def test_linear_heads_get_the_rotation_invariant_lag_observable():
+    from bayesattn.diagnostics import declared
+
+    task = ba.MultiLagCopyTask(T=4, d=2, spans=((1,), (2,)), weights=(1.0, 0.6), rotations="orthogonal")
+    lin = declared(task, ba.models.AttentionModel("linear", heads=2))
+    soft = declared(task, ba.models.AttentionModel("softmax", heads=2))
+    assert {"capture:lag1", "capture:lag2"} <= set(lin) and not any(k.startswith("capture") for k in soft)
+
+
+def test_linear_posterior_is_invariant_under_rotating_the_heads_softmax_is_not():
+    task = ba.MultiLagCopyTask(T=5, d=3, spans=((1,), (2,)), weights=(1.0, 0.6), rotations="orthogonal")
+    data = task.sample(jax.random.key(0), 40)
+    rng = np.random.default_rng(1)
+    L = rng.normal(size=(2, 5, 5))
+    rot = np.array([[np.cos(0.7), -np.sin(0.7)], [np.sin(0.7), np.cos(0.7)]])
+    L2 = np.einsum("gh,hts->gts", rot, L)
+    dens = {}
+    for kind in ("linear", "softmax"):
+        post = ba.Posterior(data, kind, ba.Prior(1.0, 10.0, 0.5), heads=2)
+        dens[kind] = [float(post.log_density(jax.numpy.asarray(x))) for x in (L, L2)]
+    np.testing.assert_allclose(dens["linear"][0], dens["linear"][1], rtol=1e-10)
+    assert abs(dens["softmax"][0] - dens["softmax"][1]) > 1e-3

@@ -2,6 +2,7 @@
 loop and the experiments alike."""
 
 from .observables import (attention_entropy, declared, evaluate, head_overlap, order_parameters,
-                          pattern_mass)
+                          pattern_capture, pattern_mass)
 
-__all__ = ["attention_entropy", "declared", "evaluate", "head_overlap", "order_parameters", "pattern_mass"]
+__all__ = ["attention_entropy", "declared", "evaluate", "head_overlap", "order_parameters", "pattern_capture",
+           "pattern_mass"]

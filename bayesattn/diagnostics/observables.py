@@ -56,6 +56,21 @@ def head_overlap(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
     return jnp.mean(gram[..., iu[0], iu[1]], axis=-1)
 
 
+def pattern_capture(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
+    """The fraction of a pattern that lies in the span of the H heads' (query-row) attention maps, p^T Pi p / |p|^2
+    with Pi the projector onto span{alpha_h}: in [0, 1], 1 when some combination of the heads is the pattern.
+    alpha: (..., H, T, T) -> (...). It is unchanged by any invertible mixing of the heads, the symmetry that linear
+    attention's posterior has (an orthogonal mixing of the heads' logits, with the readout mixed alike, leaves the
+    prior and the likelihood unchanged), so it is the label-free lag order parameter there; with one head it is
+    u = cos^2(alpha, pattern)."""
+    qm = jnp.asarray(query_mask, alpha.dtype)[:, None]
+    A = (alpha * qm).reshape(*alpha.shape[:-2], -1)  # (..., H, D)
+    p = (jnp.asarray(pattern, alpha.dtype) * qm).reshape(-1)
+    Ap = A @ p  # (..., H)
+    gram = jnp.einsum("...hi,...gi->...hg", A, A)
+    return jnp.einsum("...h,...h->...", Ap, jnp.linalg.solve(gram, Ap[..., None])[..., 0]) / jnp.sum(p**2)
+
+
 def declared(task, model) -> dict[str, Observable]:
     """The observables of ``task`` under the attention ``model`` (a :class:`bayesattn.models.AttentionModel`).
 
@@ -64,7 +79,9 @@ def declared(task, model) -> dict[str, Observable]:
     is symmetric under permuting heads), "m" and "u" of the best head (largest m), "q" the mean over heads,
     "overlap" (:func:`head_overlap`) and "entropy" (softmax, mean over heads).
     Several named patterns p (one per lag or span): "mass:p" for one head; for H heads "mass_h0:p", ... and
-    "mass_max:p" (the best head's mass on p). Every function maps alpha: (..., *logit shape) to (...).
+    "mass_max:p" (the best head's mass on p), and for linear attention "capture:p" (:func:`pattern_capture`, the
+    label-free lag order parameter under linear attention's rotation symmetry of the heads). Every function maps
+    alpha: (..., *logit shape) to (...).
     """
     pats = task.target_patterns
     qm = task.query_mask
@@ -95,6 +112,8 @@ def declared(task, model) -> dict[str, Observable]:
                 out[f"mass_max:{p}"] = (lambda a, pat=pat: jnp.max(pattern_mass(a, pat, qm), axis=-1))
                 for h in range(H):
                     out[f"mass_h{h}:{p}"] = (lambda a, h=h, pat=pat: pattern_mass(a[..., h, :, :], pat, qm))
+                if model.kind == "linear":
+                    out[f"capture:{p}"] = (lambda a, pat=pat: pattern_capture(a, pat, qm))
     if H > 1:
         out["overlap"] = lambda a: head_overlap(a, qm)
     if model.kind == "softmax":

@@ -108,6 +108,13 @@ def hot_init(task: MultiLagCopyTask, H: int, attention: str, prior: Prior) -> np
     return np.stack([hot_logits(pats[h % len(pats)], task.key_mask, attention, scale) for h in range(H)])
 
 
+# The label-free lag order parameter: softmax heads are exchangeable (the best head's mass on the lag, its stage at
+# 3 |span| / T); linear heads can be mixed by any rotation of the heads' logits (with the readout rotated alike,
+# prior and likelihood are unchanged), so per-head masses drift and the invariant is the fraction of the lag
+# pattern in the span of the heads (diagnostics.observables.pattern_capture), its stage at 1/2.
+LAG_OBSERVABLE = {"softmax": "mass_max", "linear": "capture"}
+
+
 def mcmc_point(point: dict) -> dict:
     """One (attention, H, P, init): NUTS on the closed-form posterior. Returns per chain the mean of every
     declared observable, its ESS and R-hat, and the fraction of draws in a "competitive" state (two heads with
@@ -128,7 +135,8 @@ def mcmc_point(point: dict) -> dict:
     for name, pat in task.target_patterns.items():
         thr = 3.0 * pat[task.query_mask].sum(1).mean() / task.T
         per_head = np.einsum("nhts,ts->nh", alpha, pat) / task.query_mask.sum()
-        comp[name] = float(np.mean(np.sum(per_head > thr, axis=1) >= 2))
+        # linear heads can be mixed by any rotation (LAG_OBSERVABLE): "two heads on one lag" has no meaning there
+        comp[name] = float(np.mean(np.sum(per_head > thr, axis=1) >= 2)) if point["attention"] == "softmax" else None
     summ = s.summary()
     names = tuple(op)
     return {
@@ -136,7 +144,8 @@ def mcmc_point(point: dict) -> dict:
         "observables": {k: {f: summ[k][f] for f in ("mean", "std", "se", "ess_bulk", "r_hat", "chain_means")}
                         for k in names},
         "diagnostics": summ["diagnostics"], "competitive": comp,
-        "threshold": {n: 3.0 * len(sp) / task.T for n, sp in zip(task.target_patterns, task.spans)},
+        "threshold": {n: (3.0 * len(sp) / task.T if point["attention"] == "softmax" else 0.5)
+                      for n, sp in zip(task.target_patterns, task.spans)},
     }
 
 
@@ -176,9 +185,11 @@ def mcmc_summary(records: list) -> dict:
         means = [e["means"][i] for i in order]
         e["means"] = {k: [m[k] for m in means] for k in means[0]}
         e["competitive"] = {k: [e["competitive"][i][k] for i in order] for k in e["competitive"][0]}
-        e["P_k"] = {lag: transitions(P, np.asarray(e["means"][f"mass_max:{lag}"]), thr)
+        obs = LAG_OBSERVABLE[e["attention"]]
+        e["P_k"] = {lag: transitions(P, np.asarray(e["means"][f"{obs}:{lag}"]), thr)
                     for lag, thr in e["threshold"].items()}
-        e["max_competitive"] = max(max(v) for v in e["competitive"].values())
+        comp = [x for v in e["competitive"].values() for x in v if x is not None]
+        e["max_competitive"] = max(comp) if comp else None
     return out
 
 

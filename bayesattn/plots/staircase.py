@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..experiments.staircase import LAG_OBSERVABLE
 from ..sweep import load_results
 from ._figure import pyplot, save
 
@@ -27,17 +28,19 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
     for ax, ((att, H, w), rs) in zip(axes.flat, sorted(groups.items())):
+        obs = LAG_OBSERVABLE[att]
         lags = [k.split(":")[1] for k in rs[0]["result"]["means"] if k.startswith("mass_max:")]
+        rs = [r for r in rs if all(f"{obs}:{lag}" in r["result"]["means"] for lag in lags)]
         for j, lag in enumerate(lags):
             for init, style in (("cold", "-o"), ("hot", "--s")):
-                sel = sorted((r["point"]["P"], r["result"]["means"][f"mass_max:{lag}"]) for r in rs
+                sel = sorted((r["point"]["P"], r["result"]["means"][f"{obs}:{lag}"]) for r in rs
                              if r["point"]["init"] == init)
                 if sel:
                     P, m = zip(*sel)
                     ax.plot(P, m, style, color=f"C{j}", ms=4, label=f"{lag} ({init})")
         ax.set_xscale("log")
         ax.set_xlabel("P")
-        ax.set_ylabel("best head's mass on the lag")
+        ax.set_ylabel("best head's mass on the lag" if obs == "mass_max" else "lag's share in the heads' span")
         ax.set_title(f"{att}, H = {H}, w = ({', '.join(f'{w**k:.2g}' for k in range(H))})")
         ax.legend(fontsize=7)
     fig.tight_layout()
