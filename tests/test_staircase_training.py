@@ -1,6 +1,7 @@
 """The minimal model and optimiser of the training staircase: AdamW with decoupled weight decay, clipping and
 a plateau decay against a hand-written reference; the multi-head network's Xavier init and score scale."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,3 +75,114 @@ def test_multihead_xavier_init_and_score_scale():
         np.testing.assert_allclose(np.asarray(attn[0, h]), a, atol=1e-12)
     ref = sum(np.asarray(attn[0, h]) @ xp @ np.asarray(net.W_V[h]).T for h in range(2))
     np.testing.assert_allclose(np.asarray(y), ref, atol=1e-12)
+
+
+# ---------------------------------------------------------------- the minimal model's gather forward
+from bayesattn.experiments.staircase_models import minimal_logits  # noqa: E402
+from bayesattn.experiments.staircase_training import TrainingConfig, stage_times, train_minimal  # noqa: E402
+
+
+def _general(net, tokens, q0):
+    V = net.config.d_in
+    y, attn = jax.vmap(net)(jax.nn.one_hot(tokens, V, dtype=jnp.float64))
+    return y[:, q0:], jnp.transpose(attn[:, 0, :, q0:, :], (0, 2, 1, 3))
+
+
+@pytest.mark.parametrize("q0", [0, 3])
+def test_gather_forward_and_gradient_equal_the_general_path(q0):
+    V, T, H = 7, 9, 2
+    cfg = MultiHeadConfig(T=T, d_in=V, heads=H, positions="onehot", decoder="identity", mask="causal",
+                          init="xavier", init_scale=3.0, score_scale=1 / np.sqrt(V + T))
+    net = cfg.build(jax.random.key(1))
+    tokens = jax.random.randint(jax.random.key(2), (5, T), 0, V)
+    target = jax.random.normal(jax.random.key(3), (5, T - q0, V))
+    y, a = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, q0, dtype=jnp.float64)
+    y0, a0 = _general(net, tokens, q0)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(y0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(a0), rtol=1e-12, atol=1e-14)
+
+    def loss_gather(W):
+        y, a = minimal_logits(W[0], W[1], tokens, cfg.score_scale, q0, dtype=jnp.float64)
+        return jnp.sum(jax.nn.log_softmax(y) * target) + jnp.sum(a[..., 0] ** 2)
+
+    def loss_general(W):
+        y, a = _general(eqx.tree_at(lambda n: (n.W_Q, n.W_V), net, W), tokens, q0)
+        return jnp.sum(jax.nn.log_softmax(y) * target) + jnp.sum(a[..., 0] ** 2)
+
+    g1 = jax.grad(loss_gather)((net.W_Q, net.W_V))
+    g0 = jax.grad(loss_general)((net.W_Q, net.W_V))
+    for a, b in zip(g1, g0):
+        assert float(jnp.max(jnp.abs(b))) > 1e-3
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
+
+
+def test_gather_forward_float32_close_to_float64():
+    V, T = 6, 8
+    cfg = MultiHeadConfig(T=T, d_in=V, heads=3, positions="onehot", decoder="identity", mask="causal",
+                          init="xavier", init_scale=1.0, score_scale=1 / np.sqrt(V + T))
+    net = cfg.build(jax.random.key(0))
+    tokens = jax.random.randint(jax.random.key(1), (4, T), 0, V)
+    y32, a32 = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, 2)
+    y64, a64 = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, dtype=jnp.float64)
+    assert y32.dtype == jnp.float32 and a32.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(y32), np.asarray(y64), atol=1e-5)
+
+
+def test_gather_forward_bad_shapes():
+    with pytest.raises(ValueError, match="W_Q"):
+        minimal_logits(jnp.zeros((2, 10, 10)), jnp.zeros((2, 5, 10)), jnp.zeros((3, 4), int), 1.0)
+
+
+# ---------------------------------------------------------------- the training part and its variants
+_TINY = dict(vocab=6, span_lengths=(1, 1), generated=6, heads=2, train=40, val=20, batch_size=16, steps=6,
+             record_every=3, probe=10)
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(optimizer="sgd", lr=0.5, momentum=0.9),
+                                     dict(model="transformer", width=12, mlp=8, lr=0.003)])
+def test_training_variants_record_what_they_should(variant):
+    cfg = TrainingConfig(**_TINY, **variant)
+    out = train_minimal(cfg, 0)
+    R, H, K = 3, 2, 2
+    assert out["failed_at"] == -1
+    np.testing.assert_array_equal(out["step"], [0, 3, 6])
+    assert out["mass_last"].shape == (R, H, K) and out["mass_rows"].shape == (R, H, K) and out["kl"].shape == (R, K)
+    # the spans hold 1 of the last query's keys each; masses are probabilities
+    assert np.all(out["mass_last"] >= 0) and np.all(out["mass_last"].sum(-1) <= 1 + 1e-9)
+    assert np.all(out["kl"] >= -1e-9)
+    # the loss is the cross-entropy of samples of the teacher: its mean is at least the teacher's entropy
+    assert np.all(out["val_loss"] > 0.5 * out["teacher_entropy"])
+    assert not np.allclose(out["val_loss"][0], out["val_loss"][-1])  # the parameters moved
+
+
+def test_training_record_matches_the_general_network():
+    # the first record (step 0) of the minimal model equals the general network's loss on the same data
+    cfg = TrainingConfig(**_TINY)
+    out = train_minimal(cfg, 3)
+    task = cfg.task()
+    k_data, k_val, k_init, _ = jax.random.split(jax.random.key(3), 4)
+    val = task.sample(k_val, cfg.val)
+    net = cfg.network().build(k_init)
+    y, _ = jax.vmap(net)(val.X[: cfg.probe])
+    q0 = task.burn_in - 1
+    ref = -np.mean(np.sum(np.asarray(val.Y[: cfg.probe, q0:]) * np.asarray(jax.nn.log_softmax(y[:, q0:])), -1))
+    assert abs(out["val_loss"][0] - ref) < 1e-5
+
+
+@pytest.mark.parametrize("bad, name", [(dict(model="mlp"), "model"), (dict(optimizer="adam"), "optimizer"),
+                                       (dict(momentum=0.5), "momentum"), (dict(optimizer="sgd", momentum=1.5), "momentum"),
+                                       (dict(model="transformer", width=10), "width"), (dict(probe=5000), "probe"),
+                                       (dict(batch_size=0), "batch_size")])
+def test_training_config_bad_input(bad, name):
+    with pytest.raises(ValueError, match=name):
+        TrainingConfig(**bad)
+
+
+def test_stage_times_reads_first_covered_steps():
+    steps = np.array([0, 10, 20, 30])
+    mass = np.zeros((4, 2, 2))  # (R, H, K); span 2 is the newest
+    mass[1:, 0, 1] = 0.6  # newest covered from step 10
+    mass[3, 1, 0] = 0.7  # oldest from step 30
+    mass[2, 1, 0] = 0.7  # (and at step 20)
+    assert stage_times(steps, mass) == [10, 20]
+    assert stage_times(steps, mass, threshold=0.65) == [None, None]
