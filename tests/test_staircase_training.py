@@ -186,3 +186,46 @@ def test_stage_times_reads_first_covered_steps():
     mass[2, 1, 0] = 0.7  # (and at step 20)
     assert stage_times(steps, mass) == [10, 20]
     assert stage_times(steps, mass, threshold=0.65) == [None, None]
+
+
+def test_transformer_variant_layout_against_numpy():
+    """The paper's full one-layer transformer (post-LayerNorm, ReLU MLP with biases, learned positions, orthogonal
+    embedding and output map, Xavier weights) against a numpy forward written from its torch layout."""
+    from bayesattn.models.transformer import TransformerConfig
+
+    V, T, width, H, mlp = 5, 6, 12, 3, 4
+    cfg = TransformerConfig(T=T, width=width, layers=1, heads=H, mlp=mlp, norm="layernorm", norm_position="post",
+                            positions="learned", vocab=V, d_out=V, activation="relu", mlp_bias=True, init="xavier")
+    net = cfg.build(jax.random.key(0))
+    E, U = np.asarray(net.embedding.W_E), np.asarray(net.embedding.W_U)
+    np.testing.assert_allclose(E @ E.T, np.eye(V), atol=1e-12)  # orthonormal token embeddings
+    np.testing.assert_allclose(U @ U.T, np.eye(V), atol=1e-12)
+    blk = net.blocks[0]
+    assert float(jnp.max(jnp.abs(blk.W_Q))) <= np.sqrt(6 / (2 * width))
+    assert float(jnp.max(jnp.abs(net.pos))) <= np.sqrt(6 / (T + width))
+    # non-zero biases, so that they are exercised
+    blk = eqx.tree_at(lambda b: (b.b_in, b.b_out), blk, (0.3 * jnp.ones(mlp), -0.2 * jnp.ones(width)))
+    net = eqx.tree_at(lambda n: n.blocks[0], net, blk)
+    tok = np.array([0, 3, 1, 4, 4, 2])
+    y, attn = net(jnp.asarray(tok))
+
+    def ln(h):
+        h = h - h.mean(-1, keepdims=True)
+        return h / np.sqrt((h**2).mean(-1, keepdims=True) + 1e-5)
+
+    g = {k: np.asarray(getattr(blk, k)) for k in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "b_in", "b_out")}
+    x = E[tok] + np.asarray(net.pos)
+    dh = width // H
+    q, k, v = (x @ g[w].T for w in ("W_Q", "W_K", "W_V"))
+    out = np.zeros_like(x)
+    for h in range(H):
+        sl = slice(h * dh, (h + 1) * dh)
+        s = q[:, sl] @ k[:, sl].T / np.sqrt(dh)
+        s = np.where(np.tril(np.ones((T, T))) > 0, s, -np.inf)
+        a = np.exp(s - s.max(1, keepdims=True))
+        a /= a.sum(1, keepdims=True)
+        np.testing.assert_allclose(np.asarray(attn[0, h]), a, atol=1e-12)
+        out[:, sl] = a @ v[:, sl]
+    x = ln(x + out @ g["W_O"].T)
+    x = ln(x + np.maximum(x @ g["W_in"].T + g["b_in"], 0) @ g["W_out"].T + g["b_out"])
+    np.testing.assert_allclose(np.asarray(y), x @ U.T, rtol=1e-10, atol=1e-12)

@@ -71,6 +71,7 @@ class StaircaseConfig:
     train_seeds: int = 2
     # more training runs: {name: {TrainingConfig fields overriding ``train``, and "seeds": int (default 1)}}
     train_variants: dict = field(default_factory=dict)
+    train_only: list | None = None  # names of the training runs to compute ("main" and variants); None: all
     ode: dict = field(default_factory=dict)  # ODEConfig fields
 
     @classmethod
@@ -200,6 +201,10 @@ def points(cfg: StaircaseConfig) -> dict:
             vc = TrainingConfig(**{**cfg.train, **{k: x for k, x in v.items() if k != "seeds"}}).config()
             out["train"] += [{"method": "train", "variant": name, "train": vc, "seed": cfg.seed + s}
                              for s in range(v.get("seeds", 1))]
+        if cfg.train_only is not None:
+            for name in cfg.train_only:
+                check_choice("train_only item", name, ("main", *cfg.train_variants))
+            out["train"] = [p for p in out["train"] if p["variant"] in cfg.train_only]
     if "ode" in cfg.parts:
         out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
     return out
