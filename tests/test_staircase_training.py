@@ -229,3 +229,23 @@ def test_transformer_variant_layout_against_numpy():
     x = ln(x + out @ g["W_O"].T)
     x = ln(x + np.maximum(x @ g["W_in"].T + g["b_in"], 0) @ g["W_out"].T + g["b_out"])
     np.testing.assert_allclose(np.asarray(y), x @ U.T, rtol=1e-10, atol=1e-12)
+
+
+def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tmp_path):
+    from bayesattn.experiments.staircase import StaircaseConfig, points
+
+    path = tmp_path / "v.toml"
+    path.write_text('name = "v"\nparts = ["train"]\ntrain_seeds = 2\n[train]\nbatch_size = 600\n'
+                    '[train_variants.sgd]\noptimizer = "sgd"\nlr = 0.5\nmomentum = 0.9\nseeds = 3\n')
+    cfg = StaircaseConfig.from_toml(path)
+    pts = points(cfg)["train"]
+    assert [(p["variant"], p["seed"]) for p in pts] == [("main", 0), ("main", 1), ("sgd", 0), ("sgd", 1), ("sgd", 2)]
+    assert pts[2]["train"]["batch_size"] == 600 and pts[2]["train"]["momentum"] == 0.9  # [train] underneath
+    cfg.train_only = ["sgd"]
+    assert {p["variant"] for p in points(cfg)["train"]} == {"sgd"}
+    cfg.train_only = ["adam"]
+    with pytest.raises(ValueError, match="train_only"):
+        points(cfg)
+    path.write_text('name = "v"\n[train_variants.bad]\nmomentum = 0.9\n')
+    with pytest.raises(ValueError, match="momentum"):
+        StaircaseConfig.from_toml(path)
