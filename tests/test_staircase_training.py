@@ -170,7 +170,8 @@ def test_training_record_matches_the_general_network():
 
 
 @pytest.mark.parametrize("bad, name", [(dict(model="mlp"), "model"), (dict(optimizer="adam"), "optimizer"),
-                                       (dict(momentum=0.5), "momentum"), (dict(optimizer="sgd", momentum=1.5), "momentum"),
+                                       (dict(momentum=0.5), "momentum"),
+                                       (dict(optimizer="sgd", momentum=1.5), "momentum"),
                                        (dict(model="transformer", width=10), "width"), (dict(probe=5000), "probe"),
                                        (dict(batch_size=0), "batch_size")])
 def test_training_config_bad_input(bad, name):

@@ -93,7 +93,8 @@ class _Embedding(eqx.Module):
         self.tokens = cfg.vocab is not None
         xavier = getattr(cfg, "init", "normal") == "xavier"  # the transformer's init="xavier": orthonormal maps
         if self.tokens:
-            self.W_E = _dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier else jax.random.normal(k1, (cfg.vocab, d_embed))
+            self.W_E = (_dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier
+                        else jax.random.normal(k1, (cfg.vocab, d_embed)))
         else:
             self.W_E = _dense(k1, d_embed, cfg.d_in, "orthogonal" if xavier else "normal")
         self.W_U = None if cfg.tied else _dense(k2, cfg.d_out, cfg.width, "orthogonal" if xavier else "normal")
