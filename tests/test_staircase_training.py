@@ -96,8 +96,9 @@ def test_gather_forward_and_gradient_equal_the_general_path(q0):
     net = cfg.build(jax.random.key(1))
     tokens = jax.random.randint(jax.random.key(2), (5, T), 0, V)
     target = jax.random.normal(jax.random.key(3), (5, T - q0, V))
-    y, a = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, q0, dtype=jnp.float64)
-    y0, a0 = _general(net, tokens, q0)
+    y, a = jax.jit(minimal_logits, static_argnums=(3, 4, 5))(net.W_Q, net.W_V, tokens, cfg.score_scale, q0,
+                                                              jnp.float64)
+    y0, a0 = eqx.filter_jit(_general)(net, tokens, q0)
     np.testing.assert_allclose(np.asarray(y), np.asarray(y0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(a), np.asarray(a0), rtol=1e-12, atol=1e-14)
 
@@ -109,8 +110,8 @@ def test_gather_forward_and_gradient_equal_the_general_path(q0):
         y, a = _general(eqx.tree_at(lambda n: (n.W_Q, n.W_V), net, W), tokens, q0)
         return jnp.sum(jax.nn.log_softmax(y) * target) + jnp.sum(a[..., 0] ** 2)
 
-    g1 = jax.grad(loss_gather)((net.W_Q, net.W_V))
-    g0 = jax.grad(loss_general)((net.W_Q, net.W_V))
+    g1 = jax.jit(jax.grad(loss_gather))((net.W_Q, net.W_V))
+    g0 = jax.jit(jax.grad(loss_general))((net.W_Q, net.W_V))
     for a, b in zip(g1, g0):
         assert float(jnp.max(jnp.abs(b))) > 1e-3
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
@@ -122,8 +123,9 @@ def test_gather_forward_float32_close_to_float64():
                           init="xavier", init_scale=1.0, score_scale=1 / np.sqrt(V + T))
     net = cfg.build(jax.random.key(0))
     tokens = jax.random.randint(jax.random.key(1), (4, T), 0, V)
-    y32, a32 = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, 2)
-    y64, a64 = minimal_logits(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, dtype=jnp.float64)
+    f = jax.jit(minimal_logits, static_argnums=(3, 4, 5))
+    y32, a32 = f(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, jnp.float32)
+    y64, a64 = f(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, jnp.float64)
     assert y32.dtype == jnp.float32 and a32.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(y32), np.asarray(y64), atol=1e-5)
 
