@@ -14,6 +14,8 @@ def _cmd_staircase(args) -> int:
     cfg = StaircaseConfig.from_toml(args.config)
     if args.parts:
         cfg.parts = args.parts.split(",")
+    if args.train_runs:
+        cfg.train_only = args.train_runs.split(",")
     out = args.out or f"results/{cfg.name}"
     summary = run(cfg, out, progress=not args.quiet)
     for fig in draw_all(out):
@@ -38,6 +40,8 @@ def _add_staircase(sub) -> None:
     sc.add_argument("--config", default="staircase",
                     help="a TOML file, or the name of one in phase_diagrams/staircase/ (default: staircase)")
     sc.add_argument("--parts", help="comma-separated subset of mcmc,train,ode (default: the config's)")
+    sc.add_argument("--train-runs", help="comma-separated training runs to compute: main and/or the names of the "
+                    "config's train_variants (default: all)")
     sc.add_argument("--out", help="output folder (default: results/<config name>)")
     sc.add_argument("--quiet", action="store_true", help="no progress bars")
     sc.set_defaults(func=_cmd_staircase)

@@ -1,6 +1,7 @@
 """The minimal model and optimiser of the training staircase: AdamW with decoupled weight decay, clipping and
 a plateau decay against a hand-written reference; the multi-head network's Xavier init and score scale."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,3 +75,180 @@ def test_multihead_xavier_init_and_score_scale():
         np.testing.assert_allclose(np.asarray(attn[0, h]), a, atol=1e-12)
     ref = sum(np.asarray(attn[0, h]) @ xp @ np.asarray(net.W_V[h]).T for h in range(2))
     np.testing.assert_allclose(np.asarray(y), ref, atol=1e-12)
+
+
+# ---------------------------------------------------------------- the minimal model's gather forward
+from bayesattn.experiments.staircase_models import minimal_logits  # noqa: E402
+from bayesattn.experiments.staircase_training import TrainingConfig, stage_times, train_minimal  # noqa: E402
+
+
+def _general(net, tokens, q0):
+    V = net.config.d_in
+    y, attn = jax.vmap(net)(jax.nn.one_hot(tokens, V, dtype=jnp.float64))
+    return y[:, q0:], jnp.transpose(attn[:, 0, :, q0:, :], (0, 2, 1, 3))
+
+
+@pytest.mark.parametrize("q0", [0, 3])
+def test_gather_forward_and_gradient_equal_the_general_path(q0):
+    V, T, H = 7, 9, 2
+    cfg = MultiHeadConfig(T=T, d_in=V, heads=H, positions="onehot", decoder="identity", mask="causal",
+                          init="xavier", init_scale=3.0, score_scale=1 / np.sqrt(V + T))
+    net = cfg.build(jax.random.key(1))
+    tokens = jax.random.randint(jax.random.key(2), (5, T), 0, V)
+    target = jax.random.normal(jax.random.key(3), (5, T - q0, V))
+    y, a = jax.jit(minimal_logits, static_argnums=(3, 4, 5))(net.W_Q, net.W_V, tokens, cfg.score_scale, q0,
+                                                              jnp.float64)
+    y0, a0 = eqx.filter_jit(_general)(net, tokens, q0)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(y0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(a0), rtol=1e-12, atol=1e-14)
+
+    def loss_gather(W):
+        y, a = minimal_logits(W[0], W[1], tokens, cfg.score_scale, q0, dtype=jnp.float64)
+        return jnp.sum(jax.nn.log_softmax(y) * target) + jnp.sum(a[..., 0] ** 2)
+
+    def loss_general(W):
+        y, a = _general(eqx.tree_at(lambda n: (n.W_Q, n.W_V), net, W), tokens, q0)
+        return jnp.sum(jax.nn.log_softmax(y) * target) + jnp.sum(a[..., 0] ** 2)
+
+    g1 = jax.jit(jax.grad(loss_gather))((net.W_Q, net.W_V))
+    g0 = jax.jit(jax.grad(loss_general))((net.W_Q, net.W_V))
+    for a, b in zip(g1, g0):
+        assert float(jnp.max(jnp.abs(b))) > 1e-3
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
+
+
+def test_gather_forward_float32_close_to_float64():
+    V, T = 6, 8
+    cfg = MultiHeadConfig(T=T, d_in=V, heads=3, positions="onehot", decoder="identity", mask="causal",
+                          init="xavier", init_scale=1.0, score_scale=1 / np.sqrt(V + T))
+    net = cfg.build(jax.random.key(0))
+    tokens = jax.random.randint(jax.random.key(1), (4, T), 0, V)
+    f = jax.jit(minimal_logits, static_argnums=(3, 4, 5))
+    y32, a32 = f(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, jnp.float32)
+    y64, a64 = f(net.W_Q, net.W_V, tokens, cfg.score_scale, 2, jnp.float64)
+    assert y32.dtype == jnp.float32 and a32.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(y32), np.asarray(y64), atol=1e-5)
+
+
+def test_gather_forward_bad_shapes():
+    with pytest.raises(ValueError, match="W_Q"):
+        minimal_logits(jnp.zeros((2, 10, 10)), jnp.zeros((2, 5, 10)), jnp.zeros((3, 4), int), 1.0)
+
+
+# ---------------------------------------------------------------- the training part and its variants
+_TINY = dict(vocab=6, span_lengths=(1, 1), generated=6, heads=2, train=40, val=20, batch_size=16, steps=6,
+             record_every=3, probe=10)
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(optimizer="sgd", lr=0.5, momentum=0.9),
+                                     dict(model="transformer", width=12, mlp=8, lr=0.003)])
+def test_training_variants_record_what_they_should(variant):
+    cfg = TrainingConfig(**_TINY, **variant)
+    out = train_minimal(cfg, 0)
+    R, H, K = 3, 2, 2
+    assert out["failed_at"] == -1
+    np.testing.assert_array_equal(out["step"], [0, 3, 6])
+    assert out["mass_last"].shape == (R, H, K) and out["mass_rows"].shape == (R, H, K) and out["kl"].shape == (R, K)
+    # the spans hold 1 of the last query's keys each; masses are probabilities
+    assert np.all(out["mass_last"] >= 0) and np.all(out["mass_last"].sum(-1) <= 1 + 1e-9)
+    assert np.all(out["kl"] >= -1e-9)
+    # the loss is the cross-entropy of samples of the teacher: its mean is at least the teacher's entropy
+    assert np.all(out["val_loss"] > 0.5 * out["teacher_entropy"])
+    assert not np.allclose(out["val_loss"][0], out["val_loss"][-1])  # the parameters moved
+
+
+def test_training_record_matches_the_general_network():
+    # the first record (step 0) of the minimal model equals the general network's loss on the same data
+    cfg = TrainingConfig(**_TINY)
+    out = train_minimal(cfg, 3)
+    task = cfg.task()
+    k_data, k_val, k_init, _ = jax.random.split(jax.random.key(3), 4)
+    val = task.sample(k_val, cfg.val)
+    net = cfg.network().build(k_init)
+    y, _ = jax.vmap(net)(val.X[: cfg.probe])
+    q0 = task.burn_in - 1
+    ref = -np.mean(np.sum(np.asarray(val.Y[: cfg.probe, q0:]) * np.asarray(jax.nn.log_softmax(y[:, q0:])), -1))
+    assert abs(out["val_loss"][0] - ref) < 1e-5
+
+
+@pytest.mark.parametrize("bad, name", [(dict(model="mlp"), "model"), (dict(optimizer="adam"), "optimizer"),
+                                       (dict(momentum=0.5), "momentum"),
+                                       (dict(optimizer="sgd", momentum=1.5), "momentum"),
+                                       (dict(model="transformer", width=10), "width"), (dict(probe=5000), "probe"),
+                                       (dict(batch_size=0), "batch_size")])
+def test_training_config_bad_input(bad, name):
+    with pytest.raises(ValueError, match=name):
+        TrainingConfig(**bad)
+
+
+def test_stage_times_reads_first_covered_steps():
+    steps = np.array([0, 10, 20, 30])
+    mass = np.zeros((4, 2, 2))  # (R, H, K); span 2 is the newest
+    mass[1:, 0, 1] = 0.6  # newest covered from step 10
+    mass[3, 1, 0] = 0.7  # oldest from step 30
+    mass[2, 1, 0] = 0.7  # (and at step 20)
+    assert stage_times(steps, mass) == [10, 20]
+    assert stage_times(steps, mass, threshold=0.65) == [None, None]
+
+
+def test_transformer_variant_layout_against_numpy():
+    """The paper's full one-layer transformer (post-LayerNorm, ReLU MLP with biases, learned positions, orthogonal
+    embedding and output map, Xavier weights) against a numpy forward written from its torch layout."""
+    from bayesattn.models.transformer import TransformerConfig
+
+    V, T, width, H, mlp = 5, 6, 12, 3, 4
+    cfg = TransformerConfig(T=T, width=width, layers=1, heads=H, mlp=mlp, norm="layernorm", norm_position="post",
+                            positions="learned", vocab=V, d_out=V, activation="relu", mlp_bias=True, init="xavier")
+    net = cfg.build(jax.random.key(0))
+    E, U = np.asarray(net.embedding.W_E), np.asarray(net.embedding.W_U)
+    np.testing.assert_allclose(E @ E.T, np.eye(V), atol=1e-12)  # orthonormal token embeddings
+    np.testing.assert_allclose(U @ U.T, np.eye(V), atol=1e-12)
+    blk = net.blocks[0]
+    assert float(jnp.max(jnp.abs(blk.W_Q))) <= np.sqrt(6 / (2 * width))
+    assert float(jnp.max(jnp.abs(net.pos))) <= np.sqrt(6 / (T + width))
+    # non-zero biases, so that they are exercised
+    blk = eqx.tree_at(lambda b: (b.b_in, b.b_out), blk, (0.3 * jnp.ones(mlp), -0.2 * jnp.ones(width)))
+    net = eqx.tree_at(lambda n: n.blocks[0], net, blk)
+    tok = np.array([0, 3, 1, 4, 4, 2])
+    y, attn = net(jnp.asarray(tok))
+
+    def ln(h):
+        h = h - h.mean(-1, keepdims=True)
+        return h / np.sqrt((h**2).mean(-1, keepdims=True) + 1e-5)
+
+    g = {k: np.asarray(getattr(blk, k)) for k in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "b_in", "b_out")}
+    x = E[tok] + np.asarray(net.pos)
+    dh = width // H
+    q, k, v = (x @ g[w].T for w in ("W_Q", "W_K", "W_V"))
+    out = np.zeros_like(x)
+    for h in range(H):
+        sl = slice(h * dh, (h + 1) * dh)
+        s = q[:, sl] @ k[:, sl].T / np.sqrt(dh)
+        s = np.where(np.tril(np.ones((T, T))) > 0, s, -np.inf)
+        a = np.exp(s - s.max(1, keepdims=True))
+        a /= a.sum(1, keepdims=True)
+        np.testing.assert_allclose(np.asarray(attn[0, h]), a, atol=1e-12)
+        out[:, sl] = a @ v[:, sl]
+    x = ln(x + out @ g["W_O"].T)
+    x = ln(x + np.maximum(x @ g["W_in"].T + g["b_in"], 0) @ g["W_out"].T + g["b_out"])
+    np.testing.assert_allclose(np.asarray(y), x @ U.T, rtol=1e-10, atol=1e-12)
+
+
+def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tmp_path):
+    from bayesattn.experiments.staircase import StaircaseConfig, points
+
+    path = tmp_path / "v.toml"
+    path.write_text('name = "v"\nparts = ["train"]\ntrain_seeds = 2\n[train]\nbatch_size = 600\n'
+                    '[train_variants.sgd]\noptimizer = "sgd"\nlr = 0.5\nmomentum = 0.9\nseeds = 3\n')
+    cfg = StaircaseConfig.from_toml(path)
+    pts = points(cfg)["train"]
+    assert [(p["variant"], p["seed"]) for p in pts] == [("main", 0), ("main", 1), ("sgd", 0), ("sgd", 1), ("sgd", 2)]
+    assert pts[2]["train"]["batch_size"] == 600 and pts[2]["train"]["momentum"] == 0.9  # [train] underneath
+    cfg.train_only = ["sgd"]
+    assert {p["variant"] for p in points(cfg)["train"]} == {"sgd"}
+    cfg.train_only = ["adam"]
+    with pytest.raises(ValueError, match="train_only"):
+        points(cfg)
+    path.write_text('name = "v"\n[train_variants.bad]\nmomentum = 0.9\n')
+    with pytest.raises(ValueError, match="momentum"):
+        StaircaseConfig.from_toml(path)

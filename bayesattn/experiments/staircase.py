@@ -84,6 +84,9 @@ class StaircaseConfig:
     bayes: BayesConfig = field(default_factory=BayesConfig)
     train: dict = field(default_factory=dict)  # TrainingConfig fields
     train_seeds: int = 2
+    # more training runs: {name: {TrainingConfig fields overriding ``train``, and "seeds": int (default 1)}}
+    train_variants: dict = field(default_factory=dict)
+    train_only: list | None = None  # names of the training runs to compute ("main" and variants); None: all
     ode: dict = field(default_factory=dict)  # ODEConfig fields
 
     @classmethod
@@ -95,6 +98,9 @@ class StaircaseConfig:
         for p in cfg.parts:
             check_choice("parts item", p, PARTS)
         TrainingConfig(**cfg.train)  # validate early
+        for name, v in cfg.train_variants.items():
+            TrainingConfig(**{**cfg.train, **{k: x for k, x in v.items() if k != "seeds"}})
+            check_int(f"train_variants.{name}.seeds", v.get("seeds", 1), minimum=1)
         return cfg
 
 
@@ -241,8 +247,16 @@ def points(cfg: StaircaseConfig) -> dict:
                        for P in cfg.bayes.P for i in cfg.bayes.inits]
     if "train" in cfg.parts:
         tc = TrainingConfig(**cfg.train).config()
-        out["train"] = [{"method": "train", "train": tc, "seed": cfg.seed + s}
+        out["train"] = [{"method": "train", "variant": "main", "train": tc, "seed": cfg.seed + s}
                         for s in range(check_int("train_seeds", cfg.train_seeds, minimum=1))]
+        for name, v in cfg.train_variants.items():
+            vc = TrainingConfig(**{**cfg.train, **{k: x for k, x in v.items() if k != "seeds"}}).config()
+            out["train"] += [{"method": "train", "variant": name, "train": vc, "seed": cfg.seed + s}
+                             for s in range(v.get("seeds", 1))]
+        if cfg.train_only is not None:
+            for name in cfg.train_only:
+                check_choice("train_only item", name, ("main", *cfg.train_variants))
+            out["train"] = [p for p in out["train"] if p["variant"] in cfg.train_only]
     if "ode" in cfg.parts:
         out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
     return out
@@ -264,6 +278,7 @@ def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
     if "train" in recs:
         summary["train"] = {"stages": [r["result"]["stages"] for r in recs["train"]],
+                            "variants": [r["point"].get("variant", "main") for r in recs["train"]],
                             "seeds": [r["point"]["seed"] for r in recs["train"]],
                             "wall_s": [r["wall_time_s"] for r in recs["train"]],
                             "paper_stages": [330, 575]}

@@ -24,29 +24,48 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from .._validate import check_choice, check_int, check_positive
 from ..models.networks import MultiHeadConfig
+from ..models.transformer import TransformerConfig
 from ..tasks import HighOrderMarkovTask
 from ..training.core import OptimizerConfig, Plan, run_loop
+from .staircase_models import minimal_logits
+
+
+MODELS = ("minimal", "transformer")
+OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """One run of the minimal model (the paper's sizes by default)."""
+    """One run on the Markov chain (the paper's minimal model and sizes by default).
+
+    model: "minimal" (the paper's ``full_disection``: :func:`.staircase_models.minimal_logits`, parameters of
+    :class:`~bayesattn.models.MultiHeadConfig`) or "transformer" (the paper's full one-layer transformer:
+    :class:`~bayesattn.models.transformer.TransformerConfig` with hidden ``width``, ``heads`` heads, a ReLU MLP of
+    ``mlp`` with biases, post-LayerNorm, learned positions, Xavier / orthogonal init; no dropout, theirs is 0.1).
+    optimizer: "adamw" (lr, weight_decay) or "sgd" (lr, ``momentum``; torch's heavy ball). Both clip the
+    gradient's global norm at ``clip``.
+    """
 
     vocab: int = 50
     span_lengths: tuple = (2, 2, 2)
     m: float = 1.7
     generated: int = 20
     heads: int = 3
+    model: str = "minimal"
+    width: int = 255  # transformer only
+    mlp: int = 64  # transformer only
     train: int = 9000
     val: int = 3000
     batch_size: int = 3000
     steps: int = 2000
-    optimizer: str = "adamw"  # or "sgd"
+    optimizer: str = "adamw"
     lr: float = 0.08
-    weight_decay: float = 0.01
+    weight_decay: float = 0.01  # adamw only
+    momentum: float = 0.0  # sgd only
     clip: float = 1.0
     plateau: bool = False
     patience: int = 10  # torch's meaning (reduce after patience + 1 bad steps)
@@ -58,92 +77,122 @@ class TrainingConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "span_lengths", tuple(self.span_lengths))
-        for f in ("vocab", "generated", "heads", "train", "val", "batch_size", "steps", "record_every", "probe"):
+        for f in ("vocab", "generated", "heads", "width", "mlp", "train", "val", "batch_size", "steps",
+                  "record_every", "probe"):
             check_int(f, getattr(self, f), minimum=1)
         check_int("batch_size", self.batch_size, maximum=self.train)
-        check_choice("optimizer", self.optimizer, ("adamw", "sgd"))
+        check_int("probe", self.probe, maximum=self.val)
+        check_choice("model", self.model, MODELS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("dtype", self.dtype, ("float32", "float64"))
         check_positive("lr", self.lr)
+        check_positive("clip", self.clip)
+        if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
+            raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
+        if self.momentum and self.optimizer != "sgd":
+            raise ValueError(f"momentum={self.momentum!r} with optimizer={self.optimizer!r}: expected 0 "
+                             "(momentum is sgd's; adamw has its own moments)")
+        if self.model == "transformer" and self.width % self.heads:
+            raise ValueError(f"width={self.width}: must be a multiple of heads={self.heads}")
 
     def task(self) -> HighOrderMarkovTask:
         b = sum(self.span_lengths)
         return HighOrderMarkovTask(T=b + self.generated - 1, d=self.vocab, span_lengths=self.span_lengths,
                                    m=self.m, seed=self.teacher_seed)
 
-    def network(self) -> MultiHeadConfig:
+    def network(self):
         task = self.task()
+        if self.model == "transformer":
+            return TransformerConfig(T=task.T, width=self.width, layers=1, heads=self.heads, mlp=self.mlp,
+                                     norm="layernorm", norm_position="post", positions="learned", vocab=task.d,
+                                     d_out=task.d, activation="relu", mlp_bias=True, init="xavier")
         return MultiHeadConfig(T=task.T, d_in=task.d, heads=self.heads, positions="onehot", decoder="identity",
                                mask="causal", init="xavier", init_scale=1.0,
                                score_scale=1.0 / np.sqrt(task.d + task.T))
 
-    def optimizer_config(self) -> OptimizerConfig:
+    def optimizer_transform(self) -> optax.GradientTransformation:
+        """clip -> AdamW (decoupled weight decay) or SGD (heavy-ball momentum) -> optional plateau decay."""
         if self.optimizer == "sgd":
-            return OptimizerConfig("sgd", self.lr, clip=self.clip,
-                                   decay="plateau" if self.plateau else "constant",
-                                   plateau_factor=self.factor, plateau_patience=self.patience + 1)
+            parts = [optax.clip_by_global_norm(self.clip), optax.sgd(self.lr, momentum=self.momentum or None)]
+            if self.plateau:
+                parts.append(optax.contrib.reduce_on_plateau(factor=self.factor, patience=self.patience + 1))
+            return optax.chain(*parts)
         return OptimizerConfig("adamw", self.lr, weight_decay=self.weight_decay, clip=self.clip,
                                decay="plateau" if self.plateau else "constant", plateau_factor=self.factor,
-                               plateau_patience=self.patience + 1)
+                               plateau_patience=self.patience + 1).build(self.steps)
 
     def config(self) -> dict:
         return asdict(self)
 
 
-def kl_rows(logp_teacher: jax.Array, logq: jax.Array, qm) -> jax.Array:
-    """Mean over sequences and chain rows of KL(p || q); log-probabilities (B, T, V), qm (T,)."""
-    kl = jnp.sum(jnp.exp(logp_teacher) * (logp_teacher - logq), axis=-1)
-    w = jnp.asarray(qm, kl.dtype)
-    return jnp.sum(kl * w) / (kl.shape[0] * jnp.sum(w))
+def kl_rows(logp_teacher: jax.Array, logq: jax.Array) -> jax.Array:
+    """Mean over sequences and rows of KL(p || q); log-probabilities (B, T_q, V)."""
+    return jnp.mean(jnp.sum(jnp.exp(logp_teacher) * (logp_teacher - logq), axis=-1))
 
 
-def _observe(task, alpha, qm):
-    """alpha: (B, H, T, T) -> span masses at the last query (H, K) and averaged over the chain rows (H, K)."""
-    pats = np.stack(list(task.target_patterns.values()))  # (K, T, T)
-    last = jnp.einsum("bhs,ks->hk", alpha[:, :, -1, :], jnp.asarray(pats[:, -1, :], alpha.dtype)) / alpha.shape[0]
-    w = jnp.asarray(qm, alpha.dtype) / np.sum(qm)
-    rows = jnp.einsum("bhts,kts,t->hk", alpha, jnp.asarray(pats, alpha.dtype), w) / alpha.shape[0]
+def _observe(task, alpha):
+    """alpha: (B, T_q, H, T) on the chain rows -> span masses at the last query (H, K) and averaged over the
+    chain rows (H, K)."""
+    q0 = task.burn_in - 1
+    pats = jnp.asarray(np.stack(list(task.target_patterns.values()))[:, q0:, :], alpha.dtype)  # (K, T_q, T)
+    last = jnp.einsum("bhs,ks->hk", alpha[:, -1], pats[:, -1]) / alpha.shape[0]
+    rows = jnp.einsum("bths,kts->hk", alpha, pats) / (alpha.shape[0] * alpha.shape[1])
     return last, rows
 
 
-def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
-    """One run: data, init and minibatches from ``seed`` (the teacher from ``cfg.teacher_seed``).
-    Returns {"step": (R,), "val_loss": (R,), "mass_last": (R, H, K), "mass_rows": (R, H, K), "kl": (R, K),
-    "teacher_entropy": float (the floor of the validation loss), "failed_at": int (-1: healthy)}."""
+def forward_fn(cfg: TrainingConfig, static):
+    """forward(params, tokens (B, T) int) -> (logits (B, T_q, V), attention (B, T_q, H, T)) on the chain rows."""
     task = cfg.task()
-    k_data, k_val, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
+    q0 = task.burn_in - 1
     dt = jnp.float32 if cfg.dtype == "float32" else jnp.float64
+    if cfg.model == "minimal":
+        scale = static.config.score_scale
+        return lambda p, tok: minimal_logits(p.W_Q, p.W_V, tok, scale, q0, dt)
+
+    def forward(p, tok):
+        net = jax.tree.map(lambda a: a.astype(dt) if eqx.is_inexact_array(a) else a, eqx.combine(p, static))
+        y, attn = jax.vmap(net)(tok)  # (B, T, V), (B, 1, H, T, T)
+        return y[:, q0:], jnp.transpose(attn[:, 0, :, q0:, :], (0, 2, 1, 3))
+    return forward
+
+
+def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
+    """One run (the minimal model or the transformer variant, ``cfg.model``): data, init and minibatches from
+    ``seed`` (the teacher from ``cfg.teacher_seed``). Returns {"step": (R,), "val_loss": (R,), "mass_last":
+    (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation loss),
+    "failed_at": int (-1: healthy)}."""
+    task = cfg.task()
+    q0 = task.burn_in - 1
+    k_data, k_val, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
     train = task.sample(k_data, cfg.train)
     val = task.sample(k_val, cfg.val)
-    X, Y = train.X.astype(dt), train.Y.astype(dt)
-    pX = val.X[: cfg.probe].astype(dt)
-    pY = val.Y[: cfg.probe].astype(dt)
-    qm = task.query_mask
-    w = jnp.asarray(qm, dt)
+    X, Y = jnp.argmax(train.X, -1), jnp.argmax(train.Y, -1)[:, q0:]  # tokens (one-hot -> int, exact)
+    pX, pY = jnp.argmax(val.X[: cfg.probe], -1), jnp.argmax(val.Y[: cfg.probe], -1)[:, q0:]
     net = cfg.network().build(k_init)
     params, static = eqx.partition(net, eqx.is_inexact_array)
-    predict = lambda p, x: jax.vmap(eqx.combine(p, static))(x)  # noqa: E731
-    # teachers restricted to their k newest spans, on the probe: (K, B, T, V) log-probabilities
-    teach = jnp.stack([jax.nn.log_softmax(task.teacher_logits(val.X[: cfg.probe], newest=k), axis=-1)
-                       for k in range(1, task.K + 1)]).astype(dt)
-    ent = float(-jnp.sum(jnp.exp(teach[-1]) * teach[-1], -1).mean(0)[qm].mean())
+    forward = forward_fn(cfg, static)
+    # teachers restricted to their k newest spans, on the probe's chain rows: (K, B, T_q, V) log-probabilities
+    teach = jnp.stack([jax.nn.log_softmax(task.teacher_logits(val.X[: cfg.probe], newest=k)[:, q0:], axis=-1)
+                       for k in range(1, task.K + 1)])
+    ent = float(-jnp.sum(jnp.exp(teach[-1]) * teach[-1], -1).mean())
 
-    def xent(F, Yb):
-        return -jnp.sum(Yb * jax.nn.log_softmax(F, -1) * w[None, :, None]) / (Yb.shape[0] * jnp.sum(w))
+    def xent(F, y):
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(F, -1), y[..., None], -1))
 
     def loss_fn(p, key):
         idx = jax.random.choice(key, cfg.train, (cfg.batch_size,), replace=False)
-        return xent(predict(p, X[idx])[0], Y[idx])
+        return xent(forward(p, X[idx])[0], Y[idx])
 
     def record(p):
-        F, attn = predict(p, pX)
-        logq = jax.nn.log_softmax(F, -1)
-        last, rows = _observe(task, attn[:, 0], qm)
-        kl = jnp.stack([kl_rows(teach[k], logq, qm) for k in range(task.K)])
-        return {"val_loss": xent(F, pY), "mass_last": last, "mass_rows": rows, "kl": kl}
+        F, attn = forward(p, pX)
+        logq = jax.nn.log_softmax(F.astype(jnp.float64), -1)
+        last, rows = _observe(task, attn)
+        kl = jnp.stack([kl_rows(teach[k], logq) for k in range(task.K)])
+        return {"val_loss": xent(F.astype(jnp.float64), pY), "mass_last": last, "mass_rows": rows, "kl": kl}
 
     plan = Plan.make(cfg.steps, cfg.record_every)
-    opt = cfg.optimizer_config().build(cfg.steps)
-    state, recs, _ = jax.jit(lambda p, k: run_loop(p, loss_fn, opt, plan, record, k))(params, k_run)
+    state, recs, _ = jax.jit(lambda p, k: run_loop(p, loss_fn, cfg.optimizer_transform(), plan, record, k))(
+        params, k_run)
     out = {k: np.asarray(v, np.float64) for k, v in recs.items()}
     out["step"] = np.asarray(recs["step"], int)
     out["teacher_entropy"] = ent

@@ -20,8 +20,14 @@ NORMS = ("layernorm", "rmsnorm", "none")
 POSITIONS = ("learned", "onehot", "rope", "none")
 
 
-def _dense(key, n_out: int, n_in: int) -> jax.Array:
-    """(n_out, n_in) weights ~ N(0, 1 / n_in)."""
+def _dense(key, n_out: int, n_in: int, init: str = "normal") -> jax.Array:
+    """(n_out, n_in) weights ~ N(0, 1 / n_in) ("normal") or Xavier-uniform U(-b, b), b = sqrt(6 / (n_in + n_out))
+    ("xavier"), or with orthonormal rows or columns, whichever are fewer ("orthogonal", torch's orthogonal_)."""
+    if init == "xavier":
+        b = np.sqrt(6.0 / (n_in + n_out))
+        return jax.random.uniform(key, (n_out, n_in), minval=-b, maxval=b)
+    if init == "orthogonal":
+        return jax.nn.initializers.orthogonal()(key, (n_out, n_in))
     return jax.random.normal(key, (n_out, n_in)) / np.sqrt(n_in)
 
 
@@ -85,8 +91,13 @@ class _Embedding(eqx.Module):
     def __init__(self, cfg, d_embed: int, key):
         k1, k2 = jax.random.split(key)
         self.tokens = cfg.vocab is not None
-        self.W_E = (jax.random.normal(k1, (cfg.vocab, d_embed)) if self.tokens else _dense(k1, d_embed, cfg.d_in))
-        self.W_U = None if cfg.tied else _dense(k2, cfg.d_out, cfg.width)
+        xavier = getattr(cfg, "init", "normal") == "xavier"  # the transformer's init="xavier": orthonormal maps
+        if self.tokens:
+            self.W_E = (_dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier
+                        else jax.random.normal(k1, (cfg.vocab, d_embed)))
+        else:
+            self.W_E = _dense(k1, d_embed, cfg.d_in, "orthogonal" if xavier else "normal")
+        self.W_U = None if cfg.tied else _dense(k2, cfg.d_out, cfg.width, "orthogonal" if xavier else "normal")
 
     def embed(self, x):
         return self.W_E[x] if self.tokens else x @ self.W_E.T
@@ -115,6 +126,10 @@ class TransformerConfig(NetworkConfig):
     MLP of that hidden width; norm "layernorm" / "rmsnorm" / "none", "pre" (with a final norm) or "post".
     Output: W_U h (untied) or the embedding transposed (``tied``; its first width - T coordinates for onehot
     positions). ``causal``: keys s <= t (decoder-only); False opens every key.
+    activation: the MLP's "gelu" or "relu"; mlp_bias: biases in the MLP (zero at init). init: "normal" (dense
+    weights N(0, 1/fan_in), token embedding N(0, 1), positions 0.02 N(0, 1)) or "xavier" (as torch layers with
+    xavier_uniform_: dense weights and learned positions Xavier-uniform, the token embedding and the output map
+    orthogonal, as in the full transformer of Yueksel et al.).
     """
 
     name: ClassVar[str] = "transformer"
@@ -133,9 +148,14 @@ class TransformerConfig(NetworkConfig):
     tied: bool = False
     attention: AttentionKind = "softmax"
     causal: bool = True
+    activation: Literal["gelu", "relu"] = "gelu"
+    mlp_bias: bool = False
+    init: Literal["normal", "xavier"] = "normal"
 
     def __post_init__(self):
         _embed_config(self)
+        check_choice("activation", self.activation, ("gelu", "relu"))
+        check_choice("init", self.init, ("normal", "xavier"))
         object.__setattr__(self, "heads", check_int("heads", self.heads, minimum=1))
         if self.head_dim is None:
             if self.width % self.heads:
@@ -165,16 +185,20 @@ class Block(eqx.Module):
     norm2: Norm
     W_in: jax.Array | None  # (mlp, width)
     W_out: jax.Array | None  # (width, mlp)
+    b_in: jax.Array | None = None  # (mlp,) with mlp_bias
+    b_out: jax.Array | None = None  # (width,)
 
     def __init__(self, c: TransformerConfig, key):
         k = jax.random.split(key, 6)
         Hd = c.heads * c.head_dim
-        self.W_Q, self.W_K, self.W_V = (_dense(k[i], Hd, c.width) for i in range(3))
-        self.W_O = _dense(k[3], c.width, Hd)
+        self.W_Q, self.W_K, self.W_V = (_dense(k[i], Hd, c.width, c.init) for i in range(3))
+        self.W_O = _dense(k[3], c.width, Hd, c.init)
         self.norm1 = Norm(c.norm, c.width)
         self.norm2 = Norm(c.norm if c.mlp else "none", c.width)
-        self.W_in = _dense(k[4], c.mlp, c.width) if c.mlp else None
-        self.W_out = _dense(k[5], c.width, c.mlp) if c.mlp else None
+        self.W_in = _dense(k[4], c.mlp, c.width, c.init) if c.mlp else None
+        self.W_out = _dense(k[5], c.width, c.mlp, c.init) if c.mlp else None
+        if c.mlp and c.mlp_bias:
+            self.b_in, self.b_out = jnp.zeros(c.mlp), jnp.zeros(c.width)
 
     def attend(self, c: TransformerConfig, h):
         T = h.shape[0]
@@ -193,7 +217,10 @@ class Block(eqx.Module):
         out, alpha = self.attend(c, self.norm1(h) if pre else h)
         h = h + out if pre else self.norm1(h + out)
         if self.W_in is not None:
-            m = jax.nn.gelu((self.norm2(h) if pre else h) @ self.W_in.T) @ self.W_out.T
+            act = jax.nn.relu if c.activation == "relu" else jax.nn.gelu
+            z = (self.norm2(h) if pre else h) @ self.W_in.T
+            m = act(z if self.b_in is None else z + self.b_in) @ self.W_out.T
+            m = m if self.b_out is None else m + self.b_out
             h = h + m if pre else self.norm2(h + m)
         return h, alpha
 
@@ -211,7 +238,10 @@ class Transformer(eqx.Module):
         c = config
         ke, kp, kb = jax.random.split(key, 3)
         self.embedding = _Embedding(c, c.d_embed, ke)
-        self.pos = 0.02 * jax.random.normal(kp, (c.T, c.width)) if c.positions == "learned" else None
+        self.pos = None
+        if c.positions == "learned":
+            self.pos = (_dense(kp, c.T, c.width, "xavier") if c.init == "xavier"
+                        else 0.02 * jax.random.normal(kp, (c.T, c.width)))
         self.blocks = [Block(c, k) for k in jax.random.split(kb, c.layers)]
         self.final_norm = Norm(c.norm if c.norm_position == "pre" else "none", c.width)
         self.config = c

@@ -72,37 +72,61 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out, dpi=150)
 
 
-def training_figure(run_dir, out: Path) -> Path | None:
+# the paper's stage boundaries (steps after the start of training, read off its figure shading): the minimal
+# model (Figure 1) and the full one-layer transformer (Figures 2-3)
+PAPER_BOUNDARIES = {"minimal": (330, 575), "transformer": (65, 450)}
+
+
+def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path | None:
+    """One row per training run kind ("main" and each variant; ``variants`` selects some): the span masses of
+    every head at the last query vs step (one panel per span, the first seed; the stage steps of every seed in
+    the first panel) and KL to the k-span teachers (every seed), the paper's stage boundaries dotted."""
     recs = load_results(Path(run_dir) / "points" / "train")
-    if not recs:
+    groups: dict = {}
+    for r in sorted(recs, key=lambda r: r["point"]["seed"]):
+        groups.setdefault(r["point"].get("variant", "main"), []).append(r)
+    if variants is not None:
+        groups = {k: v for k, v in groups.items() if k in variants}
+    if not groups:
         return None
     plt = pyplot()
-    res = recs[0]["result"]
-    step = np.asarray(res["step"])
-    mass = np.asarray(res["mass_last"])  # (R, H, K)
-    kl = np.asarray(res["kl"])  # (R, K)
-    H, K = mass.shape[1:]
-    fig, axes = plt.subplots(1, K + 1, figsize=(4 * (K + 1), 3.5))
-    for k in range(K):
-        for h in range(H):
-            axes[k].plot(step[1:], mass[1:, h, k], color=f"C{h}", label=f"head {h + 1}")
-        axes[k].set_title(f"span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})")
-        axes[k].set_xscale("log")
-        axes[k].set_xlabel("step")
-        axes[k].set_ylabel("mass at the last query")
-    axes[0].legend(fontsize=7)
-    for k in range(K):
-        axes[K].plot(step[1:], kl[1:, k], color=f"C{k + 3}", label=f"teacher, {k + 1} newest span(s)")
-    axes[K].set_xscale("log")
-    axes[K].set_yscale("log")
-    axes[K].set_xlabel("step")
-    axes[K].set_ylabel("KL(teacher_k || model)")
-    axes[K].legend(fontsize=7)
-    for ax in axes:
-        for s in (330, 575):
-            ax.axvline(s, color="0.7", lw=0.8, ls=":")
-    fig.suptitle(f"minimal model, seed {recs[0]['point']['seed']} (dotted: the paper's stage boundaries)")
-    return save(fig, out, dpi=150)
+    names = sorted(groups, key=lambda n: (n != "main", n))
+    K = np.asarray(groups[names[0]][0]["result"]["mass_last"]).shape[2]
+    fig, axes = plt.subplots(len(names), K + 1, figsize=(3.6 * (K + 1), 3.0 * len(names)), squeeze=False)
+    for row, name in zip(axes, names):
+        rs = groups[name]
+        tc = rs[0]["point"]["train"]
+        res = rs[0]["result"]
+        step, mass = np.asarray(res["step"]), np.asarray(res["mass_last"])  # (R, H, K)
+        H = mass.shape[1]
+        for k in range(K):
+            for h in range(H):
+                row[k].plot(step, mass[:, h, k], color=f"C{h}", lw=1.2, label=f"head {h + 1}")
+            row[k].set_title(f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})",
+                             fontsize=9)
+            row[k].set_ylim(0, 1)
+            row[k].set_ylabel("mass at the last query", fontsize=8)
+        row[0].legend(fontsize=7)
+        for r in rs:
+            kl = np.asarray(r["result"]["kl"])
+            for k in range(K):
+                row[K].plot(r["result"]["step"], kl[:, k], color=f"C{k + 3}", lw=0.8 if len(rs) > 1 else 1.2,
+                            alpha=0.7, label=f"{k + 1} newest span(s)" if r is rs[0] else None)
+        row[K].set_yscale("log")
+        row[K].set_ylabel("KL(teacher_k || model)", fontsize=8)
+        row[K].set_title(f"{tc['model']}, {tc['optimizer']} lr {tc['lr']}, batch {tc['batch_size']}, "
+                         f"spans {list(tc['span_lengths'])}, {len(rs)} seed(s)", fontsize=7)
+        row[K].legend(fontsize=7)
+        stages = "\n".join(f"seed {r['point']['seed']}: {r['result']['stages']}" for r in rs[:8])
+        row[0].text(0.98, 0.97, f"stage steps (newest first)\n{stages}", transform=row[0].transAxes, fontsize=6,
+                    ha="right", va="top")
+        for ax in row:
+            ax.set_xlabel("step", fontsize=8)
+            ax.tick_params(labelsize=7)
+            for b in PAPER_BOUNDARIES.get(tc["model"], ()) if tc["optimizer"] == "adamw" else ():
+                if b <= step[-1]:
+                    ax.axvline(b, color="0.5", lw=0.8, ls=":")
+    return save(fig, out, dpi=dpi)
 
 
 def ode_figure(run_dir, out: Path) -> Path | None:
