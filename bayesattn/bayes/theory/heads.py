@@ -1,0 +1,330 @@
+"""Order-parameter theory of H heads on K lags (docs/theory.md section 12): the Bayesian staircase.
+
+Order parameters (row averages over the T query rows): per-head lag masses m_hk = <alpha_h[t, t-k]>_t and the
+head overlaps Q_hh' = <sum_s alpha_h[t, s] alpha_h'[t, s]>_t (self-overlaps q_h = Q_hh). For
+``MultiLagCopyTask`` (cyclic, Gaussian tokens, single-lag spans, y_t = sum_k w_k U_k x_{t-k}) the closed form
+self-averages (G ~ n Q kron I_d, block h of C ~ n sum_k w_k m_hk U_k^T, |Y|^2 ~ n d sum_k w_k^2) to the per-row
+energy, with beta = P d / (2 sigma2) and eps = lam / n,
+
+    Phi_E(m, Q) = beta [sum_k w_k^2 - tr((Q + eps I)^{-1} M)] + (d^2 / (2 T)) log det(I + Q / eps),
+    M_hh' = sum_kk' w_k w_k' m_hk m_h'k' R_kk',   R_kk' = tr(U_k^T U_k') / d,
+
+and log p(L | D) = -T Phi_E(m(L), Q(L)) + log prior(L) + const. For H = K = 1 this is docs/theory.md section 1.
+The rows are i.i.d. under the prior, so the order parameters have the large-deviation density exp(-T I(x)),
+I the Legendre transform of the row cumulant generating function Lambda (:mod:`.heads_rowlaw`). A fixed point
+(a local minimum of F = Phi_E + I) is found in the dual variables lam by minimising
+Psi(lam) = Phi_E(grad Lambda) + lam . grad Lambda - Lambda(lam) (= F at x = grad Lambda(lam); its gradient is
+Cov (lam + grad Phi_E)), from a cold start, hot starts and the previous P's fixed points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import minimize
+
+from ..._validate import check_choice, check_int
+from ..posterior import Prior
+from .common import _check_grid
+from .heads_rowlaw import (DEFAULT_PROPOSAL, adapt_proposal, is_moments, linear_cgf, n_stats, pack,
+                           softmax_row_samples, unpack)
+
+COVERED_HEADS = ("heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
+                 "single-lag spans (any lags, weights and rotations), softmax or linear attention, H >= 1 heads")
+
+
+def check_heads_task(task):
+    from ...tasks import MultiLagCopyTask
+
+    if not isinstance(task, MultiLagCopyTask):
+        raise ValueError(f"task={task!r}: not covered; {COVERED_HEADS}")
+    if task.tokens != "gaussian":
+        raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED_HEADS}")
+    if task.boundary != "cyclic":
+        raise ValueError(f"task.boundary={task.boundary!r}: not covered (rows with different key sets); "
+                         f"{COVERED_HEADS}")
+    if any(len(s) != 1 for s in task.spans):
+        raise ValueError(f"task.spans={task.spans!r}: not covered (a span of several lags); {COVERED_HEADS}")
+    if task.d_out != task.d:
+        raise ValueError(f"task.d_out={task.d_out}: expected d_out = d = {task.d}")
+    return task
+
+
+def energy_params(task, prior: Prior, P) -> dict:
+    """beta, eps (arrays over P), w (K,), R (K, K), d, T of the H-head energy for ``task``."""
+    check_heads_task(task)
+    P = np.asarray(P, np.float64)
+    U = np.asarray(task.rotation_matrices())
+    R = np.einsum("kij,lij->kl", U, U) / task.d
+    return {"beta": P * task.d / (2.0 * prior.sigma2), "eps": prior.lam(task.d) / (P * task.T),
+            "w": np.asarray(task.weights, np.float64), "R": R, "d": task.d, "T": task.T}
+
+
+def _phi_E(x, beta, eps, w, R, d, T, H, K):
+    m, Q = unpack(x, H, K)
+    mw = m * w
+    M = mw @ R @ mw.T
+    A = Q + eps * jnp.eye(H)
+    fit = jnp.trace(jnp.linalg.solve(A, M))
+    _, logdet = jnp.linalg.slogdet(jnp.eye(H) + Q / eps)
+    return beta * (jnp.sum(w**2) - fit) + d**2 / (2.0 * T) * logdet
+
+
+def heads_energy(m, Q, *, task, prior: Prior, P: float):
+    """The per-row energy Phi_E(m, Q) (module docstring): m (..., H, K), Q (..., H, H) -> (...).
+    -T Phi_E is the log likelihood of L (V integrated out) to leading order in P, up to -(n d/2) log(2 pi sigma2)."""
+    p = energy_params(task, prior, P)
+    m, Q = jnp.asarray(m, jnp.float64), jnp.asarray(Q, jnp.float64)
+    H, K = m.shape[-2:]
+    x = jnp.asarray(pack(m, Q))
+    f = lambda v: _phi_E(v, float(p["beta"]), float(p["eps"]), p["w"], p["R"], p["d"], p["T"], H, K)  # noqa: E731
+    return jnp.vectorize(f, signature="(n)->()")(x)
+
+
+# ---------------------------------------------------------------------------------------- label-free view
+def label_free(m, Q, signs: bool = True) -> dict:
+    """Label-free summaries of m (..., H, K), Q (..., H, H) (numpy): each head's sign fixed so that its largest
+    |m_hk| is positive (linear heads; V absorbs the sign, a no-op for softmax), then the heads relabelled greedily
+    (head 0 the one with the largest mass on lag 1, head 1 the largest on lag 2 among the rest, ...).
+    Returns "mass_max" (..., K) (the best head's mass per lag), "m_canon" (..., H, K), "Q_canon" (..., H, H)."""
+    m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
+    H, K = m.shape[-2:]
+    lead = m.shape[:-2]
+    m, Q = m.reshape(-1, H, K), Q.reshape(-1, H, H)
+    n = m.shape[0]
+    if signs:
+        j = np.argmax(np.abs(m), axis=-1)
+        s = np.sign(np.take_along_axis(m, j[..., None], axis=-1)[..., 0])
+        s[s == 0] = 1.0
+        m, Q = m * s[:, :, None], Q * s[:, :, None] * s[:, None, :]
+    perm = np.zeros((n, H), int)
+    free = np.ones((n, H), bool)
+    for k in range(H):
+        j = np.argmax(np.where(free, m[:, :, min(k, K - 1)], -np.inf), axis=1)
+        perm[:, k] = j
+        free[np.arange(n), j] = False
+    i = np.arange(n)[:, None]
+    mc, Qc = m[i, perm], Q[i[:, :, None], perm[:, :, None], perm[:, None, :]]
+    return {"mass_max": m.max(axis=1).reshape(*lead, K), "m_canon": mc.reshape(*lead, H, K),
+            "Q_canon": Qc.reshape(*lead, H, H)}
+
+
+def _images(x, H, K, signs):
+    """The images of x under relabelling the heads (and flipping a head's sign, linear)."""
+    m, Q = unpack(np.asarray(x), H, K, xp=np)
+    out = []
+    for p in itertools.permutations(range(H)):
+        for s in itertools.product(*([(1.0, -1.0)] * H if signs else [(1.0,)] * H)):
+            s = np.asarray(s)
+            out.append(pack(m[list(p)] * s[:, None], Q[np.ix_(p, p)] * s[:, None] * s[None, :]))
+    return np.asarray(out)
+
+
+# ---------------------------------------------------------------------------------------------- the solver
+class _RowLaw:
+    """Lambda, tilted mean and covariance of the row statistics, and Psi(lam) with its gradient."""
+
+    def __init__(self, attention, H, K, T, sigma_A2, num_samples, key, ep):
+        self.attention, self.H, self.K, self.T, self.sA2 = attention, H, K, T, sigma_A2
+        self.n, self.key, self.ep = num_samples, key, ep
+        args = (ep["w"], ep["R"], ep["d"], T, H, K)
+        self.phi = jax.jit(lambda x, b, e: _phi_E(x, b, e, *args))
+        self.dphi = jax.jit(jax.grad(lambda x, b, e: _phi_E(x, b, e, *args)))
+        self.hphi = jax.jit(jax.hessian(lambda x, b, e: _phi_E(x, b, e, *args)))
+        if attention == "linear":
+            cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
+            self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
+        self.set_proposal(*[np.full((H, K), v) for v in DEFAULT_PROPOSAL])
+
+    def set_proposal(self, rho, mu, sd):
+        if self.attention == "softmax":
+            self.prop = (rho, mu, sd)
+            self.S, self.logw, self.xs = softmax_row_samples(self.key, jnp.asarray(rho), jnp.asarray(mu),
+                                                             jnp.asarray(sd), H=self.H, K=self.K, T=self.T,
+                                                             n=self.n, sigma_A2=self.sA2)
+
+    def moments(self, lam):
+        lam = jnp.asarray(lam)
+        if self.attention == "linear":
+            L, x, C = self._lin(lam)
+            return float(L), np.asarray(x), np.asarray(C), math.inf
+        L, x, C, ess = is_moments(lam, self.S, self.logw)
+        return float(L), np.asarray(x), np.asarray(C), float(ess)
+
+    def psi(self, lam, b, e):
+        L, x, C, _ = self.moments(lam)
+        if not np.isfinite(L):
+            return 1e30, np.zeros_like(lam)
+        g = np.asarray(self.dphi(jnp.asarray(x), b, e))
+        return float(self.phi(jnp.asarray(x), b, e)) + float(lam @ x) - L, C @ (g + lam)
+
+    def adapt(self, lam):
+        if self.attention == "softmax":
+            self.set_proposal(*adapt_proposal(jnp.asarray(lam), self.S, self.logw, self.xs, self.sA2))
+
+
+def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
+    """Minimise Psi from lam0 (softmax: re-fitting the proposal between rounds). Returns a dict or None."""
+    lam = np.asarray(lam0, np.float64)
+    x_prev = None
+    for r in range(rounds if law.attention == "softmax" else 1):
+        res = minimize(law.psi, lam, args=(b, e), jac=True, method="L-BFGS-B",
+                       options={"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-10})
+        lam = res.x
+        _, x, _, _ = law.moments(lam)
+        if x_prev is not None and np.max(np.abs(x - x_prev)) < tol:
+            break
+        x_prev = x
+        law.adapt(lam)
+    L, x, C, ess = law.moments(lam)
+    if not np.isfinite(L):
+        return None
+    F, _ = law.psi(lam, b, e)
+    HE = np.asarray(law.hphi(jnp.asarray(x), b, e))
+    try:
+        hess = HE + np.linalg.inv(C)
+        ev = np.linalg.eigvalsh(0.5 * (hess + hess.T))
+    except np.linalg.LinAlgError:
+        return None
+    resid = lam + np.asarray(law.dphi(jnp.asarray(x), b, e))
+    _, logdet = np.linalg.slogdet(np.eye(len(x)) + C @ HE)
+    return {"x": x, "lam": lam, "F": float(F), "stable": bool(ev.min() > 0), "min_eig": float(ev.min()),
+            "residual": float(np.max(np.abs(resid)) / max(1.0, np.max(np.abs(lam)))), "ess": ess,
+            "cov": C, "hess": hess, "logdet": float(logdet)}
+
+
+def _starts(H, K, attention, sA2):
+    """Named starting points in x: cold (the prior means), hot (head h on lag h), competitive (all on lag 1)."""
+    def x_of(pairs, mass):
+        m = np.full((H, K), 0.0 if attention == "linear" else 0.02)
+        for h, k in pairs:
+            m[h, k] = mass
+        if attention == "linear":
+            Q = sA2 * np.eye(H) + m @ m.T
+        else:
+            Q = np.full((H, H), 0.02) + m @ m.T
+            Q[np.diag_indices(H)] = 0.05 + np.sum(m**2, axis=1)
+        return pack(m, Q)
+
+    mass = 1.0 if attention == "linear" else 0.7
+    return {"hot": x_of([(h, h) for h in range(min(H, K))], mass), "competitive": x_of([(h, 0) for h in range(H)], mass)}
+
+
+@dataclass
+class HeadsCurve:
+    """Per P: label-free posterior means (Laplace mixture of the stable fixed points with their Gaussian
+    fluctuations): "mass_max" (NP, K), "m_canon" (NP, H, K), "Q_canon" (NP, H, H); the most probable fixed point
+    (relabelled, no fluctuations): "m_fp", "Q_fp"; every fixed point found per P ("fixed_points"); transitions
+    P_k where mass_max on lag k crosses 3/T (log-interpolated; None if it does not in the P range)."""
+
+    attention: str
+    P: np.ndarray
+    mean: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    fixed_points: list = field(default_factory=list)
+    transitions: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+
+
+def _crossing(P, y, thr):
+    above = np.asarray(y) >= thr
+    if not above.any():
+        return None
+    i = int(np.argmax(above))
+    if i == 0:
+        return float(P[0])
+    x0, x1 = np.log(P[i - 1]), np.log(P[i])
+    return float(np.exp(x0 + (thr - y[i - 1]) * (x1 - x0) / (y[i] - y[i - 1])))
+
+
+def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", prior: Prior | None = None,
+                T: int = 16, d: int = 8, weights=None, num_samples: int = 200_000, seed: int = 0,
+                fluct_samples: int = 4000) -> HeadsCurve:
+    """The H-head theory over a grid of P (docs/theory.md section 12).
+
+    task: a :class:`~bayesattn.MultiLagCopyTask` (default: T, d, single lags 1..K with ``weights``, default
+    0.6^k for K = heads, orthogonal U_k as experiments/staircase.py builds them); prior: default Prior(1, 100,
+    400). num_samples: importance samples of the softmax row law (fixed seed; ignored for linear, which is
+    closed form). Raises ValueError outside what is covered (:data:`COVERED_HEADS`)."""
+    from ...tasks import MultiLagCopyTask
+
+    check_choice("attention", attention, ("softmax", "linear"))
+    H = check_int("heads", heads, minimum=1)
+    if task is None:
+        w = tuple(0.6**k for k in range(H)) if weights is None else tuple(weights)
+        task = MultiLagCopyTask(T=T, d=d, spans=tuple((k + 1,) for k in range(len(w))), weights=w,
+                                rotations="orthogonal")
+    check_heads_task(task)
+    prior = Prior(1.0, 100.0, 400.0) if prior is None else prior
+    P = _check_grid("P", P)
+    T, K = task.T, task.K
+    ep = energy_params(task, prior, P)
+    law = _RowLaw(attention, H, K, T, float(prior.sigma_A2), check_int("num_samples", num_samples, minimum=1000),
+                  jax.random.key(seed), ep)
+    signs = attention == "linear"
+    rng = np.random.default_rng(seed)
+    named = _starts(H, K, attention, float(prior.sigma_A2))
+    out_mean = {"mass_max": [], "m_canon": [], "Q_canon": []}
+    out_fix = {"m_fp": [], "Q_fp": [], "F": []}
+    all_fp, prev = [], []
+    for i, Pi in enumerate(P):
+        b, e = float(ep["beta"][i]), float(ep["eps"][i])
+        starts = [("cold", np.zeros(n_stats(H, K)))]
+        starts += [(name, -np.asarray(law.dphi(jnp.asarray(x0), b, e))) for name, x0 in named.items()]
+        starts += [("previous", fp["lam"]) for fp in prev]
+        found = []
+        for name, lam0 in starts:
+            law.set_proposal(*[np.full((H, K), v) for v in DEFAULT_PROPOSAL])
+            fp = _fixed_point(law, lam0, b, e)
+            if fp is None:
+                continue
+            fp["start"] = name
+            lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
+            fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
+            dup = [g for g in found if np.max(np.abs(g["x_canon"] - fp["x_canon"])) < 5e-3]
+            if dup:
+                dup[0]["starts"].append(name)
+                continue
+            fp["starts"] = [name]
+            imgs = _images(fp["x"], H, K, signs)
+            fp["multiplicity"] = int(len(_unique_rows(imgs, 1e-4)))
+            found.append(fp)
+        stable = [fp for fp in found if fp["stable"]] or found
+        logwt = np.array([math.log(fp["multiplicity"]) - T * fp["F"] - 0.5 * fp["logdet"] for fp in stable])
+        wt = np.exp(logwt - logwt.max())
+        wt /= wt.sum()
+        acc = {k: 0.0 for k in out_mean}
+        for fp, wi in zip(stable, wt):
+            fp["weight"] = float(wi)
+            cov = np.linalg.inv(T * fp["hess"])
+            xs = rng.multivariate_normal(fp["x"], 0.5 * (cov + cov.T), size=fluct_samples, method="eigh")
+            lf = label_free(*unpack(xs, H, K, xp=np), signs=signs)
+            for k in acc:
+                acc[k] = acc[k] + wi * lf[k].mean(axis=0)
+        for k in acc:
+            out_mean[k].append(acc[k])
+        best = stable[int(np.argmax(wt))]
+        mc, Qc = unpack(best["x_canon"], H, K, xp=np)
+        out_fix["m_fp"].append(mc)
+        out_fix["Q_fp"].append(Qc)
+        out_fix["F"].append(T * best["F"])
+        all_fp.append([{k: v for k, v in fp.items() if k not in ("cov", "hess")} for fp in found])
+        prev = [fp for fp in found if fp["stable"]]
+    mean = {k: np.asarray(v) for k, v in out_mean.items()}
+    trans = {f"lag{k + 1}": _crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
+    return HeadsCurve(attention, P, mean, {k: np.asarray(v) for k, v in out_fix.items()}, all_fp, trans,
+                      {"T": T, "d": task.d, "H": H, "K": K, "weights": list(task.weights), "prior": prior.config(),
+                       "num_samples": num_samples, "seed": seed, "R": ep["R"].tolist()})
+
+
+def _unique_rows(X, tol):
+    keep = []
+    for x in X:
+        if not any(np.max(np.abs(x - y)) < tol for y in keep):
+            keep.append(x)
+    return keep

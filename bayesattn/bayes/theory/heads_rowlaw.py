@@ -1,0 +1,138 @@
+"""Row laws of H independent heads tilted by their lag masses and overlaps (docs/theory.md section 12).
+
+One query row t of H heads has the statistics s = (a_hk, c_hh'): a_hk = alpha_h[t, t - k] (k = 1..K) and
+c_hh' = sum_s alpha_h[t, s] alpha_h'[t, s] (h <= h'; c_hh = b_h). Under the prior the H rows of logits are
+independent N(0, sigma_A2 I_T); the cumulant generating function of the tilted row law is
+
+    Lambda(lam) = log E_prior exp(lam . s),
+
+and its gradient / Hessian are the tilted means / covariance of s. The overlap tilts (h != h') couple the heads
+within a row, so the row law does not factorise over heads.
+
+- linear (alpha = l / sqrt(T)): the tilted law is Gaussian, position by position, with the H x H precision
+  sigma_A2^{-1} I - (2 / T) G (G_hh = lam_hh, G_hh' = lam_hh' / 2) and a mean shift on the K source positions,
+  so Lambda is closed form (:func:`linear_cgf`).
+- softmax: Lambda by importance sampling over whole rows with fixed random numbers (so Lambda is a smooth,
+  deterministic function of lam, and root finding / minimisation work on it). The K source logits of each head
+  come from a two-component mixture (the prior, and a Gaussian fitted to the tilted law's copying rows), the
+  other T - K logits from the prior; the estimator is unbiased for any proposal, the proposal only sets its
+  variance (the effective sample size is reported).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+
+def n_stats(H: int, K: int) -> int:
+    return H * K + H * (H + 1) // 2
+
+
+def unpack(x, H: int, K: int, xp=jnp):
+    """x = (m_hk row-major, upper triangle of Q incl. the diagonal, row-major) -> m (..., H, K), Q (..., H, H)."""
+    x = xp.asarray(x)
+    m = x[..., : H * K].reshape(*x.shape[:-1], H, K)
+    iu = np.triu_indices(H)
+    up = x[..., H * K:]
+    Q = xp.zeros((*x.shape[:-1], H, H), dtype=x.dtype)
+    if xp is jnp:
+        Q = Q.at[..., iu[0], iu[1]].set(up).at[..., iu[1], iu[0]].set(up)
+    else:
+        Q[..., iu[0], iu[1]] = up
+        Q[..., iu[1], iu[0]] = up
+    return m, Q
+
+
+def pack(m, Q):
+    m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
+    H = m.shape[-2]
+    iu = np.triu_indices(H)
+    return np.concatenate([m.reshape(*m.shape[:-2], -1), Q[..., iu[0], iu[1]]], axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------- linear
+def linear_cgf(lam, H: int, K: int, T: int, sigma_A2: float):
+    """Lambda(lam) of the Gaussian row law of H linear heads (alpha = l / sqrt(T)); +inf where the tilted
+    precision is not positive definite. jax-differentiable (gradient = tilted means, Hessian = covariance)."""
+    theta, G = unpack(lam, H, K)
+    Gs = 0.5 * (G + jnp.diag(jnp.diag(G)))  # lam . c = sum_{h<=h'} lam_hh' l_h.l_h' / T = l^T Gs l / T
+    Pm = jnp.eye(H) / sigma_A2 - 2.0 * Gs / T
+    ev = jnp.linalg.eigvalsh(Pm)
+    chol = jnp.linalg.cholesky(jnp.where(jnp.all(ev > 0), Pm, jnp.eye(H)))
+    logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(chol))) + H * jnp.log(sigma_A2)
+    sol = jax.scipy.linalg.cho_solve((chol, True), theta)  # (H, K): Pm^{-1} theta_k per lag
+    val = -0.5 * T * logdet + 0.5 * jnp.sum(theta * sol) / T
+    return jnp.where(jnp.all(ev > 0), val, jnp.inf)
+
+
+# --------------------------------------------------------------------------------------------- softmax
+DEFAULT_PROPOSAL = (0.3, 3.5, 1.5)  # mixture weight, mean, std of the copying component of a source logit
+
+
+def _log_normal(x, mu, s2):
+    return -0.5 * (x - mu) ** 2 / s2 - 0.5 * jnp.log(2 * jnp.pi * s2)
+
+
+@functools.partial(jax.jit, static_argnames=("H", "K", "T", "n"))
+def softmax_row_samples(key, rho, mu, sd, *, H: int, K: int, T: int, n: int, sigma_A2: float):
+    """Importance samples of whole rows: (S (n, D) statistics, log w (n,) prior / proposal, x (n, H, K) source
+    logits). rho, mu, sd: (H, K) proposal of the source logits; the first K positions are the sources (lags 1..K:
+    the rows are exchangeable in the positions, so which ones does not matter)."""
+    kz, ku = jax.random.split(key)
+    z = jax.random.normal(kz, (n, H, T))
+    u = jax.random.uniform(ku, (n, H, K))
+    sA = jnp.sqrt(sigma_A2)
+    zs = z[:, :, :K]
+    x = jnp.where(u < rho, mu + sd * zs, sA * zs)
+    lq = jnp.logaddexp(jnp.log(rho) + _log_normal(x, mu, sd**2), jnp.log1p(-rho) + _log_normal(x, 0.0, sigma_A2))
+    logw = jnp.sum(_log_normal(x, 0.0, sigma_A2) - lq, axis=(1, 2))
+    logits = jnp.concatenate([x, sA * z[:, :, K:]], axis=2)
+    alpha = jax.nn.softmax(logits, axis=-1)
+    a = alpha[:, :, :K].reshape(n, H * K)
+    iu = np.triu_indices(H)
+    c = jnp.einsum("nhs,ngs->nhg", alpha, alpha)[:, iu[0], iu[1]]
+    return jnp.concatenate([a, c], axis=1), logw, x
+
+
+@jax.jit
+def is_cgf(lam, S, logw):
+    """Lambda(lam) = log mean(w exp(lam . S)) of importance samples (S (n, D), log w (n,))."""
+    return logsumexp(logw + S @ lam) - jnp.log(S.shape[0])
+
+
+@jax.jit
+def is_moments(lam, S, logw):
+    """(Lambda, tilted mean (D,), tilted covariance (D, D), effective sample size) of importance samples."""
+    lw = logw + S @ lam
+    lse = logsumexp(lw)
+    p = jnp.exp(lw - lse)
+    mean = p @ S
+    dS = S - mean
+    cov = (dS * p[:, None]).T @ dS
+    return lse - jnp.log(S.shape[0]), mean, cov, 1.0 / jnp.sum(p**2)
+
+
+def adapt_proposal(lam, S, logw, x, sigma_A2: float, floor: float = 0.05):
+    """A proposal fitted to the tilted law at lam: per source logit, the tilted probability of the copying side
+    (x > 2 sigma_A) as mixture weight (clipped to [floor, 1 - floor]) and the tilted mean / std of x there
+    (x 1.2, at least 0.3); where the tilted law barely copies, the default copying component is kept."""
+    lw = np.asarray(logw + S @ lam)
+    p = np.exp(lw - lw.max())
+    p /= p.sum()
+    x = np.asarray(x)
+    hi = x > 2.0 * np.sqrt(sigma_A2)
+    ph = np.einsum("n,nhk->hk", p, hi)
+    rho0, mu0, sd0 = DEFAULT_PROPOSAL
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.einsum("n,nhk->hk", p, hi * x) / ph
+        var = np.einsum("n,nhk->hk", p, hi * x**2) / ph - mu**2
+    ok = ph > 1e-3
+    mu = np.where(ok, mu, mu0)
+    sd = np.where(ok, 1.2 * np.sqrt(np.clip(var, 0.0625, None)), sd0)  # 1.2: heavier than the fit
+    rho = np.where(ok, np.clip(ph, floor, 1.0 - floor), rho0)
+    return rho, mu, sd
