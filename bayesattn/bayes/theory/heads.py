@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import minimize
+from scipy.stats import ortho_group
 
 from ..._validate import check_choice, check_int
 from ..posterior import Prior
@@ -91,7 +92,9 @@ def label_free(m, Q, signs: bool = True) -> dict:
     """Label-free summaries of m (..., H, K), Q (..., H, H) (numpy): each head's sign fixed so that its largest
     |m_hk| is positive (linear heads; V absorbs the sign, a no-op for softmax), then the heads relabelled greedily
     (head 0 the one with the largest mass on lag 1, head 1 the largest on lag 2 among the rest, ...).
-    Returns "mass_max" (..., K) (the best head's mass per lag), "m_canon" (..., H, K), "Q_canon" (..., H, H)."""
+    Returns "mass_max" (..., K) (the best head's mass per lag), "m_canon" (..., H, K), "Q_canon" (..., H, H), and
+    "m_sv" (..., min(H, K)): the singular values of m, invariant under any rotation of the heads (linear heads have
+    that symmetry, so for them the per-head view depends on the point of the orbit; module docstring)."""
     m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
     H, K = m.shape[-2:]
     lead = m.shape[:-2]
@@ -110,8 +113,29 @@ def label_free(m, Q, signs: bool = True) -> dict:
         free[np.arange(n), j] = False
     i = np.arange(n)[:, None]
     mc, Qc = m[i, perm], Q[i[:, :, None], perm[:, :, None], perm[:, None, :]]
+    sv = np.linalg.svd(m, compute_uv=False)
     return {"mass_max": m.max(axis=1).reshape(*lead, K), "m_canon": mc.reshape(*lead, H, K),
-            "Q_canon": Qc.reshape(*lead, H, H)}
+            "Q_canon": Qc.reshape(*lead, H, H), "m_sv": sv.reshape(*lead, -1)}
+
+
+def _rotate(x, O, H, K):
+    """x -> (O m, O Q O^T) for head rotations O (..., H, H) (linear heads: an exact symmetry of the posterior)."""
+    m, Q = unpack(np.asarray(x), H, K, xp=np)
+    return pack(O @ m, O @ Q @ np.swapaxes(O, -1, -2))
+
+
+def _orbit_tangents(x, H, K):
+    """Orthonormal basis (r, D) of the tangent space of the O(H) orbit of x (the linear heads' zero modes)."""
+    vs = []
+    for i, j in itertools.combinations(range(H), 2):
+        A = np.zeros((H, H))
+        A[i, j], A[j, i] = 1.0, -1.0
+        m, Q = unpack(np.asarray(x), H, K, xp=np)
+        vs.append(pack(A @ m, A @ Q + Q @ A.T))
+    if not vs:
+        return np.zeros((0, len(x)))
+    u, sv, _ = np.linalg.svd(np.asarray(vs).T, full_matrices=False)
+    return u[:, sv > 1e-8 * max(1.0, sv.max())].T
 
 
 def _images(x, H, K, signs):
@@ -186,16 +210,30 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
         return None
     F, _ = law.psi(lam, b, e)
     HE = np.asarray(law.hphi(jnp.asarray(x), b, e))
+    # the Hessian of F = Phi_E + I in x is H_E + Cov^{-1}; linear heads: restricted to the directions
+    # transverse to the O(H) orbit of x (along it F is flat: an exact symmetry)
+    D = len(x)
+    B = np.eye(D)
+    if law.attention == "linear":
+        Tg = _orbit_tangents(x, law.H, law.K)
+        if len(Tg):
+            u, sv, _ = np.linalg.svd(np.eye(D) - Tg.T @ Tg)
+            B = u[:, sv > 0.5].T
     try:
-        hess = HE + np.linalg.inv(C)
-        ev = np.linalg.eigvalsh(0.5 * (hess + hess.T))
+        Cinv = np.linalg.inv(C)
     except np.linalg.LinAlgError:
         return None
+    hess = B @ (HE + Cinv) @ B.T
+    hess = 0.5 * (hess + hess.T)
+    ev = np.linalg.eigvalsh(hess)
     resid = lam + np.asarray(law.dphi(jnp.asarray(x), b, e))
-    _, logdet = np.linalg.slogdet(np.eye(len(x)) + C @ HE)
+    # Laplace weight of the well: density prefactor det(Cov)^{-1/2} (Daniels) times the Gaussian integral
+    # det(T hess)^{-1/2} over the transverse directions (up to a constant common to all wells)
+    Cc = B @ C @ B.T
+    logdet = float(np.linalg.slogdet(Cc)[1] + np.linalg.slogdet(hess)[1]) if ev.min() > 0 else math.inf
     return {"x": x, "lam": lam, "F": float(F), "stable": bool(ev.min() > 0), "min_eig": float(ev.min()),
             "residual": float(np.max(np.abs(resid)) / max(1.0, np.max(np.abs(lam)))), "ess": ess,
-            "cov": C, "hess": hess, "logdet": float(logdet)}
+            "basis": B, "hess": hess, "logdet": logdet}
 
 
 def _starts(H, K, attention, sA2):
@@ -269,7 +307,7 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
     signs = attention == "linear"
     rng = np.random.default_rng(seed)
     named = _starts(H, K, attention, float(prior.sigma_A2))
-    out_mean = {"mass_max": [], "m_canon": [], "Q_canon": []}
+    out_mean = {"mass_max": [], "m_canon": [], "Q_canon": [], "m_sv": []}
     out_fix = {"m_fp": [], "Q_fp": [], "F": []}
     all_fp, prev = [], []
     for i, Pi in enumerate(P):
@@ -281,28 +319,40 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         for name, lam0 in starts:
             law.set_proposal(*[np.full((H, K), v) for v in DEFAULT_PROPOSAL])
             fp = _fixed_point(law, lam0, b, e)
-            if fp is None:
+            if fp is None or fp["residual"] > 1e-5:  # not a fixed point (minimisation stopped short)
                 continue
             fp["start"] = name
             lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
             fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
-            dup = [g for g in found if np.max(np.abs(g["x_canon"] - fp["x_canon"])) < 5e-3]
+            fp["invariants"] = _invariants(fp["x"], H, K)
+            # the same well: linear, the same O(H) orbit; softmax, within the importance-sampling noise (~5e-3;
+            # distinct wells here differ by > 0.1 in some mass)
+            key, tol = ("invariants", 5e-3) if signs else ("x_canon", 0.02)
+            dup = [g for g in found if np.max(np.abs(g[key] - fp[key])) < tol]
             if dup:
                 dup[0]["starts"].append(name)
                 continue
             fp["starts"] = [name]
-            imgs = _images(fp["x"], H, K, signs)
-            fp["multiplicity"] = int(len(_unique_rows(imgs, 1e-4)))
+            # softmax: the number of distinct relabellings; linear: one orbit (its volume is not included, which
+            # matters only between coexisting stable orbits of different shape)
+            fp["multiplicity"] = 1 if signs else int(len(_unique_rows(_images(fp["x"], H, K, False), 5e-3)))
             found.append(fp)
-        stable = [fp for fp in found if fp["stable"]] or found
+        stable = [fp for fp in found if fp["stable"]]
+        if not stable:
+            raise RuntimeError(f"P={Pi}: no stable fixed point found (starts: {[n for n, _ in starts]})")
         logwt = np.array([math.log(fp["multiplicity"]) - T * fp["F"] - 0.5 * fp["logdet"] for fp in stable])
         wt = np.exp(logwt - logwt.max())
         wt /= wt.sum()
         acc = {k: 0.0 for k in out_mean}
         for fp, wi in zip(stable, wt):
             fp["weight"] = float(wi)
+            if not fp["stable"]:
+                continue
             cov = np.linalg.inv(T * fp["hess"])
-            xs = rng.multivariate_normal(fp["x"], 0.5 * (cov + cov.T), size=fluct_samples, method="eigh")
+            z = rng.multivariate_normal(np.zeros(len(cov)), 0.5 * (cov + cov.T), size=fluct_samples, method="eigh")
+            xs = fp["x"] + z @ fp["basis"]
+            if signs:  # linear: uniform over the O(H) orbit (Haar rotations of the heads)
+                xs = _rotate(xs, ortho_group.rvs(H, size=fluct_samples, random_state=rng).reshape(-1, H, H), H, K)
             lf = label_free(*unpack(xs, H, K, xp=np), signs=signs)
             for k in acc:
                 acc[k] = acc[k] + wi * lf[k].mean(axis=0)
@@ -313,13 +363,19 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         out_fix["m_fp"].append(mc)
         out_fix["Q_fp"].append(Qc)
         out_fix["F"].append(T * best["F"])
-        all_fp.append([{k: v for k, v in fp.items() if k not in ("cov", "hess")} for fp in found])
+        all_fp.append([{k: v for k, v in fp.items() if k not in ("basis", "hess")} for fp in found])
         prev = [fp for fp in found if fp["stable"]]
     mean = {k: np.asarray(v) for k, v in out_mean.items()}
     trans = {f"lag{k + 1}": _crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
     return HeadsCurve(attention, P, mean, {k: np.asarray(v) for k, v in out_fix.items()}, all_fp, trans,
                       {"T": T, "d": task.d, "H": H, "K": K, "weights": list(task.weights), "prior": prior.config(),
                        "num_samples": num_samples, "seed": seed, "R": ep["R"].tolist()})
+
+
+def _invariants(x, H, K):
+    """O(H)-invariants of x: singular values of m, eigenvalues of Q and of m^T m (sorted)."""
+    m, Q = unpack(np.asarray(x), H, K, xp=np)
+    return np.concatenate([np.linalg.svd(m, compute_uv=False), np.linalg.eigvalsh(Q), np.linalg.eigvalsh(m.T @ m)])
 
 
 def _unique_rows(X, tol):
