@@ -2,12 +2,13 @@
 
 Setup of experiments/staircase.py (BayesConfig defaults, phase_diagrams/staircase/staircase.toml): T = 16,
 d = 8, lags 1..H with weights 0.6^k, orthogonal U_k, sigma_A2 = 1, sigma_V2 = 100, sigma2 = 400; NUTS with the
-same data and keys as ``staircase.mcmc_point`` (2 chains x (300 + 500) by default), per draw the per-head lag
+same data and keys as ``staircase.mcmc_point`` (4 chains x (500 + 1000), cold and hot starts, by default), per draw the per-head lag
 masses m_hk, the overlaps Q_hh' = <sum_s alpha_h alpha_h'>_t, and label-free summaries (the best head's mass per
 lag; the heads relabelled per draw so that head k is the one taken greedily for lag k).
 
     python scripts/heads_theory_check.py --part mcmc     # cached: results/heads_theory/mcmc/*.json
-    python scripts/heads_theory_check.py --part table    # theory next to every cached MCMC point, markdown
+    python scripts/heads_theory_check.py --part table    # theory (cached: results/heads_theory/theory_*.json)
+                                                         # next to every cached MCMC point: table.md
 Rerunning skips points already on disk.
 """
 
@@ -24,7 +25,7 @@ OUT = Path("results/heads_theory")
 GRID = {  # (attention, H): P values (T = 16, d = 8, ratio 0.6)
     ("softmax", 2): [200, 315, 497, 627, 784, 1237, 1806, 1951, 3076, 4851, 7650, 19024],
     ("linear", 2): [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 19024],
-    ("softmax", 3): [497, 1237, 3076, 7650, 19024, 30000],
+    ("softmax", 3): [315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000],
 }
 
 
@@ -75,7 +76,7 @@ def run_mcmc(args):
             continue
         for P in Ps:
             for init in args.inits:
-                path = OUT / "mcmc" / f"{att}_H{H}_P{P}_{init}.json"
+                path = OUT / "mcmc" / f"{att}_H{H}_P{P}_{init}_c{args.chains}w{args.warmup}s{args.samples}.json"
                 if path.exists():
                     continue
                 r = mcmc(att, H, P, init, chains=args.chains, warmup=args.warmup, samples=args.samples)
@@ -84,15 +85,98 @@ def run_mcmc(args):
                       f"({r['wall_s']:.0f} s)", flush=True)
 
 
+def theory(att, H, num_samples):
+    """The theory at the GRID's P values (cached: results/heads_theory/theory_<att>_H<H>.json)."""
+    from bayesattn.bayes.theory.heads import heads_curve
+    from bayesattn.sweep import package_versions, write_json_atomic
+
+    path = OUT / f"theory_{att}_H{H}_n{num_samples}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    t0 = time.perf_counter()
+    c = heads_curve(GRID[(att, H)], heads=H, attention=att, num_samples=num_samples)
+    fps = [[{k: fp[k] for k in ("x_canon", "F", "stable", "ess", "starts", "multiplicity", "residual")
+             if k in fp} | {"weight": fp.get("weight")} for fp in fl] for fl in c.fixed_points]
+    r = {"P": c.P.tolist(), "mean": {k: v.tolist() for k, v in c.mean.items()},
+         "fixed": {k: v.tolist() for k, v in c.fixed.items()}, "fixed_points": fps, "transitions": c.transitions,
+         "config": c.config, "wall_s": time.perf_counter() - t0, "versions": package_versions()}
+    write_json_atomic(path, r)
+    return json.loads(path.read_text())
+
+
+def load_mcmc(att, H, P, args):
+    out = {}
+    for init in args.inits:
+        path = OUT / "mcmc" / f"{att}_H{H}_P{P}_{init}_c{args.chains}w{args.warmup}s{args.samples}.json"
+        if path.exists():
+            out[init] = json.loads(path.read_text())
+    return out
+
+
+def table(args):
+    """Markdown: per P the best head's mass per lag, theory / MCMC (mean of the cold and hot runs), and the
+    largest |theory - MCMC|; linear also the singular values of m (invariant under rotating the heads)."""
+    from bayesattn.experiments.staircase import transitions
+
+    lines = []
+    for (att, H), Ps in GRID.items():
+        if args.attention and att not in args.attention or args.heads and H not in args.heads:
+            continue
+        th = theory(att, H, args.num_samples)
+        K = H
+        head = " | ".join(f"lag {k + 1}" for k in range(K))
+        extra = " | m singular values" if att == "linear" else " | head overlap Q_01"
+        lines += [f"**{att}, H = {H}** (theory / MCMC; MCMC = mean of cold and hot, 4 chains x (500 + 1000) each)",
+                  "", f"| P | {head}{extra} | max abs diff | cold - hot |", "|---" * (K + 4) + "|"]
+        mm = []
+        for i, P in enumerate(Ps):
+            runs = load_mcmc(att, H, P, args)
+            if not runs:
+                continue
+            mc = np.mean([r["mean"]["mass_max"] for r in runs.values()], axis=0)
+            mm.append(mc)
+            t = np.asarray(th["mean"]["mass_max"][i])
+            cells = [f"{t[k]:.3f} / {mc[k]:.3f}" for k in range(K)]
+            if att == "linear":
+                msv = np.mean([r["mean"]["m_sv"] for r in runs.values()], axis=0)
+                tsv = np.asarray(th["mean"]["m_sv"][i])
+                cells.append(", ".join(f"{a:.3f}/{b:.3f}" for a, b in zip(tsv, msv)))
+                diff = max(np.max(np.abs(t - mc)), np.max(np.abs(tsv - msv)))
+            else:
+                q = np.mean([r["mean"]["Q_canon"][0][1] for r in runs.values()])
+                tq = th["mean"]["Q_canon"][i][0][1]
+                cells.append(f"{tq:.3f} / {q:.3f}")
+                diff = max(np.max(np.abs(t - mc)), abs(tq - q))
+            ch = "-"
+            if len(runs) == 2:
+                ch = f"{np.max(np.abs(np.subtract(runs['cold']['mean']['mass_max'], runs['hot']['mean']['mass_max']))):.3f}"
+            lines.append(f"| {P} | " + " | ".join(cells) + f" | {diff:.3f}{' (> 0.03)' if diff > 0.03 else ''} | {ch} |")
+        Pm = np.asarray([P for P in Ps if load_mcmc(att, H, P, args)])
+        if len(mm):
+            mm = np.asarray(mm)
+            pk_mc = [transitions(Pm, mm[:, k], 3.0 / 16) for k in range(K)]
+            pk_th = [th["transitions"][f"lag{k + 1}"] for k in range(K)]
+            fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+            lines += ["", "P_k (best head's mass crosses 3/T, log-interpolated on this grid), theory / MCMC: "
+                      + ", ".join(f"lag {k + 1}: {fmt(a)} / {fmt(b)}" for k, (a, b) in enumerate(zip(pk_th, pk_mc)))]
+        lines += [f"(theory: {th['wall_s']:.0f} s for {len(Ps)} values of P)", ""]
+    text = "\n".join(lines)
+    (OUT / "table.md").write_text(text)
+    print(text)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=["mcmc", "table"], default="table")
     ap.add_argument("--attention", nargs="*", default=[])
     ap.add_argument("--heads", nargs="*", type=int, default=[])
-    ap.add_argument("--inits", nargs="*", default=["cold"])
-    ap.add_argument("--chains", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--samples", type=int, default=500)
+    ap.add_argument("--inits", nargs="*", default=["cold", "hot"])
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--num-samples", type=int, default=100_000, help="importance samples of the softmax row law")
     args = ap.parse_args()
     if args.part == "mcmc":
         run_mcmc(args)
+    else:
+        table(args)

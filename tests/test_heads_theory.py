@@ -9,7 +9,7 @@ import pytest
 
 import bayesattn as ba
 from bayesattn.bayes.theory.heads import check_heads_task, heads_curve, heads_energy, label_free
-from bayesattn.bayes.theory.heads_rowlaw import (adapt_proposal, is_moments, linear_cgf, n_stats, pack,
+from bayesattn.bayes.theory.heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats, pack,
                                                  softmax_row_samples, unpack)
 
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
@@ -120,8 +120,7 @@ def test_softmax_importance_sampler_against_plain_monte_carlo():
     H, K, T = 2, 2, 16
     lam = jnp.asarray(pack(np.array([[9.0, 0.0], [0.0, 6.0]]), np.array([[-4.0, -3.0], [-3.0, -4.0]])))
     key = jax.random.key(3)
-    rho, mu, sd = (np.full((H, K), v) for v in (0.3, 3.5, 1.5))
-    S, lw, x = softmax_row_samples(key, rho, mu, sd, H=H, K=K, T=T, n=100_000, sigma_A2=1.0)
+    S, lw, x = softmax_row_samples(key, *default_proposal(H, K), H=H, K=K, T=T, n=100_000, sigma_A2=1.0)
     S, lw, x = softmax_row_samples(key, *adapt_proposal(lam, S, lw, x, 1.0), H=H, K=K, T=T, n=100_000, sigma_A2=1.0)
     L_is, m_is, _, ess = is_moments(lam, S, lw)
     z = np.asarray(jax.random.normal(jax.random.key(11), (1_000_000, H, T)))

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import logsumexp
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
 from ..._validate import check_choice, check_int
 from ..posterior import Prior
 from .common import _check_grid
-from .heads_rowlaw import (DEFAULT_PROPOSAL, adapt_proposal, is_moments, linear_cgf, n_stats, pack,
+from .heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats, pack,
                            softmax_row_samples, unpack)
 
 COVERED_HEADS = ("heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
@@ -160,11 +161,26 @@ class _RowLaw:
         self.phi = jax.jit(lambda x, b, e: _phi_E(x, b, e, *args))
         self.dphi = jax.jit(jax.grad(lambda x, b, e: _phi_E(x, b, e, *args)))
         self.hphi = jax.jit(jax.hessian(lambda x, b, e: _phi_E(x, b, e, *args)))
+        phi = lambda x, b, e: _phi_E(x, b, e, *args)  # noqa: E731
         if attention == "linear":
             cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
             self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
-        self.set_proposal(*[np.full((H, K), v) for v in DEFAULT_PROPOSAL])
 
+            def psi(lam, b, e):
+                L, x, C = cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)
+                return phi(x, b, e) + lam @ x - L, C @ (jax.grad(phi)(x, b, e) + lam), L
+        else:
+            def psi(lam, b, e, S, logw):
+                # Psi and its gradient Cov (grad Phi_E + lam) without forming Cov: O(n D) per evaluation
+                lw = logw + S @ lam
+                lse = logsumexp(lw)
+                p = jnp.exp(lw - lse)
+                x = p @ S
+                dS = S - x
+                v = jax.grad(phi)(x, b, e) + lam
+                L = lse - jnp.log(S.shape[0])
+                return phi(x, b, e) + lam @ x - L, (p * (dS @ v)) @ dS, L
+        self._psi = jax.jit(psi)
     def set_proposal(self, rho, mu, sd):
         if self.attention == "softmax":
             self.prop = (rho, mu, sd)
@@ -181,15 +197,39 @@ class _RowLaw:
         return float(L), np.asarray(x), np.asarray(C), float(ess)
 
     def psi(self, lam, b, e):
-        L, x, C, _ = self.moments(lam)
-        if not np.isfinite(L):
+        extra = () if self.attention == "linear" else (self.S, self.logw)
+        val, grad, L = self._psi(jnp.asarray(lam), b, e, *extra)
+        if not np.isfinite(float(L)):
             return 1e30, np.zeros_like(lam)
-        g = np.asarray(self.dphi(jnp.asarray(x), b, e))
-        return float(self.phi(jnp.asarray(x), b, e)) + float(lam @ x) - L, C @ (g + lam)
+        return float(val), np.asarray(grad)
 
     def adapt(self, lam):
         if self.attention == "softmax":
             self.set_proposal(*adapt_proposal(jnp.asarray(lam), self.S, self.logw, self.xs, self.sA2))
+
+
+def _residual(law, lam, b, e):
+    L, x, C, _ = law.moments(lam)
+    if not np.isfinite(L):
+        return np.inf, None, None, None
+    r = lam + np.asarray(law.dphi(jnp.asarray(x), b, e))
+    return float(np.max(np.abs(r)) / max(1.0, np.max(np.abs(lam)))), r, x, C
+
+
+def _newton_polish(law, lam, b, e, steps=30, tol=1e-11):
+    """Newton on lam + grad Phi_E(grad Lambda(lam)) = 0 (Jacobian I + H_E Cov), from the minimiser's lam, kept
+    only while it lowers the residual (L-BFGS stops early where Cov is small: its gradient is Cov times this)."""
+    err, r, x, C = _residual(law, lam, b, e)
+    for _ in range(steps):
+        if err < tol:
+            break
+        HE = np.asarray(law.hphi(jnp.asarray(x), b, e))
+        new = lam - np.linalg.solve(np.eye(len(lam)) + HE @ C, r)
+        err_new, r_new, x_new, C_new = _residual(law, new, b, e)
+        if not err_new < err:
+            break
+        lam, err, r, x, C = new, err_new, r_new, x_new, C_new
+    return lam
 
 
 def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
@@ -198,8 +238,8 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     x_prev = None
     for r in range(rounds if law.attention == "softmax" else 1):
         res = minimize(law.psi, lam, args=(b, e), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-10})
-        lam = res.x
+                       options={"maxiter": 200, "ftol": 1e-10, "gtol": 1e-7})
+        lam = _newton_polish(law, res.x, b, e)
         _, x, _, _ = law.moments(lam)
         if x_prev is not None and np.max(np.abs(x - x_prev)) < tol:
             break
@@ -317,7 +357,7 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         starts += [("previous", fp["lam"]) for fp in prev]
         found = []
         for name, lam0 in starts:
-            law.set_proposal(*[np.full((H, K), v) for v in DEFAULT_PROPOSAL])
+            law.set_proposal(*default_proposal(H, K))
             fp = _fixed_point(law, lam0, b, e)
             if fp is None or fp["residual"] > 1e-5:  # not a fixed point (minimisation stopped short)
                 continue

@@ -13,10 +13,10 @@ within a row, so the row law does not factorise over heads.
   sigma_A2^{-1} I - (2 / T) G (G_hh = lam_hh, G_hh' = lam_hh' / 2) and a mean shift on the K source positions,
   so Lambda is closed form (:func:`linear_cgf`).
 - softmax: Lambda by importance sampling over whole rows with fixed random numbers (so Lambda is a smooth,
-  deterministic function of lam, and root finding / minimisation work on it). The K source logits of each head
-  come from a two-component mixture (the prior, and a Gaussian fitted to the tilted law's copying rows), the
-  other T - K logits from the prior; the estimator is unbiased for any proposal, the proposal only sets its
-  variance (the effective sample size is reported).
+  deterministic function of lam, and minimisation works on it). Per head the proposal is a mixture over which
+  lag the head copies (none, or lag k with its source logit from a Gaussian fitted to the tilted law's copying
+  rows); the other logits come from the prior. The estimator is unbiased for any proposal, the proposal only
+  sets its variance (the effective sample size is reported).
 """
 
 from __future__ import annotations
@@ -71,7 +71,11 @@ def linear_cgf(lam, H: int, K: int, T: int, sigma_A2: float):
 
 
 # --------------------------------------------------------------------------------------------- softmax
-DEFAULT_PROPOSAL = (0.3, 3.5, 1.5)  # mixture weight, mean, std of the copying component of a source logit
+def default_proposal(H: int, K: int):
+    """(p (H, K + 1), mu (H, K), sd (H, K)): per head, probability 0.4 of not copying and 0.6 / K of copying each
+    lag, the copying source logit ~ N(3.5, 1.5^2) (its softmax weight then spans ~0.05 to ~0.95 at T = 16)."""
+    p = np.concatenate([np.full((H, 1), 0.4), np.full((H, K), 0.6 / K)], axis=1)
+    return p, np.full((H, K), 3.5), np.full((H, K), 1.5)
 
 
 def _log_normal(x, mu, s2):
@@ -79,18 +83,22 @@ def _log_normal(x, mu, s2):
 
 
 @functools.partial(jax.jit, static_argnames=("H", "K", "T", "n"))
-def softmax_row_samples(key, rho, mu, sd, *, H: int, K: int, T: int, n: int, sigma_A2: float):
+def softmax_row_samples(key, p, mu, sd, *, H: int, K: int, T: int, n: int, sigma_A2: float):
     """Importance samples of whole rows: (S (n, D) statistics, log w (n,) prior / proposal, x (n, H, K) source
-    logits). rho, mu, sd: (H, K) proposal of the source logits; the first K positions are the sources (lags 1..K:
-    the rows are exchangeable in the positions, so which ones does not matter)."""
+    logits). The first K positions are the sources (lags 1..K: the rows are exchangeable in the positions). The
+    proposal draws, per head independently, a pattern j with probability p[h, j] (0: copies nothing, all logits
+    from the prior; k + 1: copies lag k, its source logit ~ N(mu[h, k], sd[h, k]^2), the rest from the prior)."""
     kz, ku = jax.random.split(key)
     z = jax.random.normal(kz, (n, H, T))
-    u = jax.random.uniform(ku, (n, H, K))
+    u = jax.random.uniform(ku, (n, H))
     sA = jnp.sqrt(sigma_A2)
+    j = jnp.sum(u[:, :, None] > jnp.cumsum(p, axis=1)[None, :, :-1], axis=2)  # (n, H) pattern index
+    copy = j[:, :, None] == jnp.arange(1, K + 1)[None, None, :]
     zs = z[:, :, :K]
-    x = jnp.where(u < rho, mu + sd * zs, sA * zs)
-    lq = jnp.logaddexp(jnp.log(rho) + _log_normal(x, mu, sd**2), jnp.log1p(-rho) + _log_normal(x, 0.0, sigma_A2))
-    logw = jnp.sum(_log_normal(x, 0.0, sigma_A2) - lq, axis=(1, 2))
+    x = jnp.where(copy, mu + sd * zs, sA * zs)
+    ratio = jnp.log(p[:, 1:]) + _log_normal(x, mu, sd**2) - _log_normal(x, 0.0, sigma_A2)  # (n, H, K)
+    lq = jnp.logaddexp(jnp.log(p[:, 0]), logsumexp(ratio, axis=2))  # log q_h / prior_h
+    logw = -jnp.sum(lq, axis=1)
     logits = jnp.concatenate([x, sA * z[:, :, K:]], axis=2)
     alpha = jax.nn.softmax(logits, axis=-1)
     a = alpha[:, :, :K].reshape(n, H * K)
@@ -117,22 +125,27 @@ def is_moments(lam, S, logw):
     return lse - jnp.log(S.shape[0]), mean, cov, 1.0 / jnp.sum(p**2)
 
 
-def adapt_proposal(lam, S, logw, x, sigma_A2: float, floor: float = 0.05):
-    """A proposal fitted to the tilted law at lam: per source logit, the tilted probability of the copying side
-    (x > 2 sigma_A) as mixture weight (clipped to [floor, 1 - floor]) and the tilted mean / std of x there
-    (x 1.2, at least 0.3); where the tilted law barely copies, the default copying component is kept."""
+def adapt_proposal(lam, S, logw, x, sigma_A2: float, floor: float = 0.02):
+    """A proposal fitted to the tilted law at lam: per head, the tilted probability of each pattern (a sample
+    copies lag k when its source logit k is the largest one above 2 sigma_A), each at least ``floor``, and per
+    (head, lag) the tilted mean and std of the copying source logit (std x 1.2, at least 0.3); where the tilted
+    law barely copies a lag, the default copying component is kept."""
     lw = np.asarray(logw + S @ lam)
-    p = np.exp(lw - lw.max())
-    p /= p.sum()
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
     x = np.asarray(x)
-    hi = x > 2.0 * np.sqrt(sigma_A2)
-    ph = np.einsum("n,nhk->hk", p, hi)
-    rho0, mu0, sd0 = DEFAULT_PROPOSAL
+    n, H, K = x.shape
+    p0, mu0, sd0 = default_proposal(H, K)
+    hi = np.where(x > 2.0 * np.sqrt(sigma_A2), x, -np.inf)
+    pat = np.where(np.isfinite(hi.max(axis=2)), 1 + np.argmax(hi, axis=2), 0)  # (n, H)
+    onehot = pat[:, :, None] == np.arange(K + 1)[None, None, :]
+    p = np.einsum("n,nhj->hj", w, onehot)
+    on = onehot[:, :, 1:]
     with np.errstate(invalid="ignore", divide="ignore"):
-        mu = np.einsum("n,nhk->hk", p, hi * x) / ph
-        var = np.einsum("n,nhk->hk", p, hi * x**2) / ph - mu**2
-    ok = ph > 1e-3
+        mu = np.einsum("n,nhk->hk", w, on * x) / p[:, 1:]
+        var = np.einsum("n,nhk->hk", w, on * x**2) / p[:, 1:] - mu**2
+    ok = p[:, 1:] > 1e-3
     mu = np.where(ok, mu, mu0)
-    sd = np.where(ok, 1.2 * np.sqrt(np.clip(var, 0.0625, None)), sd0)  # 1.2: heavier than the fit
-    rho = np.where(ok, np.clip(ph, floor, 1.0 - floor), rho0)
-    return rho, mu, sd
+    sd = np.where(ok, 1.2 * np.sqrt(np.clip(var, 0.0625, None)), sd0)
+    p = np.clip(p, floor, None)
+    return p / p.sum(axis=1, keepdims=True), mu, sd
