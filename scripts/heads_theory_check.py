@@ -9,6 +9,7 @@ lag; the heads relabelled per draw so that head k is the one taken greedily for 
     python scripts/heads_theory_check.py --part mcmc     # cached: results/heads_theory/mcmc/*.json
     python scripts/heads_theory_check.py --part table    # theory (cached: results/heads_theory/theory_*.json)
                                                          # next to every cached MCMC point: table.md
+    python scripts/heads_theory_check.py --part orders   # theory only, H = 2 at T = 32, 64: coexisting wells?
 Rerunning skips points already on disk.
 """
 
@@ -165,9 +166,38 @@ def table(args):
     print(text)
 
 
+def orders(args):
+    """Theory only, H = 2 softmax at larger T: are there coexisting wells (first-order jumps)? Lists, per P, the
+    stable fixed points (relabelled lag masses, T F in nats) and the transitions of the label-free mean."""
+    from bayesattn.bayes.theory.heads import heads_curve
+    from bayesattn.sweep import write_json_atomic
+
+    for T in args.T:
+        tag = f"_P{args.P[0]}-{args.P[-1]}" if args.P else ""
+        path = OUT / f"orders_T{T}_n{args.num_samples}{tag}.json"
+        if not path.exists():
+            t0 = time.perf_counter()
+            P = args.P or [int(p) for p in np.unique(np.round(np.geomspace(400, 8000, args.n_P)))]
+            c = heads_curve(P, heads=2, attention="softmax", T=T, num_samples=args.num_samples)
+            write_json_atomic(path, {"T": T, "P": P, "mass_max": c.mean["mass_max"].tolist(),
+                                     "transitions": c.transitions, "wall_s": time.perf_counter() - t0,
+                                     "fixed_points": [[{"m": np.asarray(fp["x_canon"][:4]).round(4).tolist(),
+                                                        "TF": T * fp["F"], "stable": fp["stable"],
+                                                        "weight": fp.get("weight"), "starts": fp["starts"]}
+                                                       for fp in fl] for fl in c.fixed_points]})
+        r = json.loads(path.read_text())
+        print(f"T = {T}: transitions {r['transitions']} ({r['wall_s']:.0f} s)")
+        for P, mm, fl in zip(r["P"], r["mass_max"], r["fixed_points"]):
+            wells = "; ".join(f"m={fp['m']} TF={fp['TF']:.2f} w={fp['weight']}" for fp in fl if fp["stable"])
+            print(f"  P={P}: mass_max {np.round(mm, 3).tolist()} | {wells}")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["mcmc", "table"], default="table")
+    ap.add_argument("--part", choices=["mcmc", "table", "orders"], default="table")
+    ap.add_argument("--T", nargs="*", type=int, default=[32, 64], help="--part orders: sequence lengths")
+    ap.add_argument("--n-P", type=int, default=16, help="--part orders: values of P in 400..8000")
+    ap.add_argument("--P", nargs="*", type=int, default=[], help="--part orders: explicit values of P instead")
     ap.add_argument("--attention", nargs="*", default=[])
     ap.add_argument("--heads", nargs="*", type=int, default=[])
     ap.add_argument("--inits", nargs="*", default=["cold", "hot"])
@@ -178,5 +208,7 @@ if __name__ == "__main__":
     args = ap.parse_args()
     if args.part == "mcmc":
         run_mcmc(args)
+    elif args.part == "orders":
+        orders(args)
     else:
         table(args)

@@ -33,7 +33,7 @@ from scipy.stats import ortho_group
 from ..._validate import check_choice, check_int
 from ..posterior import Prior
 from .common import _check_grid
-from .heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats, pack,
+from .heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, linear_legendre, n_stats, pack,
                            softmax_row_samples, unpack)
 
 COVERED_HEADS = ("heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
@@ -244,7 +244,8 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
         if x_prev is not None and np.max(np.abs(x - x_prev)) < tol:
             break
         x_prev = x
-        law.adapt(lam)
+        if r < rounds - 1:  # the last round's samples are the ones lam solves for
+            law.adapt(lam)
     L, x, C, ess = law.moments(lam)
     if not np.isfinite(L):
         return None
@@ -274,6 +275,26 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     return {"x": x, "lam": lam, "F": float(F), "stable": bool(ev.min() > 0), "min_eig": float(ev.min()),
             "residual": float(np.max(np.abs(resid)) / max(1.0, np.max(np.abs(lam)))), "ess": ess,
             "basis": B, "hess": hess, "logdet": logdet}
+
+
+def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
+    """Draws x and normalised weights of the saddle-point (Daniels) density det(Cov)^{-1/2} exp(-T F(x)) of the
+    order parameters around a linear fixed point, by importance sampling from a Gaussian (its inverse Hessian
+    with every standard deviation capped at ``max_std``, doubled in variance); F(x) = Phi_E(x) + I(x) exactly,
+    I by the Legendre transform of the closed-form Lambda (:func:`.heads_rowlaw.linear_legendre`)."""
+    T, H, K = law.T, law.H, law.K
+    ev, V = np.linalg.eigh(fp["hess"])
+    var = 2.0 * np.minimum(1.0 / (T * np.maximum(ev, 1e-12)), max_std**2)
+    z = rng.standard_normal((n, len(ev))) * np.sqrt(var)
+    xs = fp["x"] + z @ V.T
+    logq = -0.5 * np.sum(z**2 / var, axis=1)
+    lam, L, logdetC, res = (np.asarray(a) for a in linear_legendre(
+        jnp.asarray(xs), jnp.asarray(fp["lam"]), H=H, K=K, T=T, sigma_A2=law.sA2))
+    phi = np.asarray(jax.vmap(lambda v: law.phi(v, b, e))(jnp.asarray(xs)))
+    F = phi + np.sum(lam * xs, axis=1) - L
+    lw = np.where(res < 1e-8, -T * F - 0.5 * logdetC - logq, -np.inf)
+    w = np.exp(lw - lw.max())
+    return xs, w / w.sum()
 
 
 def _starts(H, K, attention, sA2):
@@ -307,6 +328,24 @@ class HeadsCurve:
     fixed_points: list = field(default_factory=list)
     transitions: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
+
+
+def _coexistence(P, fps, T):
+    """First-order jumps by free energy: the P with more than one stable well, and the binodals, where the two
+    lowest wells' T F cross (linear interpolation of their difference between neighbouring P)."""
+    co, dF = [], []
+    for Pi, fl in zip(P, fps):
+        st = sorted((T * fp["F"] for fp in fl if fp["stable"]))
+        if len(st) > 1:
+            co.append(float(Pi))
+        # signed difference: low-mass well minus high-mass well (positive: the high-mass well wins)
+        wells = sorted(((float(np.max(fp["x_canon"][:1])), T * fp["F"]) for fp in fl if fp["stable"]))
+        dF.append(wells[0][1] - wells[-1][1] if len(wells) > 1 else np.nan)
+    binodals = []
+    for i in range(len(P) - 1):
+        if np.isfinite(dF[i]) and np.isfinite(dF[i + 1]) and dF[i] * dF[i + 1] < 0:
+            binodals.append(float(P[i] + (P[i + 1] - P[i]) * dF[i] / (dF[i] - dF[i + 1])))
+    return {"coexistence_P": co, "binodals": binodals, "dTF": [None if not np.isfinite(v) else float(v) for v in dF]}
 
 
 def _crossing(P, y, thr):
@@ -349,37 +388,53 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
     named = _starts(H, K, attention, float(prior.sigma_A2))
     out_mean = {"mass_max": [], "m_canon": [], "Q_canon": [], "m_sv": []}
     out_fix = {"m_fp": [], "Q_fp": [], "F": []}
-    all_fp, prev = [], []
+    key, tol = ("invariants", 5e-3) if signs else ("x_canon", 0.02)
+
+    def add(found, name, lam0, b, e):
+        """Run one start; keep the fixed point if converged and new. The same well: linear, the same O(H) orbit;
+        softmax, within the importance-sampling noise (~5e-3; distinct wells here differ by > 0.1 in a mass)."""
+        law.set_proposal(*default_proposal(H, K))
+        fp = _fixed_point(law, lam0, b, e)
+        if fp is None or fp["residual"] > 1e-5:  # not a fixed point (minimisation stopped short)
+            return
+        lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
+        fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
+        fp["invariants"] = _invariants(fp["x"], H, K)
+        dup = [g for g in found if np.max(np.abs(g[key] - fp[key])) < tol]
+        if dup:
+            dup[0]["starts"].append(name)
+            return
+        fp["starts"] = [name]
+        # softmax: the number of distinct relabellings; linear: one orbit (its volume is not included, which
+        # matters only between coexisting stable orbits of different shape)
+        fp["multiplicity"] = 1 if signs else int(len(_unique_rows(_images(fp["x"], H, K, False), 5e-3)))
+        found.append(fp)
+
+    # forward in P from the named starts and the previous P's minima, then backward from the next P's minima
+    # (continuation both ways tracks a metastable well to its spinodal, whichever side it lives on)
+    founds = []
+    for i in range(len(P)):
+        b, e = float(ep["beta"][i]), float(ep["eps"][i])
+        found = []
+        add(found, "cold", np.zeros(n_stats(H, K)), b, e)
+        for name, x0 in named.items():
+            add(found, name, -np.asarray(law.dphi(jnp.asarray(x0), b, e)), b, e)
+        for fp in (founds[-1] if founds else []):
+            if fp["stable"]:
+                add(found, "previous P", fp["lam"], b, e)
+        founds.append(found)
+    for i in range(len(P) - 2, -1, -1):
+        b, e = float(ep["beta"][i]), float(ep["eps"][i])
+        for fp in founds[i + 1]:
+            if fp["stable"] and not any(np.max(np.abs(g[key] - fp[key])) < 3 * tol for g in founds[i]):
+                add(founds[i], "next P", fp["lam"], b, e)
+    all_fp = []
     for i, Pi in enumerate(P):
         b, e = float(ep["beta"][i]), float(ep["eps"][i])
-        starts = [("cold", np.zeros(n_stats(H, K)))]
-        starts += [(name, -np.asarray(law.dphi(jnp.asarray(x0), b, e))) for name, x0 in named.items()]
-        starts += [("previous", fp["lam"]) for fp in prev]
-        found = []
-        for name, lam0 in starts:
-            law.set_proposal(*default_proposal(H, K))
-            fp = _fixed_point(law, lam0, b, e)
-            if fp is None or fp["residual"] > 1e-5:  # not a fixed point (minimisation stopped short)
-                continue
-            fp["start"] = name
-            lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
-            fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
-            fp["invariants"] = _invariants(fp["x"], H, K)
-            # the same well: linear, the same O(H) orbit; softmax, within the importance-sampling noise (~5e-3;
-            # distinct wells here differ by > 0.1 in some mass)
-            key, tol = ("invariants", 5e-3) if signs else ("x_canon", 0.02)
-            dup = [g for g in found if np.max(np.abs(g[key] - fp[key])) < tol]
-            if dup:
-                dup[0]["starts"].append(name)
-                continue
-            fp["starts"] = [name]
-            # softmax: the number of distinct relabellings; linear: one orbit (its volume is not included, which
-            # matters only between coexisting stable orbits of different shape)
-            fp["multiplicity"] = 1 if signs else int(len(_unique_rows(_images(fp["x"], H, K, False), 5e-3)))
-            found.append(fp)
+        found = founds[i]
         stable = [fp for fp in found if fp["stable"]]
         if not stable:
-            raise RuntimeError(f"P={Pi}: no stable fixed point found (starts: {[n for n, _ in starts]})")
+            raise RuntimeError(f"P={Pi}: no stable fixed point found")
         logwt = np.array([math.log(fp["multiplicity"]) - T * fp["F"] - 0.5 * fp["logdet"] for fp in stable])
         wt = np.exp(logwt - logwt.max())
         wt /= wt.sum()
@@ -388,14 +443,22 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
             fp["weight"] = float(wi)
             if not fp["stable"]:
                 continue
-            cov = np.linalg.inv(T * fp["hess"])
-            z = rng.multivariate_normal(np.zeros(len(cov)), 0.5 * (cov + cov.T), size=fluct_samples, method="eigh")
-            xs = fp["x"] + z @ fp["basis"]
-            if signs:  # linear: uniform over the O(H) orbit (Haar rotations of the heads)
-                xs = _rotate(xs, ortho_group.rvs(H, size=fluct_samples, random_state=rng).reshape(-1, H, H), H, K)
+            if signs and fp["basis"].shape[0] == fp["basis"].shape[1]:
+                # linear, a point fixed by every head rotation (m = 0): its soft modes are the m directions,
+                # which go soft at the continuous transition; integrate the saddle-point density there
+                xs, pw = _linear_daniels(law, fp, b, e, min(fluct_samples, 2000), rng)
+                fp["daniels_ess"] = float(1.0 / np.sum(pw**2))
+            else:
+                cov = np.linalg.inv(T * fp["hess"])
+                z = rng.multivariate_normal(np.zeros(len(cov)), 0.5 * (cov + cov.T), size=fluct_samples,
+                                            method="eigh")
+                xs, pw = fp["x"] + z @ fp["basis"], np.full(fluct_samples, 1.0 / fluct_samples)
+                if signs:  # linear: uniform over the O(H) orbit (Haar rotations of the heads)
+                    O = ortho_group.rvs(H, size=fluct_samples, random_state=rng).reshape(-1, H, H)
+                    xs = _rotate(xs, O, H, K)
             lf = label_free(*unpack(xs, H, K, xp=np), signs=signs)
             for k in acc:
-                acc[k] = acc[k] + wi * lf[k].mean(axis=0)
+                acc[k] = acc[k] + wi * np.tensordot(pw, lf[k], axes=1)
         for k in acc:
             out_mean[k].append(acc[k])
         best = stable[int(np.argmax(wt))]
@@ -404,9 +467,9 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         out_fix["Q_fp"].append(Qc)
         out_fix["F"].append(T * best["F"])
         all_fp.append([{k: v for k, v in fp.items() if k not in ("basis", "hess")} for fp in found])
-        prev = [fp for fp in found if fp["stable"]]
     mean = {k: np.asarray(v) for k, v in out_mean.items()}
     trans = {f"lag{k + 1}": _crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
+    trans.update(_coexistence(P, all_fp, T))
     return HeadsCurve(attention, P, mean, {k: np.asarray(v) for k, v in out_fix.items()}, all_fp, trans,
                       {"T": T, "d": task.d, "H": H, "K": K, "weights": list(task.weights), "prior": prior.config(),
                        "num_samples": num_samples, "seed": seed, "R": ep["R"].tolist()})
