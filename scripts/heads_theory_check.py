@@ -2,7 +2,8 @@
 
 Setup of experiments/staircase.py (BayesConfig defaults, phase_diagrams/staircase/staircase.toml): T = 16,
 d = 8, lags 1..H with weights 0.6^k, orthogonal U_k, sigma_A2 = 1, sigma_V2 = 100, sigma2 = 400; NUTS with the
-same data and keys as ``staircase.mcmc_point`` (4 chains x (500 + 1000), cold and hot starts, by default), per draw the per-head lag
+same data and keys as ``staircase.mcmc_point`` (4 chains x (500 + 1000), cold and hot starts, by default), per
+draw the per-head lag
 masses m_hk, the overlaps Q_hh' = <sum_s alpha_h alpha_h'>_t, and label-free summaries (the best head's mass per
 lag; the heads relabelled per draw so that head k is the one taken greedily for lag k).
 
@@ -150,8 +151,10 @@ def table(args):
                 diff = max(np.max(np.abs(t - mc)), abs(tq - q))
             ch = "-"
             if len(runs) == 2:
-                ch = f"{np.max(np.abs(np.subtract(runs['cold']['mean']['mass_max'], runs['hot']['mean']['mass_max']))):.3f}"
-            lines.append(f"| {P} | " + " | ".join(cells) + f" | {diff:.3f}{' (> 0.03)' if diff > 0.03 else ''} | {ch} |")
+                gap = np.subtract(runs["cold"]["mean"]["mass_max"], runs["hot"]["mean"]["mass_max"])
+                ch = f"{np.max(np.abs(gap)):.3f}"
+            flag = " (> 0.03)" if diff > 0.03 else ""
+            lines.append(f"| {P} | " + " | ".join(cells) + f" | {diff:.3f}{flag} | {ch} |")
         Pm = np.asarray([P for P in Ps if load_mcmc(att, H, P, args)])
         if len(mm):
             mm = np.asarray(mm)

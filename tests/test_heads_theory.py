@@ -9,8 +9,8 @@ import pytest
 
 import bayesattn as ba
 from bayesattn.bayes.theory.heads import check_heads_task, heads_curve, heads_energy, label_free
-from bayesattn.bayes.theory.heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats, pack,
-                                                 softmax_row_samples, unpack)
+from bayesattn.bayes.theory.heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats,
+                                                 pack, softmax_row_samples, unpack)
 
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
 TASK = ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,)), weights=(1.0, 0.6), rotations="orthogonal")
@@ -38,7 +38,8 @@ def test_energy_matches_closed_form_like_one_over_sqrt_P():
                 Ls = [2 * noise[0], amp * pats + noise[1], amp * pats[[0, 0]] + noise[2]]
                 ex, th = [], []
                 for L in Ls:
-                    ex.append(float(post.log_likelihood(jnp.asarray(L))) + 0.5 * float(post.n) * 8 * np.log(2 * np.pi * 400))
+                    const = 0.5 * float(post.n) * 8 * np.log(2 * np.pi * 400)
+                    ex.append(float(post.log_likelihood(jnp.asarray(L))) + const)
                     m, Q = _order_parameters(post, L, TASK)
                     th.append(-TASK.T * float(heads_energy(m, Q, task=TASK, prior=PRIOR, P=P)))
                 ex, th = np.asarray(ex), np.asarray(th)
@@ -76,8 +77,10 @@ def test_symmetries_of_energy_and_row_laws():
     th, G = unpack(lam, H, K, xp=np)
     for p in itertools.permutations(range(H)):
         p = list(p)
-        assert float(heads_energy(m[p], Q[np.ix_(p, p)], task=task, prior=PRIOR, P=2000)) == pytest.approx(E0, rel=1e-12)
-        assert float(linear_cgf(jnp.asarray(pack(th[p], G[np.ix_(p, p)])), H, K, 16, 1.0)) == pytest.approx(C0, rel=1e-12)
+        Ep = heads_energy(m[p], Q[np.ix_(p, p)], task=task, prior=PRIOR, P=2000)
+        assert float(Ep) == pytest.approx(E0, rel=1e-12)
+        Cp = linear_cgf(jnp.asarray(pack(th[p], G[np.ix_(p, p)])), H, K, 16, 1.0)
+        assert float(Cp) == pytest.approx(C0, rel=1e-12)
         lf = label_free(m[p], Q[np.ix_(p, p)])
         for k in lf0:
             np.testing.assert_allclose(lf[k], lf0[k], atol=1e-14)

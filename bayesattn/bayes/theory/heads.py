@@ -311,7 +311,8 @@ def _starts(H, K, attention, sA2):
         return pack(m, Q)
 
     mass = 1.0 if attention == "linear" else 0.7
-    return {"hot": x_of([(h, h) for h in range(min(H, K))], mass), "competitive": x_of([(h, 0) for h in range(H)], mass)}
+    return {"hot": x_of([(h, h) for h in range(min(H, K))], mass),
+            "competitive": x_of([(h, 0) for h in range(H)], mass)}
 
 
 @dataclass
