@@ -87,16 +87,17 @@ def run_mcmc(args):
                       f"({r['wall_s']:.0f} s)", flush=True)
 
 
-def theory(att, H, num_samples):
-    """The theory at the GRID's P values (cached: results/heads_theory/theory_<att>_H<H>.json)."""
+def theory(att, H, num_samples, Ps):
+    """The theory at the P values Ps (cached: results/heads_theory/theory_<att>_H<H>_n<num_samples>[_P...].json)."""
     from bayesattn.bayes.theory.heads import heads_curve
     from bayesattn.sweep import package_versions, write_json_atomic
 
-    path = OUT / f"theory_{att}_H{H}_n{num_samples}.json"
+    tag = "" if list(Ps) == GRID[(att, H)] else "_P" + "-".join(map(str, Ps))
+    path = OUT / f"theory_{att}_H{H}_n{num_samples}{tag}.json"
     if path.exists():
         return json.loads(path.read_text())
     t0 = time.perf_counter()
-    c = heads_curve(GRID[(att, H)], heads=H, attention=att, num_samples=num_samples)
+    c = heads_curve(Ps, heads=H, attention=att, num_samples=num_samples)
     fps = [[{k: fp[k] for k in ("x_canon", "F", "stable", "ess", "starts", "multiplicity", "residual")
              if k in fp} | {"weight": fp.get("weight")} for fp in fl] for fl in c.fixed_points]
     r = {"P": c.P.tolist(), "mean": {k: v.tolist() for k, v in c.mean.items()},
@@ -124,7 +125,8 @@ def table(args):
     for (att, H), Ps in GRID.items():
         if args.attention and att not in args.attention or args.heads and H not in args.heads:
             continue
-        th = theory(att, H, args.num_samples)
+        Ps = [P for P in Ps if P in args.P] if args.P else Ps
+        th = theory(att, H, args.num_samples, Ps)
         K = H
         head = " | ".join(f"lag {k + 1}" for k in range(K))
         extra = " | m singular values" if att == "linear" else " | head overlap Q_01"
@@ -200,7 +202,7 @@ if __name__ == "__main__":
     ap.add_argument("--part", choices=["mcmc", "table", "orders"], default="table")
     ap.add_argument("--T", nargs="*", type=int, default=[32, 64], help="--part orders: sequence lengths")
     ap.add_argument("--n-P", type=int, default=16, help="--part orders: values of P in 400..8000")
-    ap.add_argument("--P", nargs="*", type=int, default=[], help="--part orders: explicit values of P instead")
+    ap.add_argument("--P", nargs="*", type=int, default=[], help="--part orders: explicit values of P instead; --part table: only these of the grid")
     ap.add_argument("--attention", nargs="*", default=[])
     ap.add_argument("--heads", nargs="*", type=int, default=[])
     ap.add_argument("--inits", nargs="*", default=["cold", "hot"])
