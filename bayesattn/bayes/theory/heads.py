@@ -14,7 +14,10 @@ The rows are i.i.d. under the prior, so the order parameters have the large-devi
 I the Legendre transform of the row cumulant generating function Lambda (:mod:`.heads_rowlaw`). A fixed point
 (a local minimum of F = Phi_E + I) is found in the dual variables lam by minimising
 Psi(lam) = Phi_E(grad Lambda) + lam . grad Lambda - Lambda(lam) (= F at x = grad Lambda(lam); its gradient is
-Cov (lam + grad Phi_E)), from a cold start, hot starts and the previous P's fixed points.
+Cov (lam + grad Phi_E)), from a cold start, hot starts and the neighbouring P's fixed points (both directions).
+Posterior means: a Laplace mixture of the stable wells with their Gaussian fluctuations; linear heads have an
+exact O(H) symmetry (rotating the heads), so their wells are orbits, averaged over Haar rotations, and their
+m = 0 wells are integrated with the saddle-point density (soft at the continuous transition).
 """
 
 from __future__ import annotations
@@ -319,8 +322,10 @@ def _starts(H, K, attention, sA2):
 class HeadsCurve:
     """Per P: label-free posterior means (Laplace mixture of the stable fixed points with their Gaussian
     fluctuations): "mass_max" (NP, K), "m_canon" (NP, H, K), "Q_canon" (NP, H, H); the most probable fixed point
-    (relabelled, no fluctuations): "m_fp", "Q_fp"; every fixed point found per P ("fixed_points"); transitions
-    P_k where mass_max on lag k crosses 3/T (log-interpolated; None if it does not in the P range)."""
+    (relabelled, no fluctuations): "m_fp", "Q_fp"; every fixed point found per P ("fixed_points"); transitions:
+    "lag<k>" the P where mass_max on lag k crosses 3/T (log-interpolated; None if it does not in the P range),
+    "coexistence_P" the P with more than one stable well, "binodals" where the two lowest wells' free energies
+    T F cross, "dTF" their difference per P (low-mass well minus high-mass well; None with one well)."""
 
     attention: str
     P: np.ndarray
