@@ -367,13 +367,15 @@ def _crossing(P, y, thr):
 
 def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", prior: Prior | None = None,
                 T: int = 16, d: int = 8, weights=None, num_samples: int = 200_000, seed: int = 0,
-                fluct_samples: int = 4000) -> HeadsCurve:
+                fluct_samples: int = 4000, min_ess: float = 200.0) -> HeadsCurve:
     """The H-head theory over a grid of P (docs/theory.md section 12).
 
     task: a :class:`~bayesattn.MultiLagCopyTask` (default: T, d, single lags 1..K with ``weights``, default
     0.6^k for K = heads, orthogonal U_k as experiments/staircase.py builds them); prior: default Prior(1, 100,
     400). num_samples: importance samples of the softmax row law (fixed seed; ignored for linear, which is
-    closed form). Raises ValueError outside what is covered (:data:`COVERED_HEADS`)."""
+    closed form); a softmax fixed point whose importance sampling has an effective sample size below ``min_ess``
+    is discarded (with few effective rows the estimated Lambda, hence F, is dominated by single rows and shows
+    spurious wells: seen at H = 3 with 60,000 rows). Raises ValueError outside what is covered (:data:`COVERED_HEADS`)."""
     from ...tasks import MultiLagCopyTask
 
     check_choice("attention", attention, ("softmax", "linear"))
@@ -402,6 +404,8 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         law.set_proposal(*default_proposal(H, K))
         fp = _fixed_point(law, lam0, b, e)
         if fp is None or fp["residual"] > 1e-5:  # not a fixed point (minimisation stopped short)
+            return
+        if fp["ess"] < min_ess:  # softmax: Lambda rests on a handful of rows there, so the "well" is noise
             return
         lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
         fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
