@@ -444,7 +444,8 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         found = founds[i]
         stable = [fp for fp in found if fp["stable"]]
         if not stable:
-            raise RuntimeError(f"P={Pi}: no stable fixed point found")
+            raise RuntimeError(f"P={Pi}: no stable fixed point found (softmax: none with an importance-sampling "
+                               f"ESS >= min_ess={min_ess}; raise num_samples={num_samples})")
         logwt = np.array([math.log(fp["multiplicity"]) - T * fp["F"] - 0.5 * fp["logdet"] for fp in stable])
         wt = np.exp(logwt - logwt.max())
         wt /= wt.sum()
