@@ -44,7 +44,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         ax.set_title(f"{att}, H = {H}, w = ({', '.join(f'{w**k:.2g}' for k in range(H))})")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return save(fig, out, dpi=150)
+    return save(fig, out, dpi=100)
 
 
 def ratio_figure(run_dir, out: Path) -> Path | None:

@@ -19,7 +19,9 @@ T_q the number of query rows) the log density of the order parameters is -T_q Ph
 Covered: ``CopyTask`` with Gaussian tokens; softmax with the cyclic boundary; linear with cyclic or causal
 boundary; one-hot tokens for softmax and linear with the cyclic boundary (``phase_curve``, ``phase_diagram``,
 ``loss_curve``; linear: ``linear_onehot``, the exact law of four frame variables); softmax with the causal
-boundary, both token kinds (one row table per key count, averaged: ``causal.py``). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
+boundary, both token kinds (one row table per key count, averaged: ``causal.py``). H heads on K single
+lags of ``MultiLagCopyTask`` (Gaussian tokens, cyclic; softmax and linear): ``heads_curve``, ``heads_energy``
+(``heads.py``, docs/theory.md section 12). Everything here is float64 (posterior energies are O(n d / sigma2); float32 loses the O(1)
 differences between phases).
 """
 
@@ -28,6 +30,7 @@ from .common import Attention, action, covered
 from .curves import PhaseCurve, phase_curve
 from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
 from .entropy import entropy_curve, tilted_row_entropy
+from .heads import HeadsCurve, heads_curve, heads_energy
 from .landscape import landscape
 from .linear import linear_log_density
 from .losses import loss_curve
@@ -41,6 +44,9 @@ __all__ = [
     "linear_log_density",
     "phase_curve",
     "PhaseCurve",
+    "heads_curve",
+    "HeadsCurve",
+    "heads_energy",
     "loss_curve",
     "entropy_curve",
     "tilted_row_entropy",

@@ -22,7 +22,8 @@ COVERED = (
     "the reduced theory covers CopyTask with tokens='gaussian' (softmax with boundary='cyclic'; linear with "
     "boundary='cyclic' or 'causal') and tokens='onehot' with boundary='cyclic' (softmax and linear) in "
     "phase_curve, phase_diagram and loss_curve, and softmax with boundary='causal' (tokens 'gaussian' or "
-    "'onehot') in phase_curve, phase_diagram and loss_curve; one head"
+    "'onehot') in phase_curve, phase_diagram and loss_curve; one head (H heads on the single lags of a "
+    "MultiLagCopyTask, Gaussian tokens, cyclic: theory.heads_curve)"
 )
 
 
