@@ -1,6 +1,8 @@
 """The H-head sampler on the multi-lag copy task: it recovers the known solved configuration (one head per lag)
 on a tiny problem, from a cold start and from the swapped hot start; the transition finder."""
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -133,3 +135,27 @@ def test_linear_posterior_is_invariant_under_rotating_the_heads_softmax_is_not()
         dens[kind] = [float(post.log_density(jax.numpy.asarray(x))) for x in (L, L2)]
     np.testing.assert_allclose(dens["linear"][0], dens["linear"][1], rtol=1e-10)
     assert abs(dens["softmax"][0] - dens["softmax"][1]) > 1e-3
+
+
+def test_theory_part_next_to_mcmc(tmp_path):
+    """The staircase's theory part (the H-head theory on the MCMC grid, softmax) is written, summarised and
+    drawn with the MCMC points; at a P far below the first stage both give the near-uniform best-head mass."""
+    from bayesattn.experiments.staircase import BayesConfig, StaircaseConfig, points, run
+    from bayesattn.plots.staircase import bayes_figure
+
+    b = BayesConfig(T=8, d=4, heads=[2], attention=["softmax", "linear"], inits=["cold"], P=[60, 120],
+                    num_chains=2, num_warmup=150, num_samples=150)
+    cfg = StaircaseConfig(parts=["mcmc", "theory"], bayes=b, theory={"num_samples": 20000})
+    assert [p["attention"] for p in points(cfg)["theory"]] == ["softmax"]  # linear: the figure shows capture
+    s = run(cfg, tmp_path, progress=False)
+    th = s["theory"]["softmax/H=2/w=0.6"]
+    assert set(th["P_k"]) == {"lag1", "lag2"}
+    rec = json.loads(next((tmp_path / "points" / "theory").glob("*.json")).read_text())["result"]
+    mc = s["mcmc"]["softmax/H=2/w=0.6/cold"]["means"]
+    for lag in ("lag1", "lag2"):
+        assert abs(rec["mass_max"][lag][0] - mc[f"mass_max:{lag}"][0]) < 0.03, (lag, rec, mc)
+    assert bayes_figure(tmp_path, tmp_path / "f.png").stat().st_size > 1000
+    from bayesattn.experiments.staircase import theory_options
+
+    with pytest.raises(ValueError, match="theory"):
+        theory_options({"head": [2]})

@@ -32,7 +32,7 @@ from ..tasks import MultiLagCopyTask
 from .staircase_training import TrainingConfig, stage_times, train_minimal
 from ._configs import config_dirs, check_keys, load_toml
 
-PARTS = ("mcmc", "train", "ode")
+PARTS = ("mcmc", "theory", "train", "ode")
 # named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
 CONFIG_DIRS = config_dirs("staircase")
 
@@ -88,6 +88,9 @@ class StaircaseConfig:
     train_variants: dict = field(default_factory=dict)
     train_only: list | None = None  # names of the training runs to compute ("main" and variants); None: all
     ode: dict = field(default_factory=dict)  # ODEConfig fields
+    # the H-head theory (ba.theory.heads_curve) on the MCMC grid, softmax only (for linear heads the figure shows
+    # the rotation-invariant capture, which the theory curve does not give): {"heads": [H...], "num_samples": n}
+    theory: dict = field(default_factory=dict)
 
     @classmethod
     def from_toml(cls, path) -> "StaircaseConfig":
@@ -98,6 +101,7 @@ class StaircaseConfig:
         for p in cfg.parts:
             check_choice("parts item", p, PARTS)
         TrainingConfig(**cfg.train)  # validate early
+        theory_options(cfg.theory)
         for name, v in cfg.train_variants.items():
             TrainingConfig(**{**cfg.train, **{k: x for k, x in v.items() if k != "seeds"}})
             check_int(f"train_variants.{name}.seeds", v.get("seeds", 1), minimum=1)
@@ -235,6 +239,32 @@ def ode_point(point: dict) -> dict:
             "plateaus": sol["plateaus"], "stages": ode_stages(sol), "num_steps": sol["num_steps"]}
 
 
+def theory_options(theory: dict) -> dict:
+    unknown = set(theory) - {"heads", "num_samples"}
+    if unknown:
+        raise ValueError(f"theory: unknown key(s) {sorted(unknown)}; allowed: heads, num_samples")
+    heads = [check_int("theory.heads item", H, minimum=1) for H in theory.get("heads", [2])]
+    return {"heads": heads, "num_samples": check_int("theory.num_samples", theory.get("num_samples", 100_000),
+                                                     minimum=1000)}
+
+
+def theory_point(point: dict) -> dict:
+    """The H-head theory (docs/theory.md section 12) on one curve's P grid: the label-free mean mass of the best
+    head per lag, and the transitions and coexistence it finds."""
+    from ..bayes.theory import heads_curve
+
+    b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
+    H = point["heads"]
+    c = heads_curve(np.asarray(point["P"], float), task=b.task(H), heads=H, attention=point["attention"],
+                    prior=Prior(b.sigma_A2, b.sigma_V2, b.sigma2), num_samples=point["num_samples"],
+                    seed=point["seed"])
+    lags = list(b.task(H).target_patterns)
+    mass = np.asarray(c.mean["mass_max"])
+    return {"P": [float(x) for x in c.P], "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
+            "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},
+            "coexistence_P": c.transitions.get("coexistence_P", []), "binodals": c.transitions.get("binodals", [])}
+
+
 # --------------------------------------------------------------------------------------------- driver
 def points(cfg: StaircaseConfig) -> dict:
     # a point holds only what it depends on, so the same point computed under another grid is reused
@@ -259,10 +289,15 @@ def points(cfg: StaircaseConfig) -> dict:
             out["train"] = [p for p in out["train"] if p["variant"] in cfg.train_only]
     if "ode" in cfg.parts:
         out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
+    if "theory" in cfg.parts:
+        th = theory_options(cfg.theory)
+        out["theory"] = [{"method": "theory", "attention": "softmax", "heads": H, "P": [int(P) for P in cfg.bayes.P],
+                          "bayes": {**b, "ratio": float(r)}, "num_samples": th["num_samples"], "seed": cfg.seed}
+                         for r in cfg.bayes.ratios for H in th["heads"] if "softmax" in cfg.bayes.attention]
     return out
 
 
-COMPUTE = {"mcmc": mcmc_point, "train": train_point, "ode": ode_point}
+COMPUTE = {"mcmc": mcmc_point, "theory": theory_point, "train": train_point, "ode": ode_point}
 
 
 def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
@@ -282,6 +317,9 @@ def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
                             "seeds": [r["point"]["seed"] for r in recs["train"]],
                             "wall_s": [r["wall_time_s"] for r in recs["train"]],
                             "paper_stages": [330, 575]}
+    if "theory" in recs:
+        summary["theory"] = {f"softmax/H={r['point']['heads']}/w={r['point']['bayes']['ratio']:g}":
+                             {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")} for r in recs["theory"]}
     if "ode" in recs:
         summary["ode"] = {"stages": recs["ode"][0]["result"]["stages"],
                           "plateaus": recs["ode"][0]["result"]["plateaus"]}

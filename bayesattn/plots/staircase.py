@@ -17,6 +17,8 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "mcmc")
     if not recs:
         return None
+    theory = {(r["point"]["attention"], r["point"]["heads"], r["point"]["bayes"]["ratio"]): r["result"]
+              for r in load_results(Path(run_dir) / "points" / "theory")}
     plt = pyplot()
     groups: dict = {}
     for r in recs:
@@ -38,6 +40,9 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
                 if sel:
                     P, m = zip(*sel)
                     ax.plot(P, m, style, color=f"C{j}", ms=4, label=f"{lag} ({init})")
+        th = theory.get((att, H, w)) if obs == "mass_max" else None
+        for j, lag in enumerate(lags if th else []):
+            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", lw=1, ls=":", label=f"{lag} (theory)")
         ax.set_xscale("log")
         ax.set_xlabel("P")
         ax.set_ylabel("best head's mass on the lag" if obs == "mass_max" else "lag's share in the heads' span")
