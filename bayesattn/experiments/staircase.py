@@ -255,7 +255,7 @@ def theory_point(point: dict) -> dict:
 
     b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
     H = point["heads"]
-    c = heads_curve(np.asarray(point["P"], float), task=b.task(H), heads=H, attention=point["attention"],
+    c = heads_curve(np.asarray(point["P_grid"], float), task=b.task(H), heads=H, attention=point["attention"],
                     prior=Prior(b.sigma_A2, b.sigma_V2, b.sigma2), num_samples=point["num_samples"],
                     seed=point["seed"])
     lags = list(b.task(H).target_patterns)
@@ -291,7 +291,8 @@ def points(cfg: StaircaseConfig) -> dict:
         out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
     if "theory" in cfg.parts:
         th = theory_options(cfg.theory)
-        out["theory"] = [{"method": "theory", "attention": "softmax", "heads": H, "P": [int(P) for P in cfg.bayes.P],
+        out["theory"] = [{"method": "theory", "attention": "softmax", "heads": H,
+                          "P_grid": [int(P) for P in cfg.bayes.P],
                           "bayes": {**b, "ratio": float(r)}, "num_samples": th["num_samples"], "seed": cfg.seed}
                          for r in cfg.bayes.ratios for H in th["heads"] if "softmax" in cfg.bayes.attention]
     return out
