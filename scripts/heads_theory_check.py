@@ -126,7 +126,7 @@ def table(args):
         if args.attention and att not in args.attention or args.heads and H not in args.heads:
             continue
         Ps = [P for P in Ps if P in args.P] if args.P else Ps
-        th = theory(att, H, args.num_samples, Ps)
+        th = theory(att, H, args.num_samples or (200_000 if H >= 3 else 100_000), Ps)
         K = H
         head = " | ".join(f"lag {k + 1}" for k in range(K))
         extra = " | m singular values" if att == "linear" else " | head overlap Q_01"
@@ -179,11 +179,11 @@ def orders(args):
 
     for T in args.T:
         tag = f"_P{args.P[0]}-{args.P[-1]}" if args.P else ""
-        path = OUT / f"orders_T{T}_n{args.num_samples}{tag}.json"
+        path = OUT / f"orders_T{T}_n{args.num_samples or 100_000}{tag}.json"
         if not path.exists():
             t0 = time.perf_counter()
             P = args.P or [int(p) for p in np.unique(np.round(np.geomspace(400, 8000, args.n_P)))]
-            c = heads_curve(P, heads=2, attention="softmax", T=T, num_samples=args.num_samples)
+            c = heads_curve(P, heads=2, attention="softmax", T=T, num_samples=args.num_samples or 100_000)
             write_json_atomic(path, {"T": T, "P": P, "mass_max": c.mean["mass_max"].tolist(),
                                      "transitions": c.transitions, "wall_s": time.perf_counter() - t0,
                                      "fixed_points": [[{"m": np.asarray(fp["x_canon"][:4]).round(4).tolist(),
@@ -209,7 +209,8 @@ if __name__ == "__main__":
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--samples", type=int, default=1000)
-    ap.add_argument("--num-samples", type=int, default=100_000, help="importance samples of the softmax row law")
+    ap.add_argument("--num-samples", type=int, default=None,
+                    help="importance rows of the softmax row law (default 100,000; 200,000 for H >= 3)")
     args = ap.parse_args()
     if args.part == "mcmc":
         run_mcmc(args)
