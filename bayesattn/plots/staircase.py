@@ -42,7 +42,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
                     ax.plot(P, m, style, color=f"C{j}", ms=4, label=f"{lag} ({init})")
         th = theory.get((att, H, w)) if obs == "mass_max" else None
         for j, lag in enumerate(lags if th else []):
-            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", lw=1, ls=":", label=f"{lag} (theory)")
+            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", lw=4, alpha=0.3, zorder=0, label=f"{lag} (theory)")
         ax.set_xscale("log")
         ax.set_xlabel("P")
         ax.set_ylabel("best head's mass on the lag" if obs == "mass_max" else "lag's share in the heads' span")
