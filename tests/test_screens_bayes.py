@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from bayesattn.bayes.theory.common import first_crossing as _cross
 from bayesattn.diagnostics.screens import participation_ratio
-from bayesattn.experiments.screens_bayes import BayesLensConfig, _cross, figure, lens, run
+from bayesattn.experiments.screens_bayes import BayesLensConfig, figure, lens, run
 
 
 def test_lens_on_constructed_draws():

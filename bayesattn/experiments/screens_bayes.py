@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from ..bayes.posterior import Posterior, Prior
+from ..bayes.theory.common import first_crossing
 from ..bayes.sampling import sample
 from ..diagnostics.screens import THRESHOLD, participation_ratio
 from ..sweep import package_versions, read_json, write_json_atomic
@@ -106,22 +107,9 @@ def point(cfg: BayesLensConfig, P: int) -> dict:
             "draws": int(sel.size), "wall_s": time.perf_counter() - t0}
 
 
-def _cross(P, y, level):
-    """P where y (over increasing P) first reaches level, log-interpolated; None if never."""
-    P, y = np.asarray(P, float), np.asarray(y, float)
-    i = np.flatnonzero(y >= level)
-    if i.size == 0:
-        return None
-    i = int(i[0])
-    if i == 0:
-        return float(P[0])
-    f = (level - y[i - 1]) / (y[i] - y[i - 1])
-    return float(np.exp(np.log(P[i - 1]) + f * (np.log(P[i]) - np.log(P[i - 1]))))
-
-
 def _half_rise(P, y):
     y = np.asarray(y, float)
-    return _cross(P, y, y[0] + 0.5 * (y.max() - y[0])) if y.max() > y[0] else None
+    return first_crossing(P, y, y[0] + 0.5 * (y.max() - y[0])) if y.max() > y[0] else None
 
 
 def theory_line(cfg: BayesLensConfig) -> dict | None:
@@ -136,7 +124,7 @@ def theory_line(cfg: BayesLensConfig) -> dict | None:
     t0 = time.perf_counter()
     pts = theory_screens(cfg.task(), _Prior(cfg.sigma_A2, cfg.sigma_V2, cfg.sigma2), P)
     return {"points": pts, "wall_s": time.perf_counter() - t0,
-            "P_selectivity_threshold": _cross(P, [p["selectivity_median"] for p in pts], THRESHOLD),
+            "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
             "P_pr_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts])}
 
 
@@ -162,7 +150,7 @@ def run(cfg: BayesLensConfig, out_dir, progress: bool = True) -> dict:
             print(f"  theory line ({len(theory['points'])} P) done", flush=True)
     summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "wall_s": time.perf_counter() - t0,
                "points": pts,
-               "P_selectivity_threshold": _cross(P, [p["selectivity_median"] for p in pts], THRESHOLD),
+               "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
                "P_pr_half_rise": _half_rise(P, [p["pr_mean"] for p in pts]),
                "P_pr_limit_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts]),
                "theory": theory}

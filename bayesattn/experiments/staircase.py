@@ -26,6 +26,7 @@ import numpy as np
 from .._validate import check_choice, check_int
 from ..bayes.posterior import Posterior, Prior
 from ..bayes.sampling import sample
+from ..bayes.theory.common import first_crossing
 from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks import MultiLagCopyTask
@@ -159,16 +160,8 @@ def mcmc_point(point: dict) -> dict:
     }
 
 
-def transitions(P: np.ndarray, mass: np.ndarray, threshold: float) -> float | None:
-    """P where ``mass`` (increasing P) first crosses ``threshold``, log-interpolated; None if it never does."""
-    above = mass >= threshold
-    if not above.any():
-        return None
-    i = int(np.argmax(above))
-    if i == 0:
-        return float(P[0])
-    x0, x1, y0, y1 = np.log(P[i - 1]), np.log(P[i]), mass[i - 1], mass[i]
-    return float(np.exp(x0 + (threshold - y0) * (x1 - x0) / (y1 - y0)))
+# P where a label-free lag mass (increasing P) first crosses its threshold, log-interpolated; None if never
+transitions = first_crossing
 
 
 def series_key(point: dict) -> str:

@@ -55,6 +55,20 @@ def _check_prior(prior):
     return prior
 
 
+def first_crossing(P, y, level: float) -> float | None:
+    """The P where y (over increasing P) first reaches ``level``, interpolated linearly in log P between the two
+    grid points around it; P[0] if y starts at or above it; None if it never reaches it."""
+    P, y = np.asarray(P, float), np.asarray(y, float)
+    above = np.flatnonzero(y >= level)
+    if above.size == 0:
+        return None
+    i = int(above[0])
+    if i == 0:
+        return float(P[0])
+    x0, x1 = np.log(P[i - 1]), np.log(P[i])
+    return float(np.exp(x0 + (level - y[i - 1]) * (x1 - x0) / (y[i] - y[i - 1])))
+
+
 def _check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
     """A non-empty, strictly increasing, positive, finite 1-D grid."""
     try:

@@ -35,7 +35,7 @@ from scipy.stats import ortho_group
 
 from ..._validate import check_choice, check_int
 from ..posterior import Prior
-from .common import _check_grid
+from .common import _check_grid, first_crossing
 from .heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, linear_legendre, n_stats, pack,
                            softmax_row_samples, unpack)
 
@@ -354,17 +354,6 @@ def _coexistence(P, fps, T):
     return {"coexistence_P": co, "binodals": binodals, "dTF": [None if not np.isfinite(v) else float(v) for v in dF]}
 
 
-def _crossing(P, y, thr):
-    above = np.asarray(y) >= thr
-    if not above.any():
-        return None
-    i = int(np.argmax(above))
-    if i == 0:
-        return float(P[0])
-    x0, x1 = np.log(P[i - 1]), np.log(P[i])
-    return float(np.exp(x0 + (thr - y[i - 1]) * (x1 - x0) / (y[i] - y[i - 1])))
-
-
 def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", prior: Prior | None = None,
                 T: int = 16, d: int = 8, weights=None, num_samples: int = 200_000, seed: int = 0,
                 fluct_samples: int = 4000, min_ess: float = 200.0) -> HeadsCurve:
@@ -479,7 +468,7 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         out_fix["F"].append(T * best["F"])
         all_fp.append([{k: v for k, v in fp.items() if k not in ("basis", "hess")} for fp in found])
     mean = {k: np.asarray(v) for k, v in out_mean.items()}
-    trans = {f"lag{k + 1}": _crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
+    trans = {f"lag{k + 1}": first_crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
     trans.update(_coexistence(P, all_fp, T))
     return HeadsCurve(attention, P, mean, {k: np.asarray(v) for k, v in out_fix.items()}, all_fp, trans,
                       {"T": T, "d": task.d, "H": H, "K": K, "weights": list(task.weights), "prior": prior.config(),
