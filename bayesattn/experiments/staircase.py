@@ -248,10 +248,11 @@ def theory_point(point: dict) -> dict:
 
     b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
     H = point["heads"]
-    c = heads_curve(np.asarray(point["P_grid"], float), task=b.task(H), heads=H, attention=point["attention"],
+    task = b.task(H)
+    c = heads_curve(np.asarray(point["P_grid"], float), task=task, heads=H, attention=point["attention"],
                     prior=Prior(b.sigma_A2, b.sigma_V2, b.sigma2), num_samples=point["num_samples"],
                     seed=point["seed"])
-    lags = list(b.task(H).target_patterns)
+    lags = list(task.target_patterns)
     mass = np.asarray(c.mean["mass_max"])
     return {"P": [float(x) for x in c.P], "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
             "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},

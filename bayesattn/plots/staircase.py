@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..experiments.staircase import LAG_OBSERVABLE
-from ..sweep import load_results
+from ..sweep import load_results, read_json
 from ._figure import pyplot, save
 
 
@@ -55,10 +55,8 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
 
 def ratio_figure(run_dir, out: Path) -> Path | None:
     """P_2/P_1 against w_1/w_2 (summary.json's ratio sweep), next to (w_1/w_2)^2; None without a ratio sweep."""
-    import json
-
     path = Path(run_dir) / "summary.json"
-    rows = json.loads(path.read_text()).get("ratio_sweep", []) if path.exists() else []
+    rows = read_json(path).get("ratio_sweep", []) if path.exists() else []
     rows = [r for r in rows if r["P2/P1"] is not None]
     if not rows:
         return None
