@@ -46,14 +46,11 @@ def mcmc(attention, H, P, init="cold", seed=0, chains=2, warmup=300, samples=500
     import jax
 
     import bayesattn as ba
-    from bayesattn.experiments.staircase import BayesConfig, hot_init
+    from bayesattn.experiments.staircase import BayesConfig, hot_init, point_posterior
     from bayesattn.sweep import package_versions
 
     b = BayesConfig(heads=[H], attention=[attention], num_chains=chains, num_warmup=warmup, num_samples=samples)
-    task = b.task(H)
-    prior = ba.Prior(b.sigma_A2, b.sigma_V2, b.sigma2)
-    k_data, k_mcmc = jax.random.split(jax.random.fold_in(jax.random.key(seed), P))  # as staircase.mcmc_point
-    post = ba.Posterior(task.sample(k_data, P), attention, prior, heads=H)
+    task, prior, post, k_mcmc = point_posterior(b, attention, H, P, seed)  # the data and keys of mcmc_point
     start = "cold" if init == "cold" else hot_init(task, H, attention, prior)
     t0 = time.perf_counter()
     s = ba.sample(post, k_mcmc, num_chains=chains, num_warmup=warmup, num_samples=samples, init=start)

@@ -126,18 +126,22 @@ def hot_init(task: MultiLagCopyTask, H: int, attention: str, prior: Prior) -> np
 LAG_OBSERVABLE = {"softmax": "mass_max", "linear": "capture"}
 
 
+def point_posterior(b: BayesConfig, attention: str, H: int, P: int, seed: int):
+    """The data set and posterior of one sweep point, and its sampler key: (task, prior, posterior, key). The
+    data key is fold_in(key(seed), P), split into data and sampler keys."""
+    task = b.task(H)
+    prior = Prior(b.sigma_A2, b.sigma_V2, b.sigma2)
+    k_data, k_mcmc = jax.random.split(jax.random.fold_in(jax.random.key(seed), P))
+    return task, prior, Posterior(task.sample(k_data, P), attention, prior, heads=H), k_mcmc
+
+
 def mcmc_point(point: dict) -> dict:
     """One (attention, H, P, init): NUTS on the closed-form posterior. Returns per chain the mean of every
     declared observable, its ESS and R-hat, and the fraction of draws in a "competitive" state (two heads with
     mass > 3 |span| / T on the same span)."""
     b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
-    H, P = point["heads"], point["P"]
-    task = b.task(H)
-    prior = Prior(b.sigma_A2, b.sigma_V2, b.sigma2)
-    key = jax.random.key(point["seed"])
-    k_data, k_mcmc = jax.random.split(jax.random.fold_in(key, P))
-    data = task.sample(k_data, P)
-    post = Posterior(data, point["attention"], prior, heads=H)
+    H = point["heads"]
+    task, prior, post, k_mcmc = point_posterior(b, point["attention"], H, point["P"], point["seed"])
     init = "cold" if point["init"] == "cold" else hot_init(task, H, point["attention"], prior)
     s = sample(post, k_mcmc, num_chains=b.num_chains, num_warmup=b.num_warmup, num_samples=b.num_samples, init=init)
     op = s.order_parameters
