@@ -58,6 +58,21 @@ def test_weight_decay_bad_input(bad):
         OptimizerConfig(lr=0.1, **bad)
 
 
+def test_sgd_momentum_is_heavy_ball_and_only_sgds():
+    """OptimizerConfig("sgd", momentum=mu): v <- mu v + g, p <- p - lr v (torch's SGD), written out by hand."""
+    opt = OptimizerConfig("sgd", 0.1, momentum=0.9).build(10)
+    p, v = jnp.zeros(2), np.zeros(2)
+    st = opt.init(p)
+    for g in ([1.0, -2.0], [0.5, 0.0], [-1.0, 3.0]):
+        u, st = opt.update(jnp.asarray(g), st, p)
+        p = p + u
+        v = 0.9 * v + np.asarray(g)
+        np.testing.assert_allclose(np.asarray(u), -0.1 * v, rtol=1e-12)
+    for bad in (dict(name="adam", momentum=0.9), dict(name="sgd", momentum=1.0)):
+        with pytest.raises(ValueError, match="momentum"):
+            OptimizerConfig(lr=0.1, **bad)
+
+
 def test_multihead_xavier_init_and_score_scale():
     cfg = MultiHeadConfig(T=5, d_in=4, heads=2, init="xavier", init_scale=1.0, score_scale=1 / 3.0)
     net = cfg.build(jax.random.key(0))

@@ -112,14 +112,9 @@ class TrainingConfig:
 
     def optimizer_transform(self) -> optax.GradientTransformation:
         """clip -> AdamW (decoupled weight decay) or SGD (heavy-ball momentum) -> optional plateau decay."""
-        if self.optimizer == "sgd":
-            parts = [optax.clip_by_global_norm(self.clip), optax.sgd(self.lr, momentum=self.momentum or None)]
-            if self.plateau:
-                parts.append(optax.contrib.reduce_on_plateau(factor=self.factor, patience=self.patience + 1))
-            return optax.chain(*parts)
-        return OptimizerConfig("adamw", self.lr, weight_decay=self.weight_decay, clip=self.clip,
-                               decay="plateau" if self.plateau else "constant", plateau_factor=self.factor,
-                               plateau_patience=self.patience + 1).build(self.steps)
+        kind = {"momentum": self.momentum or None} if self.optimizer == "sgd" else {"weight_decay": self.weight_decay}
+        return OptimizerConfig(self.optimizer, self.lr, clip=self.clip, decay="plateau" if self.plateau else "constant",
+                               plateau_factor=self.factor, plateau_patience=self.patience + 1, **kind).build(self.steps)
 
     def config(self) -> dict:
         return asdict(self)

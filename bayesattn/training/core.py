@@ -83,6 +83,7 @@ class OptimizerConfig:
     plateau_rtol: float = 1e-4
     clip: float | None = None
     weight_decay: float | None = None  # adamw only (None: optax's default 1e-4; torch's AdamW uses 1e-2)
+    momentum: float | None = None  # sgd only: heavy-ball momentum (torch's SGD momentum); None: plain SGD
 
     def __post_init__(self):
         check_choice("optimizer", self.name, (*OPTAX_OPTIMIZERS, "langevin"))
@@ -105,6 +106,13 @@ class OptimizerConfig:
             if not (math.isfinite(float(self.weight_decay)) and float(self.weight_decay) >= 0):
                 raise ValueError(f"weight_decay={self.weight_decay!r}: expected a finite number >= 0")
             object.__setattr__(self, "weight_decay", float(self.weight_decay))
+        if self.momentum is not None:
+            if self.name != "sgd":
+                raise ValueError(f"momentum={self.momentum!r} with optimizer={self.name!r}: expected None "
+                                 "(heavy-ball momentum is sgd's)")
+            if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
+                raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
+            object.__setattr__(self, "momentum", float(self.momentum))
         if self.name == "langevin" and (self.decay == "plateau" or self.clip is not None):
             raise ValueError(f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "
                              "clipping would change the stationary law; expected neither")
@@ -128,8 +136,10 @@ class OptimizerConfig:
         if self.name == "langevin":
             return optax.chain(sgld(lr, temperature))
         parts = [] if self.clip is None else [optax.clip_by_global_norm(self.clip)]
-        wd = {} if self.weight_decay is None else {"weight_decay": self.weight_decay}
-        parts.append(OPTAX_OPTIMIZERS[self.name](lr, **wd))
+        extra = {} if self.weight_decay is None else {"weight_decay": self.weight_decay}
+        if self.momentum:
+            extra["momentum"] = self.momentum
+        parts.append(OPTAX_OPTIMIZERS[self.name](lr, **extra))
         if self.decay == "plateau":
             parts.append(optax.contrib.reduce_on_plateau(factor=self.plateau_factor, patience=self.plateau_patience,
                                                          rtol=self.plateau_rtol))
