@@ -8,7 +8,6 @@ import numpy as np
 import optax
 import pytest
 
-import bayesattn as ba
 from bayesattn.models import MultiHeadConfig
 from bayesattn.training.core import OptimizerConfig
 
