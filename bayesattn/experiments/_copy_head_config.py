@@ -54,7 +54,7 @@ class GridConfig:
 class TheoryConfig:
     num_P: int = 200  # dense grid for the theory curves
     vary_name: str = "T"  # "sigma_A2" or "T": also compute the (P, vary) plane ("": none)
-    vary_values: list[float] = field(default_factory=lambda: [8, 16, 32, 64])
+    vary_values: list[float] = field(default_factory=lambda: [8.0, 16.0, 32.0, 64.0])
     T_values: list[int] = field(default_factory=list)  # finite-size scaling
 
 
@@ -171,9 +171,16 @@ def _from_dict(cls, data: dict, where: str):
         raise ValueError(f"config {where or 'top level'}: unknown key(s) {sorted(unknown)} (known: {sorted(names)})")
     kwargs = {}
     for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        value, hint = data[f.name], hints[f.name]
+        hint = hints[f.name]
+        if f.name in data:
+            value = data[f.name]
+        else:  # a default goes through the same coercion as a given value, so that a config reads the same
+            # however it was built (from a file, by --set or --workers) and its points keep their names
+            value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if value is dataclasses.MISSING or value is None:
+                continue
+            if dataclasses.is_dataclass(value):
+                value = dataclasses.asdict(value)
         key = f"{where}.{f.name}" if where else f.name
         if dataclasses.is_dataclass(hint):
             kwargs[f.name] = _from_dict(hint, value, key)
