@@ -7,7 +7,7 @@
 Sections
 - ess: for each T (softmax copy task, d = 8, P = 1000, sigma2 = 400, one data set): the NUTS default (4 chains x
   (500 warm-up + 1000 draws), chains one after another on a CPU) and ``method="chees"`` with K chains in one
-  vmapped program (K x (500 warm-up + max(100, 16000 / K) draws)). Per run: the mean of m and its standard error,
+  vmapped program (K x (``--ess-warmup`` (500) warm-up + max(100, 16000 / K) draws)). Per run: the mean of m and its standard error,
   ESS of m (split chains), sampling wall time (warm-up included, compilation apart), ESS/s and its ratio to
   NUTS, time per chain-gradient (wall / gradient evaluations) against the flop count of one value-and-grad
   (``flops_per_grad``) at the measured float64 matmul peak of this process. T = 32 starts cold; T = 64 starts
@@ -79,8 +79,9 @@ def bench_ess(args, peak):
                                         num_samples=1000, init=init)}
         for K in args.chains:
             n = max(100, 16000 // K)
-            rows[f"chees (K = {K} x {n})"] = run(post, jax.random.key(args.seed + 2), method="chees", num_chains=K,
-                                                  num_warmup=500, num_samples=n, init=init)
+            rows[f"chees (K = {K} x ({args.ess_warmup} + {n}))"] = run(
+                post, jax.random.key(args.seed + 2), method="chees", num_chains=K, num_warmup=args.ess_warmup,
+                num_samples=n, init=init)
         base = rows["nuts (4 x 1000)"]
         print(f"\n[ess] T = {T}, d = 8, P = {args.P}, init {init}: ideal value-and-grad {ideal * 1e6:.2f} us")
         print("| sampler | <m> +- se | ESS(m) | wall (s) | compile (s) | ESS/s | x NUTS | us / chain-grad | x ideal |")
@@ -179,6 +180,7 @@ def main(argv=None):
     ap.add_argument("--K", type=int, nargs="+", default=[1, 4, 16, 64, 256], help="chain counts (grad)")
     ap.add_argument("--P", type=int, default=1000, help="training sequences (ess, grad)")
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
+    ap.add_argument("--ess-warmup", type=int, default=500, help="ChEES warm-up steps (ess)")
     ap.add_argument("--sweep-methods", nargs="+", default=["nuts", "chees"], choices=["nuts", "chees"])
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
