@@ -20,6 +20,7 @@ Sections
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -62,9 +63,10 @@ def strip(rec: dict) -> dict:
 def bench_sweep(rows, args):
     points = make_points(args)
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), os.times()
         serial = run_sweep(points, sweep_point, Path(tmp) / "serial", progress=False)
-        t_serial = time.perf_counter() - t0
+        t_serial, c1 = time.perf_counter() - t0, os.times()
+        cores = (c1.user + c1.system - c0.user - c0.system) / t_serial  # CPU seconds per second of the serial run
         t0 = time.perf_counter()
         with sweep_executor("dask", 2) as client:
             t_start = time.perf_counter() - t0
@@ -77,6 +79,8 @@ def bench_sweep(rows, args):
         ("sweep", f"{size}: serial, this process (s)", f"{t_serial:.1f}", f"compile {compile_s:.1f} s, once"),
         ("sweep", "the same on a fresh 2-worker LocalCluster (s)", f"{t_dask:.1f}",
          f"cluster start {t_start:.1f} s included; each worker compiles once"),
+        ("sweep", "cores the serial run keeps busy (CPU s / wall s)", f"{cores:.2f}",
+         f"so 2 cores allow at most {2 / max(cores, 1.0):.2f}x over it"),
         ("sweep", "speed-up, 2 Dask workers vs serial", f"{t_serial / t_dask:.2f}x", "target >= 1.7x"),
         ("sweep", "point files identical (timings, host, executor aside)", str(same), ""),
     ]

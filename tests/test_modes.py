@@ -84,3 +84,33 @@ def test_mode_weights_on_a_posterior_sum_to_one(post):
     assert abs(sum(mw.weights.values()) - 1) < 1e-12 and all(np.isfinite(list(mw.log_evidence.values())))
     assert mw.config["by"] == "m"
     assert json.loads(json.dumps(mw.to_dict()))["names"] == ["low", "high"]
+
+
+def test_seed_summary_of_the_coexistence_script():
+    """scripts/coexistence_seeds.py's summary: per-seed log-odds and weights, their mean and spread over seeds
+    (numpy's), the theory's log-odds from its weight, and a seed without a branch reference left out."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "coexistence_seeds.py"
+    spec = importlib.util.spec_from_file_location("coexistence_seeds", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def result(lo, se_low, se_high):
+        w = 1 / (1 + math.exp(-lo))
+        return {"theory": {"predicted_high_weight": 0.6},
+                "smc_branches": {"log_odds": {"low": 0.0, "high": lo}, "weights": {"low": 1 - w, "high": w},
+                                 "log_evidence_se": {"low": se_low, "high": se_high}}}
+    los = [0.5, 1.5, -0.2]
+    res = {s: result(lo, 0.3, 0.4) for s, lo in enumerate(los)}
+    res[3] = {"theory": {"predicted_high_weight": 0.6}, "smc_branches": None}
+    s = mod.summarize(res)
+    assert s["seeds_used"] == 3 and s["per_seed"][3] is None
+    assert s["mean_log_odds"] == pytest.approx(np.mean(los))
+    assert s["sd_log_odds"] == pytest.approx(np.std(los, ddof=1))
+    assert s["per_seed"][0]["log_odds_se"] == pytest.approx(0.5)
+    assert s["theory_log_odds"] == pytest.approx(math.log(0.6 / 0.4))
+    assert s["gap_to_theory_log_odds"] == pytest.approx(np.mean(los) - math.log(1.5))
+    w = [1 / (1 + math.exp(-x)) for x in los]
+    assert s["mean_weight"] == pytest.approx(np.mean(w)) and s["sd_weight"] == pytest.approx(np.std(w, ddof=1))
