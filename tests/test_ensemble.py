@@ -143,3 +143,30 @@ def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
         assert got["inits"]["cold"]["diagnostics"]["num_superchains"] == 1
         assert got["inits"]["hot"]["diagnostics"]["trajectory_length"] > 0
     assert many[0]["inits"]["hot"]["m"]["mean"] != many[1]["inits"]["hot"]["m"]["mean"]
+
+
+def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
+    """The ChEES sampling step with one leapfrog count for all chains (ensemble._lockstep_dynamic_hmc) gives the
+    draws of blackjax's per-chain dynamic_hmc step, vmapped, from the same warm-up, states and keys."""
+    import blackjax
+    import optax
+
+    from bayesattn.bayes.ensemble import _lockstep_dynamic_hmc
+
+    data = ba.CopyTask(T=8, d=4).sample(jax.random.key(0), 200)
+    post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 100.0))
+    logdensity = lambda x: post.log_density(x.reshape(8, 8))  # noqa: E731
+    x0 = 0.1 * jax.random.normal(jax.random.key(1), (6, 64))
+    (states, params), _ = blackjax.chees_adaptation(logdensity, 6, mass_matrix_estimation="diagonal").run(
+        jax.random.key(2), x0, 0.1, optax.adam(0.025), 40)
+    ref, new = jax.jit(jax.vmap(blackjax.dynamic_hmc(logdensity, **params).step)), jax.jit(
+        _lockstep_dynamic_hmc(logdensity, params))
+    a = b = states
+    for k in jax.random.split(jax.random.key(3), 5):
+        a, ia = ref(jax.random.split(k, 6), a)
+        b, ib = new(jax.random.split(k, 6), b)
+        np.testing.assert_array_equal(np.asarray(ia.num_integration_steps), np.asarray(ib.num_integration_steps))
+        np.testing.assert_array_equal(np.asarray(ia.is_accepted), np.asarray(ib.is_accepted))
+    np.testing.assert_allclose(np.asarray(b.position), np.asarray(a.position), rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(np.asarray(b.random_generator_arg), np.asarray(a.random_generator_arg))
+    assert np.unique(np.asarray(ia.num_integration_steps)).size == 1  # one trajectory length for all chains

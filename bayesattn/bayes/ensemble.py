@@ -77,6 +77,33 @@ def _ensemble_starts(method, posterior, init_key, init, positions, opts):
     return positions, superchains
 
 
+def _lockstep_dynamic_hmc(logdensity, params):
+    """The sampling step after ChEES's warm-up: ``blackjax.dynamic_hmc(logdensity, **params).step`` for all chains
+    at once, with the trajectory's number of leapfrog steps computed once per iteration instead of per chain.
+
+    ChEES gives every chain the same jittered trajectory (its step counter starts at 0 for all chains and
+    advances by one per iteration, so ``random_generator_arg`` is equal across chains). ``jax.vmap`` of the
+    per-chain step cannot know that: it batches the trip count of the leapfrog loop, which turns the loop into a
+    masked loop that selects every carried array at every step. Here the count is one scalar, the leapfrog loop
+    stays a plain loop around the chains' batched gradient, and each chain runs blackjax's own HMC kernel (the
+    one ``dynamic_hmc`` wraps) with the same key, so the draws are those of the vmapped ``dynamic_hmc`` step
+    (``tests/test_ensemble.py`` compares them)."""
+    from blackjax.mcmc.dynamic_hmc import DynamicHMCState
+    from blackjax.mcmc.hmc import HMCState, build_kernel
+
+    hmc = build_kernel()
+    steps_fn, steps_params = params["integration_steps_fn"], params["integration_steps_params"]
+
+    def step(keys, states):
+        n = steps_fn(states.random_generator_arg[0], *steps_params)  # the same for every chain
+        one = lambda k, st: hmc(k, st, logdensity, params["step_size"], params["inverse_mass_matrix"], n)  # noqa: E731
+        new, info = jax.vmap(one)(keys, HMCState(states.position, states.logdensity, states.logdensity_grad))
+        return DynamicHMCState(new.position, new.logdensity, new.logdensity_grad,
+                               params["next_random_arg_fn"](states.random_generator_arg)), info
+
+    return step
+
+
 def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, task, model):
     opts = dict(options)
 
@@ -94,17 +121,16 @@ def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, t
                 adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
             (states, params), winfo = warmup.run(wkey, positions, opts["initial_step_size"],
                                                  optax.adam(opts["learning_rate"]), num_warmup)
-            sampler = blackjax.dynamic_hmc(logdensity, **params)
+            step = _lockstep_dynamic_hmc(logdensity, params)
             trajectory = params["integration_steps_params"][0] * params["step_size"]
         else:
             warmup = blackjax.meads_adaptation(
                 logdensity, num_chains, num_folds=opts["num_folds"], step_size_multiplier=opts["step_size_multiplier"],
                 adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
             (states, params), winfo = warmup.run(wkey, positions, num_warmup)
-            sampler = blackjax.ghmc(logdensity, **params)
+            step = jax.vmap(blackjax.ghmc(logdensity, **params).step)
             trajectory = params["step_size"]
         wdiv, wgrads = winfo.info.is_divergent, winfo.info.num_integration_steps
-        step = jax.vmap(sampler.step)
 
         def kept(states, k):
             def inner(carry, kk):
