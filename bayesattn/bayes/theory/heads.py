@@ -161,10 +161,8 @@ class _RowLaw:
         self.attention, self.H, self.K, self.T, self.sA2 = attention, H, K, T, sigma_A2
         self.n, self.key, self.ep = num_samples, key, ep
         args = (ep["w"], ep["R"], ep["d"], T, H, K)
-        self.phi = jax.jit(lambda x, b, e: _phi_E(x, b, e, *args))
-        self.dphi = jax.jit(jax.grad(lambda x, b, e: _phi_E(x, b, e, *args)))
-        self.hphi = jax.jit(jax.hessian(lambda x, b, e: _phi_E(x, b, e, *args)))
         phi = lambda x, b, e: _phi_E(x, b, e, *args)  # noqa: E731
+        self.phi, self.dphi, self.hphi = jax.jit(phi), jax.jit(jax.grad(phi)), jax.jit(jax.hessian(phi))
         if attention == "linear":
             cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
             self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
@@ -441,8 +439,6 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         acc = {k: 0.0 for k in out_mean}
         for fp, wi in zip(stable, wt):
             fp["weight"] = float(wi)
-            if not fp["stable"]:
-                continue
             if signs and fp["basis"].shape[0] == fp["basis"].shape[1]:
                 # linear, a point fixed by every head rotation (m = 0): its soft modes are the m directions,
                 # which go soft at the continuous transition; integrate the saddle-point density there

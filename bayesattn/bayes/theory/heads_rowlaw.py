@@ -108,12 +108,6 @@ def softmax_row_samples(key, p, mu, sd, *, H: int, K: int, T: int, n: int, sigma
 
 
 @jax.jit
-def is_cgf(lam, S, logw):
-    """Lambda(lam) = log mean(w exp(lam . S)) of importance samples (S (n, D), log w (n,))."""
-    return logsumexp(logw + S @ lam) - jnp.log(S.shape[0])
-
-
-@jax.jit
 def is_moments(lam, S, logw):
     """(Lambda, tilted mean (D,), tilted covariance (D, D), effective sample size) of importance samples."""
     lw = logw + S @ lam
