@@ -32,6 +32,11 @@ from bayesattn._json import to_plain
 from bayesattn.sweep import package_versions
 
 
+def result_path(out: str, T: int, P: int, seed: int) -> str:
+    """<out>/coexistence_T<T>_P<P>[_seed<seed>].json (seed 0 keeps the name of the earlier runs)."""
+    return os.path.join(out, f"coexistence_T{T}_P{P}" + (f"_seed{seed}" if seed else "") + ".json")
+
+
 def landscape_summary(task, prior, P):
     r = th.landscape(task, prior, "softmax", P)
     x, S = np.asarray(r["x"]), np.asarray(r["S"])
@@ -173,7 +178,7 @@ def main(argv=None):
               f"{hi_min:.3f}-{hi_max:.3f}", flush=True)
     res["wall_time_s"] = time.perf_counter() - t0
     os.makedirs(a.out, exist_ok=True)
-    path = os.path.join(a.out, f"coexistence_T{a.T}_P{a.P}" + (f"_seed{a.seed}" if a.seed else "") + ".json")
+    path = result_path(a.out, a.T, a.P, a.seed)
     with open(path, "w") as f:
         json.dump(to_plain(res, nonfinite="string"), f, indent=1)
     print("wrote", path)

@@ -25,10 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coexistence_check  # noqa: E402  (the per-seed run, next to this file)
 
 
-def result_path(out: str, T: int, P: int, seed: int) -> str:
-    return os.path.join(out, f"coexistence_T{T}_P{P}" + (f"_seed{seed}" if seed else "") + ".json")
-
-
 def summarize(results: dict) -> dict:
     """Per seed and over seeds, from the result dicts of coexistence_check keyed by seed."""
     per_seed, theory = {}, None
@@ -74,7 +70,7 @@ def main(argv=None):
         ap.error(f"--branch-runs={a.branch_runs}: expected >= 2 (a standard error per seed needs two runs)")
     results = {}
     for seed in a.seeds:
-        path = result_path(a.out, a.T, a.P, seed)
+        path = coexistence_check.result_path(a.out, a.T, a.P, seed)
         if not os.path.exists(path):
             coexistence_check.main(["--T", str(a.T), "--P", str(a.P), "--seed", str(seed), "--out", a.out,
                                     "--skip-prior-smc", "--chains", str(a.chains), "--warmup", str(a.warmup),

@@ -169,8 +169,10 @@ transitions = first_crossing
 
 
 def series_key(point: dict) -> str:
-    """One curve of the sweep: "softmax/H=2/w=0.6/cold" (attention, heads, weight ratio w_2/w_1, init)."""
-    return f"{point['attention']}/H={point['heads']}/w={point['bayes']['ratio']:g}/{point['init']}"
+    """One curve of the sweep: "softmax/H=2/w=0.6/cold" (attention, heads, weight ratio w_2/w_1, init; a theory
+    point has no init: "softmax/H=2/w=0.6")."""
+    init = f"/{point['init']}" if "init" in point else ""
+    return f"{point['attention']}/H={point['heads']}/w={point['bayes']['ratio']:g}{init}"
 
 
 def mcmc_summary(records: list) -> dict:
@@ -317,8 +319,8 @@ def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
                             "wall_s": [r["wall_time_s"] for r in recs["train"]],
                             "paper_stages": [330, 575]}
     if "theory" in recs:
-        summary["theory"] = {f"softmax/H={r['point']['heads']}/w={r['point']['bayes']['ratio']:g}":
-                             {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")} for r in recs["theory"]}
+        summary["theory"] = {series_key(r["point"]): {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")}
+                             for r in recs["theory"]}
     if "ode" in recs:
         summary["ode"] = {"stages": recs["ode"][0]["result"]["stages"],
                           "plateaus": recs["ode"][0]["result"]["plateaus"]}
