@@ -1,8 +1,9 @@
-"""Scale-out benchmarks (not tests): a sweep on a 2-worker Dask LocalCluster vs serially, the overhead per
-point of Dask vs a process pool, and batched MCMC points vs one at a time. Ratios are measured in one run.
+"""Scale-out benchmarks (not tests): a sweep on a 2-worker Dask LocalCluster vs serially, the same sweep in
+two plain processes (the ceiling of any executor), the overhead per point of Dask vs a process pool, and
+batched MCMC points vs one at a time. Ratios are measured in one run.
 
-    python benchmarks/bench_scaleout.py                    # everything (~6 min on 2 idle cores)
-    python benchmarks/bench_scaleout.py --only batch       # one section: sweep | overhead | batch
+    python benchmarks/bench_scaleout.py                    # everything (~11 min on 2 idle cores)
+    python benchmarks/bench_scaleout.py --only batch       # one section: sweep | ceiling | overhead | batch
     python benchmarks/bench_scaleout.py --T 16 --warmup 200 --samples 300   # a smaller MCMC point
 
 Sections
@@ -10,6 +11,10 @@ Sections
   default: the sweep of bench_sampling.py) through bayesattn.sweep.run_sweep, serially in this process, then on a
   fresh 2-worker LocalCluster (cluster start and each worker's compilation included, as a user sees them).
   The point files of both runs are compared (identical, timings and executor aside). Target: >= 1.7x.
+- ceiling: what 2 cores allow with no executor at all. Plain Python processes (subprocess), each fresh (its
+  imports, its compilations) and each running its points serially: all points in one process; one half of
+  them (alternate P) alone; both halves side by side. All points / the pair is the speed-up of a perfect
+  2-worker executor: zero scheduling, submission, start-up and result overhead.
 - overhead: --tiny near-empty points through a 2-process pool and a 2-worker LocalCluster, both started and
   warmed first: the wall time per point is the executor's overhead (submit, pickle, result, atomic write).
 - batch: the 16 posteriors of the sweep sampled one ``ba.sample`` call at a time vs ``sample_many`` (one
@@ -20,7 +25,10 @@ Sections
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -86,6 +94,53 @@ def bench_sweep(rows, args):
     ]
 
 
+def _half_command(args, half: int, out: Path) -> list[str]:
+    return [sys.executable, __file__, "--_half", str(half), "--_out", str(out), "--T", str(args.T), "--d", str(args.d),
+            "--points", str(args.points), "--chains", str(args.chains), "--warmup", str(args.warmup),
+            "--samples", str(args.samples)]
+
+
+def run_half(args):
+    """Child process of the ceiling section: one half of the points, serially; prints its own timings as JSON."""
+    t0 = time.perf_counter()
+    points = make_points(args)
+    points = points if args._half < 0 else points[args._half::2]
+    c0 = os.times()
+    run_sweep(points, sweep_point, Path(args._out), progress=False)
+    c1 = os.times()
+    t = time.perf_counter() - t0
+    print(json.dumps({"points": len(points), "compute_s": t, "cpu_s": c1.user + c1.system - c0.user - c0.system}))
+
+
+def _launch(args, halves, tmp):
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(_half_command(args, h, Path(tmp) / f"half{h}"), stdout=subprocess.PIPE, text=True)
+             for h in halves]
+    outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"a ceiling child failed: return codes {[p.returncode for p in procs]}")
+    return time.perf_counter() - t0, outs
+
+
+def bench_ceiling(rows, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        t_serial, (serial,) = _launch(args, [-1], Path(tmp) / "serial")  # -1: all points
+        t_alone, (alone,) = _launch(args, [0], Path(tmp) / "alone")
+        t_pair, pair = _launch(args, [0, 1], Path(tmp) / "pair")
+    slow = pair[0]["compute_s"] / alone["compute_s"]
+    rows += [
+        ("ceiling", f"{serial['points']} points serially in one plain process (s)", f"{t_serial:.1f}",
+         f"{serial['compute_s']:.1f} s after its imports, {serial['cpu_s'] / serial['compute_s']:.2f} cores busy"),
+        ("ceiling", f"half ({alone['points']} points) in one plain process, alone (s)", f"{t_alone:.1f}",
+         f"{alone['compute_s']:.1f} s after its imports, {alone['cpu_s'] / alone['compute_s']:.2f} cores busy"),
+        ("ceiling", "both halves in two plain processes side by side (s)", f"{t_pair:.1f}",
+         f"after imports {pair[0]['compute_s']:.1f} / {pair[1]['compute_s']:.1f} s; the same half runs {slow:.2f}x "
+         "slower beside the other than alone"),
+        ("ceiling", "speed-up of a perfect 2-worker executor over serial", f"{t_serial / t_pair:.2f}x",
+         "no scheduler, no submission, no result transfer: the most any executor gets on this machine"),
+    ]
+
+
 def bench_overhead(rows, args):
     points = [{"method": "tiny", "P": P} for P in range(args.tiny)]
     warm = [{"method": "warm", "P": P} for P in range(4)]
@@ -139,7 +194,8 @@ def bench_batch(rows, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["sweep", "overhead", "batch"], action="append", help="sections (repeatable)")
+    ap.add_argument("--only", choices=["sweep", "ceiling", "overhead", "batch"], action="append",
+                    help="sections (repeatable)")
     ap.add_argument("--T", type=int, default=32)
     ap.add_argument("--d", type=int, default=8)
     ap.add_argument("--points", type=int, default=16)
@@ -147,10 +203,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--tiny", type=int, default=200, help="points of the overhead section")
+    ap.add_argument("--_half", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args._half is not None:
+        return run_half(args)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}", flush=True)
     rows = []
-    for name, fn in (("sweep", bench_sweep), ("overhead", bench_overhead), ("batch", bench_batch)):
+    sections = (("sweep", bench_sweep), ("ceiling", bench_ceiling), ("overhead", bench_overhead),
+                ("batch", bench_batch))
+    for name, fn in sections:
         if not args.only or name in args.only:
             fn(rows, args)
             for r in rows:
