@@ -7,10 +7,11 @@
 Sections
 - ess: for each T (softmax copy task, d = 8, P = 1000, sigma2 = 400, one data set): the NUTS default (4 chains x
   (500 warm-up + 1000 draws), chains one after another on a CPU) and ``method="chees"`` with K chains in one
-  vmapped program (K x (``--ess-warmup`` (500) warm-up + max(100, 16000 / K) draws)). Per run: the mean of m and its standard error,
-  ESS of m (split chains), sampling wall time (warm-up included, compilation apart), ESS/s and its ratio to
-  NUTS, time per chain-gradient (wall / gradient evaluations) against the flop count of one value-and-grad
-  (``flops_per_grad``) at the measured float64 matmul peak of this process. T = 32 starts cold; T = 64 starts
+  vmapped program (K x (``--ess-warmup`` (500) warm-up + ``--ess-draws`` (max(100, 16000 / K)) draws)). Per
+  run: the mean of m and its standard error, ESS of m (split chains), sampling wall time (warm-up included,
+  compilation apart), ESS/s and its ratio to NUTS, time per chain-gradient (wall / gradient evaluations)
+  against the flop count of one value-and-grad (``flops_per_grad``) at the measured float64 matmul peak of
+  this process. T = 32 starts cold; T = 64 starts
   hot (P = 1000 is inside its coexistence window, docs/theory.md, where the copy branch is the stable one; a
   cold many-chain start can stay on the metastable branch, which is no speed comparison).
 - grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
@@ -20,6 +21,8 @@ Sections
   cold, 4 chains x (500 + 1000)) and the same points with ChEES (``--sweep-chains`` x (``--sweep-warmup`` +
   ``--sweep-draws``)) through ``bayesattn.sweep.run_sweep``: total times, ESS of m per point and the time
   per point scaled to the NUTS point's ESS; per point |<m>_chees - <m>_nuts| in combined standard errors.
+  ``--sweep-workers 2`` runs each sweep on a fresh 2-worker Dask LocalCluster instead (its start and each
+  worker's compilations inside the total), which is how both cores of a 2-core machine serve one sweep.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba
+from bayesattn.scaleout import sweep_executor
 from bayesattn.sweep import run_sweep
 
 
@@ -78,7 +82,7 @@ def bench_ess(args, peak):
         rows = {"nuts (4 x 1000)": run(post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500,
                                         num_samples=1000, init=init)}
         for K in args.chains:
-            n = max(100, 16000 // K)
+            n = args.ess_draws or max(100, 16000 // K)
             rows[f"chees (K = {K} x ({args.ess_warmup} + {n}))"] = run(
                 post, jax.random.key(args.seed + 2), method="chees", num_chains=K, num_warmup=args.ess_warmup,
                 num_samples=n, init=init)
@@ -146,9 +150,14 @@ def bench_sweep(args, peak):
     for name in args.sweep_methods:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            recs[name] = run_sweep(runs[name], sweep_point, tmp, progress=False)
+            if args.sweep_workers > 1:
+                with sweep_executor("dask", args.sweep_workers) as client:
+                    recs[name] = run_sweep(runs[name], sweep_point, tmp, executor=client, progress=False)
+            else:
+                recs[name] = run_sweep(runs[name], sweep_point, tmp, progress=False)
             total[name] = time.perf_counter() - t0
-        print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points", flush=True)
+        where = f"{args.sweep_workers} Dask workers" if args.sweep_workers > 1 else "serial"
+        print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where})", flush=True)
     if len(recs) < 2:
         return
     n, c = recs["nuts"], recs["chees"]
@@ -157,7 +166,7 @@ def bench_sweep(args, peak):
     print("| P | <m> NUTS +- se | <m> ChEES +- se | |diff| / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
           "s ChEES at NUTS's ESS |")
     print("|---|---|---|---|---|---|---|---|---|")
-    scaled, worst = 0.0, 0.0
+    scaled, worst, sampled = 0.0, 0.0, 0.0
     for a, b in zip(n, c):
         ma, mb = a["result"]["m"], b["result"]["m"]
         z = abs(ma["mean"] - mb["mean"]) / np.hypot(ma["se"], mb["se"])
@@ -165,11 +174,14 @@ def bench_sweep(args, peak):
         wa, wb = a["result"]["diagnostics"]["wall_time_s"], b["result"]["diagnostics"]["wall_time_s"]
         at_ess = wb * ma["ess_bulk"] / mb["ess_bulk"]
         scaled += at_ess
+        sampled += wb
         print(f"| {a['point']['P']} | {ma['mean']:.4f} +- {ma['se']:.4f} | {mb['mean']:.4f} +- {mb['se']:.4f} | "
               f"{z:.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |")
     print(f"\n[sweep] total (compile included): NUTS {total['nuts']:.1f} s, ChEES {total['chees']:.1f} s "
           f"(x {total['nuts'] / total['chees']:.1f}); ChEES sampling scaled to NUTS's ESS per point: {scaled:.1f} s "
           f"(target <= 40 s idle); largest |diff| / se {worst:.1f}")
+    print(f"[sweep] ChEES total scaled by the same ESS ratio (sum of scaled / sum of sampling times "
+          f"{scaled / sampled:.2f}): {total['chees'] * scaled / sampled:.1f} s")
 
 
 def main(argv=None):
@@ -181,10 +193,13 @@ def main(argv=None):
     ap.add_argument("--P", type=int, default=1000, help="training sequences (ess, grad)")
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
     ap.add_argument("--ess-warmup", type=int, default=500, help="ChEES warm-up steps (ess)")
+    ap.add_argument("--ess-draws", type=int, default=None,
+                    help="ChEES draws per chain (ess; default max(100, 16000 / K))")
     ap.add_argument("--sweep-methods", nargs="+", default=["nuts", "chees"], choices=["nuts", "chees"])
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
+    ap.add_argument("--sweep-workers", type=int, default=1, help="> 1: each sweep on a fresh Dask LocalCluster")
     args = ap.parse_args(argv)
     peak = peak_flops()
     print(f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
