@@ -21,6 +21,9 @@ Sections
   cold, 4 chains x (500 + 1000)) and the same points with ChEES (``--sweep-chains`` x (``--sweep-warmup`` +
   ``--sweep-draws``)) through ``bayesattn.sweep.run_sweep``: total times, ESS of m per point and the time
   per point scaled to the NUTS point's ESS; per point |<m>_chees - <m>_nuts| in combined standard errors.
+  With ``--sweep-keys shared`` (the default, as in the runs reported so far) every point uses the same
+  sampler key, so neighbouring points repeat one another's Monte Carlo error: their differences are not
+  independent. ``--sweep-keys per-point`` folds P into the key, as the phase diagram does.
   ``--sweep-workers 2`` runs each sweep on a fresh 2-worker Dask LocalCluster instead (its start and each
   worker's compilations inside the total), which is how both cores of a 2-core machine serve one sweep.
 """
@@ -137,12 +140,16 @@ def sweep_point(point: dict) -> dict:
     post = posterior(point["T"], point["P"], point["data_seed"], point["sigma2"])
     kw = dict(method="chees", num_chains=point["K"], num_warmup=point["warmup"], num_samples=point["draws"]) \
         if point["method"] == "chees" else dict(num_chains=4, num_warmup=500, num_samples=1000)
-    return ba.sample(post, jax.random.key(point["sample_seed"]), init="cold", **kw).summary()
+    key = jax.random.key(point["sample_seed"])
+    if point.get("keys") == "per-point":  # as the phase diagram does: the sampler key folded from P
+        key = jax.random.fold_in(key, point["P"])
+    return ba.sample(post, key, init="cold", **kw).summary()
 
 
 def bench_sweep(args, peak):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
-    base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": 1}
+    base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": args.sweep_seed,
+            "keys": args.sweep_keys}
     runs = {"nuts": [{**base, "method": "nuts", "P": P} for P in Ps],
             "chees": [{**base, "method": "chees", "P": P, "K": args.sweep_chains, "warmup": args.sweep_warmup,
                        "draws": args.sweep_draws} for P in Ps]}
@@ -163,20 +170,20 @@ def bench_sweep(args, peak):
     n, c = recs["nuts"], recs["chees"]
     print(f"\n[sweep] 16 points T = 32, d = 8, beta = 7 at P = 1000, cold; chees K = {args.sweep_chains} x "
           f"({args.sweep_warmup} + {args.sweep_draws})")
-    print("| P | <m> NUTS +- se | <m> ChEES +- se | |diff| / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
+    print("| P | <m> NUTS +- se | <m> ChEES +- se | (ChEES - NUTS) / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
           "s ChEES at NUTS's ESS |")
     print("|---|---|---|---|---|---|---|---|---|")
     scaled, worst, sampled = 0.0, 0.0, 0.0
     for a, b in zip(n, c):
         ma, mb = a["result"]["m"], b["result"]["m"]
-        z = abs(ma["mean"] - mb["mean"]) / np.hypot(ma["se"], mb["se"])
-        worst = max(worst, z)
+        z = (mb["mean"] - ma["mean"]) / np.hypot(ma["se"], mb["se"])
+        worst = max(worst, abs(z))
         wa, wb = a["result"]["diagnostics"]["wall_time_s"], b["result"]["diagnostics"]["wall_time_s"]
         at_ess = wb * ma["ess_bulk"] / mb["ess_bulk"]
         scaled += at_ess
         sampled += wb
-        print(f"| {a['point']['P']} | {ma['mean']:.4f} +- {ma['se']:.4f} | {mb['mean']:.4f} +- {mb['se']:.4f} | "
-              f"{z:.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |")
+        print(f"| {a['point']['P']} | {ma['mean']:.5f} +- {ma['se']:.5f} | {mb['mean']:.5f} +- {mb['se']:.5f} | "
+              f"{z:+.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |")
     print(f"\n[sweep] total (compile included): NUTS {total['nuts']:.1f} s, ChEES {total['chees']:.1f} s "
           f"(x {total['nuts'] / total['chees']:.1f}); ChEES sampling scaled to NUTS's ESS per point: {scaled:.1f} s "
           f"(target <= 40 s idle); largest |diff| / se {worst:.1f}")
@@ -200,6 +207,10 @@ def main(argv=None):
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
     ap.add_argument("--sweep-workers", type=int, default=1, help="> 1: each sweep on a fresh Dask LocalCluster")
+    ap.add_argument("--sweep-seed", type=int, default=1, help="sampler seed of the sweep (both methods)")
+    ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="shared",
+                    help="shared: one sampler key at every P (the points' errors are then correlated); "
+                         "per-point: the key folded from P, as the phase diagram's")
     args = ap.parse_args(argv)
     peak = peak_flops()
     print(f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
