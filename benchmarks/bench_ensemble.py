@@ -21,9 +21,9 @@ Sections
   cold, 4 chains x (500 + 1000)) and the same points with ChEES (``--sweep-chains`` x (``--sweep-warmup`` +
   ``--sweep-draws``)) through ``bayesattn.sweep.run_sweep``: total times, ESS of m per point and the time
   per point scaled to the NUTS point's ESS; per point |<m>_chees - <m>_nuts| in combined standard errors.
-  With ``--sweep-keys shared`` (the default, as in the runs reported so far) every point uses the same
-  sampler key, so neighbouring points repeat one another's Monte Carlo error: their differences are not
-  independent. ``--sweep-keys per-point`` folds P into the key, as the phase diagram does.
+  ``--sweep-keys per-point`` (the default) folds P into each point's sampler key, as the phase diagram does.
+  ``--sweep-keys shared`` gives every point the same key (the runs reported before 2026-11-30, evening):
+  neighbouring points then repeat one another's Monte Carlo error, and their differences are not independent.
   ``--sweep-workers 2`` runs each sweep on a fresh 2-worker Dask LocalCluster instead (its start and each
   worker's compilations inside the total), which is how both cores of a 2-core machine serve one sweep.
 """
@@ -208,7 +208,7 @@ def main(argv=None):
     ap.add_argument("--sweep-draws", type=int, default=250)
     ap.add_argument("--sweep-workers", type=int, default=1, help="> 1: each sweep on a fresh Dask LocalCluster")
     ap.add_argument("--sweep-seed", type=int, default=1, help="sampler seed of the sweep (both methods)")
-    ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="shared",
+    ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="per-point",
                     help="shared: one sampler key at every P (the points' errors are then correlated); "
                          "per-point: the key folded from P, as the phase diagram's")
     args = ap.parse_args(argv)
