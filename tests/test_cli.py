@@ -147,3 +147,60 @@ def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
     t = json.loads((tmp_path / "t.json").read_text())
     assert len(t["result"]["history"]["m"]) >= 1 and "final_order_parameters" in t["result"]
     assert "final m =" in capsys.readouterr().out
+
+
+def test_softmax_vs_linear_samples_softmax_with_chees_and_linear_with_nuts():
+    cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / "softmax_vs_linear.toml")
+    assert cfg.mcmc.effective("softmax")["method"] == "chees" and cfg.mcmc.effective("linear")["method"] == "nuts"
+
+
+def test_mcmc_by_attention_overrides_one_attention_only():
+    """[mcmc.by_attention.softmax] changes the softmax points' sampler settings (and names) and nothing else;
+    a TOML table and --set build the same config."""
+    from bayesattn.experiments.copy_head import build_points
+    from bayesattn.sweep import point_id
+
+    cfg = RunConfig()  # NUTS for both attentions
+    over = cfg.override("mcmc.by_attention.softmax.method", "chees").override(
+        "mcmc.by_attention.softmax.num_chains", "16").validate()
+    plain, pts = build_points(cfg)["mcmc"], build_points(over)["mcmc"]
+    assert [p["attention"] for p in plain] == [p["attention"] for p in pts]
+    for a, b in zip(plain, pts):
+        if a["attention"] == "linear":
+            assert point_id(a) == point_id(b) and b["mcmc"] == a["mcmc"]
+        else:
+            assert point_id(a) != point_id(b)
+            assert b["mcmc"] == {**a["mcmc"], "method": "chees", "num_chains": 16}
+    table = cfg.to_dict()
+    table["mcmc"]["by_attention"] = {"softmax": {"method": "chees", "num_chains": 16}}
+    same = json.dumps(RunConfig.from_dict(table).to_dict(), sort_keys=True)
+    assert same == json.dumps(over.to_dict(), sort_keys=True)
+    assert [point_id(p) for p in build_points(RunConfig.from_dict(table))["mcmc"]] == [point_id(p) for p in pts]
+
+
+@pytest.mark.parametrize("dotted,value,message", [
+    ("mcmc.by_attention.relu.method", "chees", "attention='relu': expected one of 'softmax', 'linear'"),
+    ("mcmc.by_attention.softmax.steps", "3", "mcmc.by_attention.softmax: unknown key(s) ['steps']"),
+    ("mcmc.by_attention.softmax.num_chains", "many", "mcmc.by_attention.softmax.num_chains='many': expected int"),
+    ("mcmc.by_attention.linear.num_chains", "0", "mcmc.by_attention.linear.num_chains=0"),
+    ("mcmc.by_attention.softmax.method", "gibbs", "mcmc.by_attention.softmax.method='gibbs'"),
+])
+def test_mcmc_by_attention_bad_input_names_the_field(dotted, value, message):
+    with pytest.raises(ValueError) as e:
+        RunConfig().override(dotted, value).validate()
+    assert message in str(e.value)
+
+
+def test_phase_diagram_samples_each_attention_with_its_own_settings(tmp_path):
+    """End to end: softmax points run ChEES with 4 chains, linear points the [mcmc] section's NUTS with 2."""
+    out = tmp_path / "run"
+    args = [*SMALL, "--set", "methods=mcmc", "--set", "mcmc.inits=cold", "--set",
+            "mcmc.by_attention.softmax.method=chees", "--set", "mcmc.by_attention.softmax.num_chains=4",
+            "--no-figures", "--out", str(out)]
+    assert main(["phase-diagram", *args]) == 0
+    recs = [json.loads(f.read_text()) for f in (out / "points" / "mcmc").glob("*.json")]
+    assert sorted(r["point"]["attention"] for r in recs) == ["linear", "linear", "softmax", "softmax"]
+    for r in recs:
+        chains = len(r["result"]["inits"]["cold"]["m"]["chain_means"])
+        assert (r["point"]["mcmc"]["method"], chains) == (("chees", 4) if r["point"]["attention"] == "softmax"
+                                                          else ("nuts", 2))

@@ -66,6 +66,32 @@ class MCMCConfig:
     num_warmup: int = 300
     num_samples: int = 500
     inits: list[str] = field(default_factory=lambda: ["cold", "hot"])
+    # per-attention overrides of the fields above: [mcmc.by_attention.softmax] method = "chees", ...
+    by_attention: dict[str, dict] = field(default_factory=dict)
+
+    def effective(self, attention: str) -> dict:
+        """The sampler settings of ``attention``'s points: the fields above with its overrides applied (what an
+        MCMC point carries; without overrides exactly the fields, so the points keep their names)."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k != "by_attention"}
+        return {**out, **self.by_attention.get(attention, {})}
+
+
+def _coerce_by_attention(key: str, value: Any) -> dict:
+    """``mcmc.by_attention``: {attention: {field: value}}, each value coerced like the field of MCMCConfig."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{key}={value!r}: expected a table of attention kinds ({', '.join(ATTENTIONS)})")
+    hints = get_type_hints(MCMCConfig)
+    fields = [f.name for f in dataclasses.fields(MCMCConfig) if f.name != "by_attention"]
+    out = {}
+    for att, table in value.items():
+        check_choice(key, att, ATTENTIONS)
+        if not isinstance(table, dict):
+            raise ValueError(f"{key}.{att}={table!r}: expected a table of sampler settings ({', '.join(fields)})")
+        unknown = sorted(set(table) - set(fields))
+        if unknown:
+            raise ValueError(f"{key}.{att}: unknown key(s) {unknown} (known: {fields})")
+        out[att] = {k: _coerce(f"{key}.{att}.{k}", table[k], hints[k]) for k in fields if k in table}
+    return out
 
 
 @dataclass
@@ -109,10 +135,16 @@ class RunConfig:
         data = dataclasses.asdict(self)
         *path, last = dotted.split(".")
         node = data
-        for part in path:
+        for i, part in enumerate(path):
+            if path[:i] == ["mcmc", "by_attention"] and part not in node:  # a new per-attention table
+                check_choice(f"--set {dotted}: attention", part, ATTENTIONS)
+                node[part] = {}
             if not isinstance(node.get(part), dict):
                 raise ValueError(f"--set {dotted}: unknown section {part!r}")
             node = node[part]
+        if path[:2] == ["mcmc", "by_attention"] and len(path) == 3:  # a per-attention override: any field
+            node[last] = value
+            return RunConfig.from_dict(data)
         if last not in node:
             raise ValueError(f"--set {dotted}: unknown key {last!r} (known: {', '.join(node)})")
         node[last] = value
@@ -130,22 +162,24 @@ class RunConfig:
         check_int("seed", self.seed, minimum=0)
         check_int("workers", self.workers, minimum=1)
         self.P.grid()
-        check_choice("mcmc.method", self.mcmc.method, SAMPLERS)
-        check_choice("mcmc.backend", self.mcmc.backend, BACKENDS)
-        for i in self.mcmc.inits:
-            check_choice("mcmc.inits", i, SAMPLER_INITS)
+        for where, m in [("mcmc", dataclasses.asdict(self.mcmc))] + [
+                (f"mcmc.by_attention.{a}", self.mcmc.effective(a)) for a in self.mcmc.by_attention]:
+            check_choice(f"{where}.method", m["method"], SAMPLERS)
+            check_choice(f"{where}.backend", m["backend"], BACKENDS)
+            for i in m["inits"]:
+                check_choice(f"{where}.inits", i, SAMPLER_INITS)
+            for k in ("num_chains", "num_warmup", "num_samples"):
+                check_int(f"{where}.{k}", m[k], minimum=1)
+            if not m["inits"]:
+                raise ValueError(f"{where}.inits=[]: expected at least one initialisation")
         for i in self.adam.inits:
             check_choice("adam.inits", i, TRAIN_INITS)
-        check_int("mcmc.num_chains", self.mcmc.num_chains, minimum=1)
-        check_int("mcmc.num_warmup", self.mcmc.num_warmup, minimum=1)
-        check_int("mcmc.num_samples", self.mcmc.num_samples, minimum=1)
         check_int("adam.seeds", self.adam.seeds, minimum=1)
         check_int("adam.steps", self.adam.steps, minimum=1)
         check_int("adam.record_every", self.adam.record_every, minimum=1)
         check_positive("adam.lr", self.adam.lr)
-        for section in ("mcmc", "adam"):
-            if not getattr(self, section).inits:
-                raise ValueError(f"{section}.inits=[]: expected at least one initialisation")
+        if not self.adam.inits:
+            raise ValueError("adam.inits=[]: expected at least one initialisation")
         check_int("theory.num_P", self.theory.num_P, minimum=2)
         if self.theory.vary_name:
             check_choice("theory.vary_name", self.theory.vary_name, ("sigma_A2", "T"))
@@ -182,7 +216,9 @@ def _from_dict(cls, data: dict, where: str):
             if dataclasses.is_dataclass(value):
                 value = dataclasses.asdict(value)
         key = f"{where}.{f.name}" if where else f.name
-        if dataclasses.is_dataclass(hint):
+        if cls is MCMCConfig and f.name == "by_attention":
+            kwargs[f.name] = _coerce_by_attention(key, value)
+        elif dataclasses.is_dataclass(hint):
             kwargs[f.name] = _from_dict(hint, value, key)
         else:
             kwargs[f.name] = _coerce(key, value, hint)

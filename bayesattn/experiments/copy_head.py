@@ -198,8 +198,10 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
         base.update({("P_grid" if k == "P" else k): conf[k] for k in DEPENDS_ON[method]})
         if method == "theory":
             pts[method] = [{**base, "attention": a} for a in cfg.attention]
-        else:
-            pts[method] = [{**base, "attention": a, "P": int(P)} for a in cfg.attention for P in cfg.P.grid()]
+        else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)
+            per = {a: {"mcmc": cfg.mcmc.effective(a)} if method == "mcmc" else {} for a in cfg.attention}
+            pts[method] = [{**base, **per[a], "attention": a, "P": int(P)} for a in cfg.attention
+                           for P in cfg.P.grid()]
     return pts
 
 
