@@ -154,16 +154,14 @@ def bench_sweep(args, peak):
             "chees": [{**base, "method": "chees", "P": P, "K": args.sweep_chains, "warmup": args.sweep_warmup,
                        "draws": args.sweep_draws} for P in Ps]}
     recs, total = {}, {}
+    kind = "dask" if args.sweep_workers > 1 else "serial"
     for name in args.sweep_methods:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            if args.sweep_workers > 1:
-                with sweep_executor("dask", args.sweep_workers) as client:
-                    recs[name] = run_sweep(runs[name], sweep_point, tmp, executor=client, progress=False)
-            else:
-                recs[name] = run_sweep(runs[name], sweep_point, tmp, progress=False)
+            with sweep_executor(kind, args.sweep_workers) as ex:  # serial: None, run_sweep's own loop
+                recs[name] = run_sweep(runs[name], sweep_point, tmp, executor=ex, progress=False)
             total[name] = time.perf_counter() - t0
-        where = f"{args.sweep_workers} Dask workers" if args.sweep_workers > 1 else "serial"
+        where = f"{args.sweep_workers} Dask workers" if kind == "dask" else "serial"
         print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where})", flush=True)
     if len(recs) < 2:
         return
