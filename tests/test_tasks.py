@@ -26,6 +26,34 @@ def test_sampling_is_a_pure_function_of_the_key(tokens, boundary, offset):
     assert a.X.shape == a.Y.shape == (20, 5, 4) and a.X.dtype == jnp.float64
 
 
+@pytest.mark.parametrize("tokens", ["gaussian", "onehot"])
+def test_draws_above_256_rows_are_the_plain_draw_bit_for_bit(tokens):
+    """draw_tokens draws a power-of-two number of rows and keeps the first P (one compilation per size class):
+    the same bits as jax.random's own draw of exactly P rows, the reference here."""
+    from bayesattn.tasks.base import _draw_rows, draw_tokens
+
+    assert [_draw_rows(n) for n in (1, 256, 257, 1000, 1024, 1025)] == [1, 256, 512, 1024, 1024, 2048]
+    for key in (jax.random.key(3), jax.random.PRNGKey(3)):
+        for P in (257, 301, 1000):
+            got = draw_tokens(key, (P, 7), 5, tokens)
+            ref = (jax.random.normal(key, (P, 7, 5), dtype=jnp.float64) if tokens == "gaussian"
+                   else jax.nn.one_hot(jax.random.randint(key, (P, 7), 0, 5), 5, dtype=jnp.float64))
+            assert got.shape == (P, 7, 5)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+
+
+def test_without_partitionable_threefry_every_P_is_drawn_as_it_is():
+    """Row p's bits depend on P without jax_threefry_partitionable: then the draw is not rounded up, and still
+    equals the plain draw."""
+    from bayesattn.tasks.base import _draw_rows, draw_tokens
+
+    key = jax.random.key(4)
+    with jax.threefry_partitionable(False):
+        assert _draw_rows(1000) == 1000
+        np.testing.assert_array_equal(np.asarray(draw_tokens(key, (300, 3), 2, "gaussian")),
+                                      np.asarray(jax.random.normal(key, (300, 3, 2), dtype=jnp.float64)))
+
+
 @pytest.mark.parametrize("tokens,boundary,offset", ALL)
 def test_targets_are_the_token_offset_positions_back(tokens, boundary, offset):
     T = 5
