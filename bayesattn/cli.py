@@ -3,7 +3,8 @@
     bayesattn phase-diagram [--config NAME|PATH] [--attention softmax|linear|both] [--methods theory,mcmc,adam]
                             [--T ..] [--d ..] [--sigma-A2 ..] [--sigma-V2 ..] [--sigma2 ..] [--P a:b:n | --P v1,v2]
                             [--out DIR] [--set section.key=value ...]
-                            [--workers N] [--executor serial|process|dask] [--scheduler tcp://HOST:PORT] [--batch N]
+                            [--workers N] [--executor serial|thread|process|dask] [--scheduler tcp://HOST:PORT]
+                            [--dask-threads] [--batch N]
     bayesattn sample ...      exact-posterior sampling at one point
     bayesattn train ...       Adam / Langevin training at one point
     bayesattn figures DIR     redraw every figure from saved results
@@ -24,6 +25,7 @@ from .bayes.sampling import BACKENDS, SAMPLER_INITS
 from .bayes.sampling import METHODS as SAMPLERS
 from .experiments import METHODS
 from .models import ATTENTIONS
+from .scaleout import EXECUTORS
 from .tasks.base import BOUNDARIES, TOKENS
 from .training import OPTIMIZERS, TRAIN_INITS
 
@@ -122,7 +124,10 @@ def _cmd_phase_diagram(args) -> int:
     workers = args.workers
     if workers is None and args.executor in ("process", "dask") and not args.scheduler:
         workers = cfg.workers  # the config's workers, as --workers alone would use them
-    with sweep_executor(args.executor, workers, args.scheduler) as executor:
+    if args.dask_threads and (args.executor != "dask" or args.scheduler):
+        raise ValueError("--dask-threads: local Dask workers as threads; expected with --executor dask and no "
+                         "--scheduler (an existing cluster has its own workers)")
+    with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
         where = f"; executor: {args.executor or ('dask' if args.scheduler else 'default')}"
         print(f"bayesattn: phase diagram '{cfg.name}' -> {out}  (attention: {', '.join(cfg.attention)}; "
               f"methods: {', '.join(cfg.methods)}; P: {cfg.P.grid().tolist()}{where})", flush=True)
@@ -230,10 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
                     help=f"comma-separated subset of {','.join(METHODS)}")
     pd.add_argument("--out", help="output folder (default phase_diagrams/<config name>, relative to the current folder)")
-    pd.add_argument("--workers", type=int, help="grid points computed in parallel: processes, or local Dask workers (default 1)")
-    pd.add_argument("--executor", choices=("serial", "process", "dask"),
-                    help="where points run (default: serial, or process with --workers > 1; README 'Run on a cluster')")
+    pd.add_argument("--workers", type=int, help="grid points computed in parallel: threads, processes or local Dask workers "
+                    "(default 1; 2 with --executor thread)")
+    pd.add_argument("--executor", choices=EXECUTORS,
+                    help="where points run (default: serial, or process with --workers > 1; thread: points overlap in "
+                         "this process; README 'Run on a cluster')")
     pd.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="join a running Dask cluster (implies --executor dask)")
+    pd.add_argument("--dask-threads", action="store_true",
+                    help="with --executor dask: the local cluster's workers are threads of this process "
+                         "(LocalCluster(processes=False)), sharing its compiled programs")
     pd.add_argument("--batch", type=int, help="MCMC points of one shape sampled N at a time in one program (default 1)")
     pd.add_argument("--no-figures", action="store_true", help="skip drawing figures")
     pd.add_argument("--quiet", action="store_true", help="no progress bars")

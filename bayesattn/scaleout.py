@@ -1,8 +1,15 @@
-"""Where a sweep runs: in this process, a local process pool, or a Dask cluster (local, existing, SLURM).
+"""Where a sweep runs: in this process (serially, or a few points at once in threads), a local process pool, or
+a Dask cluster (local, existing, SLURM).
 
 :func:`sweep_executor` is a context manager that yields what :func:`bayesattn.sweep.run_sweep` takes as
 ``executor`` (None for serial). The science modules never see it: the same points, with keys folded from
 each point's own fields, give the same point files whichever executor runs them (``tests/test_scaleout.py``).
+
+``sweep_executor("thread", workers=2)`` computes two points at once in threads of this process: the compiled
+programs are shared (each is compiled once), and one point's Python work and first-time compilations (its
+data, statistics and summaries: ~1 s a point at T = 32) overlap the other point's sampling. XLA:CPU runs the
+two points' programs mostly one after the other, so on a 2-core machine this pays where that per-point work
+is a large part of a point (the many-chain samplers, short runs); ``docs/scaleout.md`` has the measurements.
 
 Dask (the ``dask`` extra, ``pip install 'bayesattn[dask]'``) is imported only here, and only when asked for:
 
@@ -28,7 +35,7 @@ from typing import Any
 
 from ._validate import check_choice, check_int
 
-EXECUTORS = ("serial", "process", "dask")
+EXECUTORS = ("serial", "thread", "process", "dask")
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -66,23 +73,33 @@ def local_cluster(workers: int, processes: bool = True, **kwargs):
 
 @contextlib.contextmanager
 def sweep_executor(kind: str | None = None, workers: int | None = None, scheduler: str | None = None, *,
-                   connect_timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+                   processes: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
     """Yield the executor of ``kind`` for :func:`~bayesattn.sweep.run_sweep` (None: serial), closed on exit.
 
-    kind: "serial", "process" (a spawn process pool of ``workers``), "dask" (a local cluster of ``workers``,
+    kind: "serial", "thread" (a thread pool of ``workers`` in this process, default 2), "process" (a spawn process pool of
+    ``workers``), "dask" (a local cluster of ``workers``,
     or the cluster at ``scheduler``); None: "dask" when ``scheduler`` is given, else "process" when
-    ``workers > 1``, else "serial" (the behaviour of ``--workers N`` alone)."""
+    ``workers > 1``, else "serial" (the behaviour of ``--workers N`` alone). ``processes=False``: the local Dask
+    cluster's workers are threads of this process (``LocalCluster(processes=False)``), which share its compiled
+    programs; a worker that crashes then takes the process with it."""
     if kind is None:
         kind = "dask" if scheduler else ("process" if (workers or 1) > 1 else "serial")
     check_choice("executor", kind, EXECUTORS)
     if workers is not None:
         check_int("workers", workers, minimum=1)
+    if not processes and (kind != "dask" or scheduler):
+        raise ValueError(f"processes=False with executor={kind!r}{' and a scheduler' if scheduler else ''}: thread "
+                         "workers are only for a local Dask cluster (or choose executor='thread')")
     if scheduler and kind != "dask":
         raise ValueError(f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'")
     if kind == "serial":
         if workers not in (None, 1):
-            raise ValueError(f"workers={workers} with executor='serial': expected 1 (or choose 'process' or 'dask')")
+            raise ValueError(f"workers={workers} with executor='serial': expected 1 (or choose 'thread', 'process' "
+                             "or 'dask')")
         yield None
+    elif kind == "thread":
+        with cf.ThreadPoolExecutor(max_workers=workers or 2, thread_name_prefix="bayesattn-sweep") as pool:
+            yield pool
     elif kind == "process":
         from .sweep import _worker_init
 
@@ -99,7 +116,7 @@ def sweep_executor(kind: str | None = None, workers: int | None = None, schedule
         finally:
             client.close()
     else:
-        cluster, client = local_cluster(workers or 1)
+        cluster, client = local_cluster(workers or 1, processes=processes)
         try:
             yield client
         finally:

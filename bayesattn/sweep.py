@@ -272,13 +272,16 @@ def _is_dask(executor) -> bool:
 
 
 def executor_name(executor, workers: int = 1) -> str:
-    """What a point file records as its executor: "serial", "process", "dask", else the executor's class name."""
+    """What a point file records as its executor: "serial", "thread", "process", "dask", else the executor's
+    class name."""
     if executor is None:
         return "serial" if workers == 1 else "process"
     if _is_dask(executor) or type(executor).__module__.split(".")[0] == "distributed":
         return "dask"
     if isinstance(executor, cf.ProcessPoolExecutor):
         return "process"
+    if isinstance(executor, cf.ThreadPoolExecutor):
+        return "thread"
     return type(executor).__name__
 
 

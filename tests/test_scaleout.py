@@ -13,6 +13,7 @@ The Dask clusters are real (worker processes, so points cross processes), with t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -104,22 +105,26 @@ def dask2(cluster2):
 
 
 # ----------------------------------------------------------------------------------------------- same numbers
-def test_serial_process_and_dask_write_identical_point_files(tmp_path, dask2):
+def test_every_executor_writes_identical_point_files(tmp_path, dask2):
     points = [{"method": "toy", "seed": 3, "P": P} for P in (5, 9, 17, 33)]
     recs = {"serial": run_sweep(points, jax_point, tmp_path / "serial", progress=False)}
+    with sweep_executor("thread", 2) as pool:
+        recs["thread"] = run_sweep(points, jax_point, tmp_path / "thread", executor=pool, progress=False)
     with sweep_executor("process", 2) as pool:
         recs["process"] = run_sweep(points, jax_point, tmp_path / "process", executor=pool, progress=False)
     recs["dask"] = run_sweep(points, jax_point, tmp_path / "dask", executor=dask2, progress=False)
+    with sweep_executor("dask", 2, processes=False) as threads:  # Dask workers as threads of this process
+        recs["dask-thread"] = run_sweep(points, jax_point, tmp_path / "dask-thread", executor=threads, progress=False)
     for name, rs in recs.items():
-        assert [r["provenance"]["executor"] for r in rs] == [name] * 4
+        assert [r["provenance"]["executor"] for r in rs] == [name.split("-")[0]] * 4
         assert all(r["provenance"]["hostname"] for r in rs)
     # the dask points ran in the workers' processes, not here
     assert {r["result"]["data"]["sha256"] for r in recs["dask"]} == {r["result"]["data"]["sha256"] for r in recs["serial"]}
     files = {name: sorted(p.name for p in (tmp_path / name).glob("*.json")) for name in recs}
-    assert files["serial"] == files["process"] == files["dask"] == sorted(f"{point_id(p)}.json" for p in points)
+    assert all(names == sorted(f"{point_id(p)}.json" for p in points) for names in files.values())
     for f in files["serial"]:
-        a, b, c = (comparable(read_json(tmp_path / name / f)) for name in ("serial", "process", "dask"))
-        assert a == b == c  # bit-identical numbers, versions, code version, platform
+        a, *others = (comparable(read_json(tmp_path / name / f)) for name in recs)
+        assert all(a == b for b in others)  # bit-identical numbers, versions, code version, platform
     # an independent reference for one point: the keys come from the point (seed, P), whoever computes it
     ref = jax_point(points[2])
     assert recs["dask"][2]["result"]["logp"] == ref["logp"]
@@ -132,12 +137,14 @@ def test_dask_workers_are_separate_processes(dask2):
 
 
 # ----------------------------------------------------------------------------------------------- failures
-@pytest.mark.parametrize("where", ["serial", "dask"])
+@pytest.mark.parametrize("where", ["serial", "thread", "dask"])
 def test_a_raising_point_is_reported_and_the_sweep_goes_on(tmp_path, where, request):
-    ex = request.getfixturevalue("dask2") if where == "dask" else None
     points = [{"method": "toy", "P": P, "raise_at": 2, "log": str(tmp_path)} for P in range(5)]
-    with pytest.raises(SweepError, match="1 of 5 points failed") as err:
-        run_sweep(points, flaky_point, tmp_path / "out", executor=ex, progress=False)
+    with contextlib.ExitStack() as stack:
+        ex = (request.getfixturevalue("dask2") if where == "dask"
+              else stack.enter_context(sweep_executor("thread", 2)) if where == "thread" else None)
+        with pytest.raises(SweepError, match="1 of 5 points failed") as err:
+            run_sweep(points, flaky_point, tmp_path / "out", executor=ex, progress=False)
     assert calls(tmp_path) == [0, 1, 2, 3, 4]  # every point was tried
     lines = (tmp_path / "out" / FAILURES).read_text().splitlines()
     assert len(lines) == 1 and len(err.value.failures) == 1
@@ -280,7 +287,9 @@ def test_sweep_executor_rejects_bad_combinations():
     for kw, match in [({"kind": "ray"}, "executor='ray'"), ({"kind": "serial", "workers": 2}, "workers=2"),
                       ({"kind": "process", "scheduler": "tcp://h:1"}, "scheduler"),
                       ({"kind": "dask", "workers": 2, "scheduler": "tcp://h:1"}, "own workers"),
-                      ({"kind": "dask", "workers": 0}, "workers=0")]:
+                      ({"kind": "dask", "workers": 0}, "workers=0"),
+                      ({"kind": "thread", "processes": False}, "processes=False"),
+                      ({"kind": "dask", "scheduler": "tcp://h:1", "processes": False}, "processes=False")]:
         with pytest.raises(ValueError, match=match):
             with sweep_executor(**kw):
                 pass
@@ -305,6 +314,8 @@ def test_cli_unreachable_scheduler_one_line_status_2(tmp_path, capsys):
     assert not list((tmp_path / "o").glob("points/*/*.json"))
     assert main(["phase-diagram", "--executor", "serial", "--workers", "2", "--out", str(tmp_path / "o")]) == 2
     assert "workers=2 with executor='serial'" in capsys.readouterr().err
+    assert main(["phase-diagram", "--executor", "thread", "--dask-threads", "--out", str(tmp_path / "o")]) == 2
+    assert "--dask-threads" in capsys.readouterr().err
 
 
 def test_slurm_script_builds_a_job_script_without_slurm():
@@ -336,6 +347,23 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
     fail = json.loads((tmp_path / "points" / "theory" / FAILURES).read_text())
     assert fail["error"] == "FloatingPointError: theory broke for softmax" and "broken_theory" in fail["traceback"]
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_cli_thread_executor_writes_the_serial_point_files(tmp_path, capsys):
+    """--executor thread (2 threads by default): the MCMC point files of a serial run, executor aside."""
+    argv = ["phase-diagram", "--methods", "mcmc", "--attention", "softmax", "--T", "4", "--d", "2", "--P", "30,60,90",
+            "--set", "mcmc.num_chains=2", "--set", "mcmc.num_warmup=30", "--set", "mcmc.num_samples=30", "--quiet",
+            "--no-figures"]
+    assert main(argv + ["--out", str(tmp_path / "serial")]) == 0, capsys.readouterr().err
+    assert main(argv + ["--out", str(tmp_path / "thread"), "--executor", "thread"]) == 0, capsys.readouterr().err
+    assert "executor: thread" in capsys.readouterr().out
+    names = sorted(p.name for p in (tmp_path / "serial" / "points" / "mcmc").glob("*.json"))
+    assert len(names) == 3
+    for name in names:
+        a, b = (read_json(tmp_path / run / "points" / "mcmc" / name) for run in ("serial", "thread"))
+        assert (a["provenance"]["executor"], b["provenance"]["executor"]) == ("serial", "thread")
+        a, b = comparable(a), comparable(b)
+        assert strip_timings(a.pop("result")) == strip_timings(b.pop("result")) and a == b
 
 
 def test_cli_joins_a_running_scheduler(tmp_path, cluster2, capsys):
