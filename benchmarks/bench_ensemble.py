@@ -24,13 +24,20 @@ Sections
   ``--sweep-keys per-point`` (the default) folds P into each point's sampler key, as the phase diagram does.
   ``--sweep-keys shared`` gives every point the same key (the runs reported before 2026-11-30, evening):
   neighbouring points then repeat one another's Monte Carlo error, and their differences are not independent.
-  ``--sweep-workers 2`` runs each sweep on a fresh 2-worker Dask LocalCluster instead (its start and each
-  worker's compilations inside the total), which is how both cores of a 2-core machine serve one sweep.
+  Each method's sweep runs in a fresh process of its own (timed from its first point), so that neither
+  reuses the other's compilations: before 2026-12-01 both ran in this process, NUTS first, and the ChEES
+  sweep found every P's data draws and statistics already compiled (~0.7 s a point).
+  ``--sweep-executor thread`` computes ``--sweep-workers`` (2) points at once in threads of that process
+  (one point's data, statistics and summaries overlap the other's sampling); ``dask`` runs each sweep on a
+  fresh Dask LocalCluster of ``--sweep-workers`` worker processes (its start and each worker's compilations
+  inside the total).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
+import multiprocessing as mp
 import platform
 import tempfile
 import time
@@ -146,6 +153,15 @@ def sweep_point(point: dict) -> dict:
     return ba.sample(post, key, init="cold", **kw).summary()
 
 
+def timed_sweep(points: list[dict], kind: str, workers: int) -> tuple[float, list[dict]]:
+    """The sweep of ``points`` through ``run_sweep`` on ``kind``'s executor: (seconds, records)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        with sweep_executor(kind, None if kind == "serial" else workers) as ex:  # serial: None, run_sweep's loop
+            recs = run_sweep(points, sweep_point, tmp, executor=ex, progress=False)
+        return time.perf_counter() - t0, recs
+
+
 def bench_sweep(args, peak):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
     base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": args.sweep_seed,
@@ -154,15 +170,13 @@ def bench_sweep(args, peak):
             "chees": [{**base, "method": "chees", "P": P, "K": args.sweep_chains, "warmup": args.sweep_warmup,
                        "draws": args.sweep_draws} for P in Ps]}
     recs, total = {}, {}
-    kind = "dask" if args.sweep_workers > 1 else "serial"
+    kind = args.sweep_executor
+    where = "serial" if kind == "serial" else f"{args.sweep_workers} {kind} workers"
     for name in args.sweep_methods:
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            with sweep_executor(kind, args.sweep_workers) as ex:  # serial: None, run_sweep's own loop
-                recs[name] = run_sweep(runs[name], sweep_point, tmp, executor=ex, progress=False)
-            total[name] = time.perf_counter() - t0
-        where = f"{args.sweep_workers} Dask workers" if kind == "dask" else "serial"
-        print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where})", flush=True)
+        # a fresh process per sweep: no compilation of one sweep serves the other
+        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
+            total[name], recs[name] = fresh.submit(timed_sweep, runs[name], kind, args.sweep_workers).result()
+        print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where}, fresh process)", flush=True)
     if len(recs) < 2:
         return
     n, c = recs["nuts"], recs["chees"]
@@ -204,7 +218,9 @@ def main(argv=None):
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
-    ap.add_argument("--sweep-workers", type=int, default=1, help="> 1: each sweep on a fresh Dask LocalCluster")
+    ap.add_argument("--sweep-executor", choices=["serial", "thread", "dask"], default="serial",
+                    help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep")
+    ap.add_argument("--sweep-workers", type=int, default=2, help="threads or Dask workers (thread, dask)")
     ap.add_argument("--sweep-seed", type=int, default=1, help="sampler seed of the sweep (both methods)")
     ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="per-point",
                     help="shared: one sampler key at every P (the points' errors are then correlated); "

@@ -8,9 +8,13 @@ batched MCMC points vs one at a time. Ratios are measured in one run.
 
 Sections
 - sweep: 16 MCMC points (softmax, T = 32, d = 8, P log-spaced 250..4000, NUTS 4 chains x (500 + 1000) by
-  default: the sweep of bench_sampling.py) through bayesattn.sweep.run_sweep, serially in this process, then on a
-  fresh 2-worker LocalCluster (cluster start and each worker's compilation included, as a user sees them).
-  The point files of both runs are compared (identical, timings and executor aside). Target: >= 1.7x.
+  default: the sweep of bench_sampling.py) through bayesattn.sweep.run_sweep, each run in a fresh process
+  (``--sweep-kinds``): serially; on a fresh 2-worker LocalCluster of worker processes; on a 2-worker
+  LocalCluster of threads in that process (``processes=False``: the workers share its compiled programs); on
+  the stdlib thread executor (``sweep_executor("thread", 2)``). Executor start and compilations are included,
+  as a user sees them. Each run's point files are compared with the serial ones (identical, timings and
+  executor aside). Target: >= 1.7x with 2 Dask workers. (Before 2026-12-01 the serial run was timed in this
+  process and the cluster's workers were fresh; now every run starts fresh.)
 - ceiling: what 2 cores allow with no executor at all. Plain Python processes (subprocess), each fresh (its
   imports, its compilations) and each running its points serially: all points in one process; one half of
   them (alternate P) alone; both halves side by side. All points / the pair is the speed-up of a perfect
@@ -25,7 +29,9 @@ Sections
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import json
+import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -68,30 +74,51 @@ def strip(rec: dict) -> dict:
     return {"point": rec["point"], "result": {**rec["result"], "diagnostics": diag}, "versions": rec["versions"]}
 
 
+SWEEP_KINDS = {"serial": "serially", "dask": "2 Dask workers (processes)",
+               "dask-thread": "2 Dask workers (threads of one process)", "thread": "2 threads (thread executor)"}
+
+
+def fresh_sweep(points: list[dict], kind: str, out: str) -> dict:
+    """In a fresh process (no compilation of another run reused): the sweep through ``run_sweep`` on ``kind``;
+    its seconds (executor start included), CPU seconds of this process and records."""
+    t0, c0 = time.perf_counter(), os.times()
+    if kind == "dask-thread":
+        ctx = sweep_executor("dask", 2, processes=False)
+    else:
+        ctx = sweep_executor(kind, None if kind == "serial" else 2)
+    with ctx as ex:
+        recs = run_sweep(points, sweep_point, out, executor=ex, progress=False)
+    t, c1 = time.perf_counter() - t0, os.times()
+    return {"s": t, "cores": (c1.user + c1.system - c0.user - c0.system) / t, "recs": recs}
+
+
 def bench_sweep(rows, args):
     points = make_points(args)
+    res = {}
     with tempfile.TemporaryDirectory() as tmp:
-        t0, c0 = time.perf_counter(), os.times()
-        serial = run_sweep(points, sweep_point, Path(tmp) / "serial", progress=False)
-        t_serial, c1 = time.perf_counter() - t0, os.times()
-        cores = (c1.user + c1.system - c0.user - c0.system) / t_serial  # CPU seconds per second of the serial run
-        t0 = time.perf_counter()
-        with sweep_executor("dask", 2) as client:
-            t_start = time.perf_counter() - t0
-            dask = run_sweep(points, sweep_point, Path(tmp) / "dask", executor=client, progress=False)
-        t_dask = time.perf_counter() - t0
-        same = [strip(a) for a in serial] == [strip(b) for b in dask]
-    compile_s = sum(r["result"]["diagnostics"]["compile_time_s"] for r in serial)
+        for kind in args.sweep_kinds:
+            with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
+                res[kind] = fresh.submit(fresh_sweep, points, kind, str(Path(tmp) / kind)).result()
+            print(f"[sweep] {SWEEP_KINDS[kind]}: {res[kind]['s']:.1f} s", flush=True)
     size = f"{len(points)} points, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
-    rows += [
-        ("sweep", f"{size}: serial, this process (s)", f"{t_serial:.1f}", f"compile {compile_s:.1f} s, once"),
-        ("sweep", "the same on a fresh 2-worker LocalCluster (s)", f"{t_dask:.1f}",
-         f"cluster start {t_start:.1f} s included; each worker compiles once"),
-        ("sweep", "cores the serial run keeps busy (CPU s / wall s)", f"{cores:.2f}",
-         f"so 2 cores allow at most {2 / max(cores, 1.0):.2f}x over it"),
-        ("sweep", "speed-up, 2 Dask workers vs serial", f"{t_serial / t_dask:.2f}x", "target >= 1.7x"),
-        ("sweep", "point files identical (timings, host, executor aside)", str(same), ""),
-    ]
+    if "serial" in res:
+        r = res["serial"]
+        compile_s = sum(x["result"]["diagnostics"]["compile_time_s"] for x in r["recs"])
+        rows += [("sweep", f"{size}: serial, a fresh process (s)", f"{r['s']:.1f}", f"compile {compile_s:.1f} s, once"),
+                 ("sweep", "cores the serial run keeps busy (CPU s / wall s)", f"{r['cores']:.2f}",
+                  f"so 2 cores allow at most {2 / max(r['cores'], 1.0):.2f}x over it")]
+    for kind in res:
+        if kind == "serial":
+            continue
+        note = {"dask": "cluster start and each worker's compilations included",
+                "dask-thread": "LocalCluster(processes=False): workers share this process's compiled programs",
+                "thread": "sweep_executor('thread', 2): stdlib thread pool"}[kind]
+        rows.append(("sweep", f"the same on {SWEEP_KINDS[kind]}, a fresh process (s)", f"{res[kind]['s']:.1f}", note))
+        if "serial" in res:
+            same = [strip(a) for a in res["serial"]["recs"]] == [strip(b) for b in res[kind]["recs"]]
+            rows += [("sweep", f"speed-up, {SWEEP_KINDS[kind]} vs serial", f"{res['serial']['s'] / res[kind]['s']:.2f}x",
+                      "target >= 1.7x (2 Dask workers)" if kind.startswith("dask") else ""),
+                     ("sweep", "point files identical to serial (timings, host, executor aside)", str(same), "")]
 
 
 def _half_command(args, half: int, out: Path) -> list[str]:
@@ -198,6 +225,8 @@ def main():
                     help="sections (repeatable)")
     ap.add_argument("--T", type=int, default=32)
     ap.add_argument("--d", type=int, default=8)
+    ap.add_argument("--sweep-kinds", nargs="+", choices=list(SWEEP_KINDS), default=list(SWEEP_KINDS),
+                    help="executors of the sweep section, each in a fresh process")
     ap.add_argument("--points", type=int, default=16)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=500)
