@@ -5,11 +5,10 @@ a Dask cluster (local, existing, SLURM).
 ``executor`` (None for serial). The science modules never see it: the same points, with keys folded from
 each point's own fields, give the same point files whichever executor runs them (``tests/test_scaleout.py``).
 
-``sweep_executor("thread", workers=2)`` computes two points at once in threads of this process: the compiled
-programs are shared (each is compiled once), and one point's Python work and first-time compilations (its
-data, statistics and summaries: ~1 s a point at T = 32) overlap the other point's sampling. XLA:CPU runs the
-two points' programs mostly one after the other, so on a 2-core machine this pays where that per-point work
-is a large part of a point (the many-chain samplers, short runs); ``docs/scaleout.md`` has the measurements.
+``sweep_executor("thread", workers=2)`` computes two points at once in threads of this process. The compiled
+programs are shared (each is compiled once); JAX releases the GIL while a program runs, so two points'
+sampling programs run side by side, and one point's Python work and first-time compilations overlap the
+other's sampling. On 2 cores this was the fastest executor measured (``docs/scaleout.md``).
 
 Dask (the ``dask`` extra, ``pip install 'bayesattn[dask]'``) is imported only here, and only when asked for:
 
@@ -76,12 +75,12 @@ def sweep_executor(kind: str | None = None, workers: int | None = None, schedule
                    processes: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
     """Yield the executor of ``kind`` for :func:`~bayesattn.sweep.run_sweep` (None: serial), closed on exit.
 
-    kind: "serial", "thread" (a thread pool of ``workers`` in this process, default 2), "process" (a spawn process pool of
-    ``workers``), "dask" (a local cluster of ``workers``,
-    or the cluster at ``scheduler``); None: "dask" when ``scheduler`` is given, else "process" when
-    ``workers > 1``, else "serial" (the behaviour of ``--workers N`` alone). ``processes=False``: the local Dask
-    cluster's workers are threads of this process (``LocalCluster(processes=False)``), which share its compiled
-    programs; a worker that crashes then takes the process with it."""
+    kind: "serial", "thread" (a thread pool of ``workers`` in this process, default 2), "process" (a spawn
+    process pool of ``workers``), "dask" (a local cluster of ``workers``, or the cluster at ``scheduler``);
+    None: "dask" when ``scheduler`` is given, else "process" when ``workers > 1``, else "serial" (the behaviour
+    of ``--workers N`` alone). ``processes=False``: the local Dask cluster's workers are threads of this
+    process (``LocalCluster(processes=False)``), which share its compiled programs; a worker that crashes then
+    takes the process with it."""
     if kind is None:
         kind = "dask" if scheduler else ("process" if (workers or 1) > 1 else "serial")
     check_choice("executor", kind, EXECUTORS)

@@ -30,16 +30,13 @@ Sections
   ``--sweep-executor thread`` computes ``--sweep-workers`` (2) points at once in threads of that process
   (one point's data, statistics and summaries overlap the other's sampling); ``dask`` runs each sweep on a
   fresh Dask LocalCluster of ``--sweep-workers`` worker processes (its start and each worker's compilations
-  inside the total).
+  inside the total), ``dask-thread`` on one whose workers are threads (``bench_scaleout.fresh_sweep``).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
-import multiprocessing as mp
 import platform
-import tempfile
 import time
 
 import jax
@@ -47,8 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba
-from bayesattn.scaleout import sweep_executor
-from bayesattn.sweep import run_sweep
+from bench_scaleout import fresh_sweep, in_fresh_process  # benchmarks/, the script's own folder
 
 
 def flops_per_grad(T: int, d: int) -> float:
@@ -153,15 +149,6 @@ def sweep_point(point: dict) -> dict:
     return ba.sample(post, key, init="cold", **kw).summary()
 
 
-def timed_sweep(points: list[dict], kind: str, workers: int) -> tuple[float, list[dict]]:
-    """The sweep of ``points`` through ``run_sweep`` on ``kind``'s executor: (seconds, records)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        with sweep_executor(kind, None if kind == "serial" else workers) as ex:  # serial: None, run_sweep's loop
-            recs = run_sweep(points, sweep_point, tmp, executor=ex, progress=False)
-        return time.perf_counter() - t0, recs
-
-
 def bench_sweep(args, peak):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
     base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": args.sweep_seed,
@@ -172,10 +159,9 @@ def bench_sweep(args, peak):
     recs, total = {}, {}
     kind = args.sweep_executor
     where = "serial" if kind == "serial" else f"{args.sweep_workers} {kind} workers"
-    for name in args.sweep_methods:
-        # a fresh process per sweep: no compilation of one sweep serves the other
-        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
-            total[name], recs[name] = fresh.submit(timed_sweep, runs[name], kind, args.sweep_workers).result()
+    for name in args.sweep_methods:  # a fresh process per sweep: no compilation of one sweep serves the other
+        r = in_fresh_process(fresh_sweep, runs[name], sweep_point, kind, args.sweep_workers)
+        total[name], recs[name] = r["s"], r["recs"]
         print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where}, fresh process)", flush=True)
     if len(recs) < 2:
         return
@@ -218,8 +204,9 @@ def main(argv=None):
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
-    ap.add_argument("--sweep-executor", choices=["serial", "thread", "dask"], default="serial",
-                    help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep")
+    ap.add_argument("--sweep-executor", choices=["serial", "thread", "dask", "dask-thread"], default="serial",
+                    help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep "
+                         "(dask-thread: its workers are threads)")
     ap.add_argument("--sweep-workers", type=int, default=2, help="threads or Dask workers (thread, dask)")
     ap.add_argument("--sweep-seed", type=int, default=1, help="sampler seed of the sweep (both methods)")
     ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="per-point",

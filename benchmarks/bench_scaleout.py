@@ -78,28 +78,31 @@ SWEEP_KINDS = {"serial": "serially", "dask": "2 Dask workers (processes)",
                "dask-thread": "2 Dask workers (threads of one process)", "thread": "2 threads (thread executor)"}
 
 
-def fresh_sweep(points: list[dict], kind: str, out: str) -> dict:
-    """In a fresh process (no compilation of another run reused): the sweep through ``run_sweep`` on ``kind``;
-    its seconds (executor start included), CPU seconds of this process and records."""
+def fresh_sweep(points: list[dict], compute, kind: str, workers: int = 2) -> dict:
+    """Run in a fresh process (:func:`in_fresh_process`): the sweep of ``points`` through ``run_sweep`` on
+    ``kind``'s executor (a SWEEP_KINDS key), in a temporary folder; its seconds (executor start and every
+    compilation included), CPU seconds per second of this process, and records."""
     t0, c0 = time.perf_counter(), os.times()
-    if kind == "dask-thread":
-        ctx = sweep_executor("dask", 2, processes=False)
-    else:
-        ctx = sweep_executor(kind, None if kind == "serial" else 2)
-    with ctx as ex:
-        recs = run_sweep(points, sweep_point, out, executor=ex, progress=False)
+    ctx = (sweep_executor("dask", workers, processes=False) if kind == "dask-thread"
+           else sweep_executor(kind, None if kind == "serial" else workers))
+    with tempfile.TemporaryDirectory() as tmp, ctx as ex:  # serial: None, run_sweep's own loop
+        recs = run_sweep(points, compute, tmp, executor=ex, progress=False)
     t, c1 = time.perf_counter() - t0, os.times()
     return {"s": t, "cores": (c1.user + c1.system - c0.user - c0.system) / t, "recs": recs}
+
+
+def in_fresh_process(fn, *args):
+    """``fn(*args)`` in a new spawned Python process: nothing compiled by an earlier run is reused."""
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
+        return fresh.submit(fn, *args).result()
 
 
 def bench_sweep(rows, args):
     points = make_points(args)
     res = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for kind in args.sweep_kinds:
-            with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
-                res[kind] = fresh.submit(fresh_sweep, points, kind, str(Path(tmp) / kind)).result()
-            print(f"[sweep] {SWEEP_KINDS[kind]}: {res[kind]['s']:.1f} s", flush=True)
+    for kind in args.sweep_kinds:
+        res[kind] = in_fresh_process(fresh_sweep, points, sweep_point, kind)
+        print(f"[sweep] {SWEEP_KINDS[kind]}: {res[kind]['s']:.1f} s", flush=True)
     size = f"{len(points)} points, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
     if "serial" in res:
         r = res["serial"]
