@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba
-from bench_scaleout import fresh_sweep, in_fresh_process  # benchmarks/, the script's own folder
+from bench_scaleout import fresh_sweep, in_fresh_processes  # benchmarks/, the script's own folder
 
 
 def flops_per_grad(T: int, d: int) -> float:
@@ -160,7 +160,7 @@ def bench_sweep(args, peak):
     kind = args.sweep_executor
     where = "serial" if kind == "serial" else f"{args.sweep_workers} {kind} workers"
     for name in args.sweep_methods:  # a fresh process per sweep: no compilation of one sweep serves the other
-        r = in_fresh_process(fresh_sweep, runs[name], sweep_point, kind, args.sweep_workers)
+        (r,) = in_fresh_processes(fresh_sweep, (runs[name], sweep_point, kind, args.sweep_workers))
         total[name], recs[name] = r["s"], r["recs"]
         print(f"[sweep] {name}: {total[name]:.1f} s for {len(Ps)} points ({where}, fresh process)", flush=True)
     if len(recs) < 2:

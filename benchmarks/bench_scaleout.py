@@ -15,7 +15,7 @@ Sections
   as a user sees them. Each run's point files are compared with the serial ones (identical, timings and
   executor aside). Target: >= 1.7x with 2 Dask workers. (Before 2026-12-01 the serial run was timed in this
   process and the cluster's workers were fresh; now every run starts fresh.)
-- ceiling: what 2 cores allow with no executor at all. Plain Python processes (subprocess), each fresh (its
+- ceiling: what 2 cores allow with no executor at all. Plain Python processes (spawned), each fresh (its
   imports, its compilations) and each running its points serially: all points in one process; one half of
   them (alternate P) alone; both halves side by side. All points / the pair is the speed-up of a perfect
   2-worker executor: zero scheduling, submission, start-up and result overhead.
@@ -30,11 +30,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import json
 import multiprocessing as mp
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -79,7 +76,7 @@ SWEEP_KINDS = {"serial": "serially", "dask": "2 Dask workers (processes)",
 
 
 def fresh_sweep(points: list[dict], compute, kind: str, workers: int = 2) -> dict:
-    """Run in a fresh process (:func:`in_fresh_process`): the sweep of ``points`` through ``run_sweep`` on
+    """Run in a fresh process (:func:`in_fresh_processes`): the sweep of ``points`` through ``run_sweep`` on
     ``kind``'s executor (a SWEEP_KINDS key), in a temporary folder; its seconds (executor start and every
     compilation included), CPU seconds per second of this process, and records."""
     t0, c0 = time.perf_counter(), os.times()
@@ -91,17 +88,23 @@ def fresh_sweep(points: list[dict], compute, kind: str, workers: int = 2) -> dic
     return {"s": t, "cores": (c1.user + c1.system - c0.user - c0.system) / t, "recs": recs}
 
 
-def in_fresh_process(fn, *args):
-    """``fn(*args)`` in a new spawned Python process: nothing compiled by an earlier run is reused."""
-    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as fresh:
-        return fresh.submit(fn, *args).result()
+def in_fresh_processes(fn, *calls: tuple) -> list:
+    """``fn(*args)`` for each ``args`` of ``calls``, each in a new spawned Python process (nothing compiled by
+    an earlier run is reused), all started together; their results, in order."""
+    pools = [cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) for _ in calls]
+    try:
+        futures = [pool.submit(fn, *args) for pool, args in zip(pools, calls)]  # each submit starts its process
+        return [f.result() for f in futures]
+    finally:
+        for pool in pools:
+            pool.shutdown()
 
 
 def bench_sweep(rows, args):
     points = make_points(args)
     res = {}
     for kind in args.sweep_kinds:
-        res[kind] = in_fresh_process(fresh_sweep, points, sweep_point, kind)
+        (res[kind],) = in_fresh_processes(fresh_sweep, (points, sweep_point, kind))
         print(f"[sweep] {SWEEP_KINDS[kind]}: {res[kind]['s']:.1f} s", flush=True)
     size = f"{len(points)} points, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
     if "serial" in res:
@@ -124,47 +127,27 @@ def bench_sweep(rows, args):
                      ("sweep", "point files identical to serial (timings, host, executor aside)", str(same), "")]
 
 
-def _half_command(args, half: int, out: Path) -> list[str]:
-    return [sys.executable, __file__, "--_half", str(half), "--_out", str(out), "--T", str(args.T), "--d", str(args.d),
-            "--points", str(args.points), "--chains", str(args.chains), "--warmup", str(args.warmup),
-            "--samples", str(args.samples)]
-
-
-def run_half(args):
-    """Child process of the ceiling section: one half of the points, serially; prints its own timings as JSON."""
+def _side_by_side(halves: list[list[dict]]) -> tuple[float, list[dict]]:
+    """Each list of points swept serially in a plain fresh process of its own, all at once, no executor between
+    them: (wall seconds, process start and imports included; each process's :func:`fresh_sweep` result)."""
     t0 = time.perf_counter()
-    points = make_points(args)
-    points = points if args._half < 0 else points[args._half::2]
-    c0 = os.times()
-    run_sweep(points, sweep_point, Path(args._out), progress=False)
-    c1 = os.times()
-    t = time.perf_counter() - t0
-    print(json.dumps({"points": len(points), "compute_s": t, "cpu_s": c1.user + c1.system - c0.user - c0.system}))
-
-
-def _launch(args, halves, tmp):
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen(_half_command(args, h, Path(tmp) / f"half{h}"), stdout=subprocess.PIPE, text=True)
-             for h in halves]
-    outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
-    if any(p.returncode for p in procs):
-        raise RuntimeError(f"a ceiling child failed: return codes {[p.returncode for p in procs]}")
+    outs = in_fresh_processes(fresh_sweep, *[(pts, sweep_point, "serial") for pts in halves])
     return time.perf_counter() - t0, outs
 
 
 def bench_ceiling(rows, args):
-    with tempfile.TemporaryDirectory() as tmp:
-        t_serial, (serial,) = _launch(args, [-1], Path(tmp) / "serial")  # -1: all points
-        t_alone, (alone,) = _launch(args, [0], Path(tmp) / "alone")
-        t_pair, pair = _launch(args, [0, 1], Path(tmp) / "pair")
-    slow = pair[0]["compute_s"] / alone["compute_s"]
+    points = make_points(args)
+    t_serial, (serial,) = _side_by_side([points])
+    t_alone, (alone,) = _side_by_side([points[0::2]])
+    t_pair, pair = _side_by_side([points[0::2], points[1::2]])
+    slow = pair[0]["s"] / alone["s"]
     rows += [
-        ("ceiling", f"{serial['points']} points serially in one plain process (s)", f"{t_serial:.1f}",
-         f"{serial['compute_s']:.1f} s after its imports, {serial['cpu_s'] / serial['compute_s']:.2f} cores busy"),
-        ("ceiling", f"half ({alone['points']} points) in one plain process, alone (s)", f"{t_alone:.1f}",
-         f"{alone['compute_s']:.1f} s after its imports, {alone['cpu_s'] / alone['compute_s']:.2f} cores busy"),
+        ("ceiling", f"{len(points)} points serially in one plain process (s)", f"{t_serial:.1f}",
+         f"{serial['s']:.1f} s after its imports, {serial['cores']:.2f} cores busy"),
+        ("ceiling", f"half ({len(points[0::2])} points) in one plain process, alone (s)", f"{t_alone:.1f}",
+         f"{alone['s']:.1f} s after its imports, {alone['cores']:.2f} cores busy"),
         ("ceiling", "both halves in two plain processes side by side (s)", f"{t_pair:.1f}",
-         f"after imports {pair[0]['compute_s']:.1f} / {pair[1]['compute_s']:.1f} s; the same half runs {slow:.2f}x "
+         f"after imports {pair[0]['s']:.1f} / {pair[1]['s']:.1f} s; the same half runs {slow:.2f}x "
          "slower beside the other than alone"),
         ("ceiling", "speed-up of a perfect 2-worker executor over serial", f"{t_serial / t_pair:.2f}x",
          "no scheduler, no submission, no result transfer: the most any executor gets on this machine"),
@@ -235,11 +218,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--tiny", type=int, default=200, help="points of the overhead section")
-    ap.add_argument("--_half", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--_out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args._half is not None:
-        return run_half(args)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}", flush=True)
     rows = []
     sections = (("sweep", bench_sweep), ("ceiling", bench_ceiling), ("overhead", bench_overhead),
