@@ -24,9 +24,9 @@ Sections
   ``--sweep-keys per-point`` (the default) folds P into each point's sampler key, as the phase diagram does.
   ``--sweep-keys shared`` gives every point the same key (the runs reported before 2026-11-30, evening):
   neighbouring points then repeat one another's Monte Carlo error, and their differences are not independent.
-  Each method's sweep runs in a fresh process of its own (timed from its first point), so that neither
-  reuses the other's compilations: before 2026-12-01 both ran in this process, NUTS first, and the ChEES
-  sweep found every P's data draws and statistics already compiled (~0.7 s a point).
+  Each method's sweep runs in a fresh process of its own (timed after its imports, executor start included),
+  so that neither reuses the other's compilations: before 2026-12-01 both ran in this process, NUTS first,
+  and the ChEES sweep found every P's data draws and statistics already compiled (~0.7 s a point).
   ``--sweep-executor thread`` computes ``--sweep-workers`` (2) points at once in threads of that process
   (one point's data, statistics and summaries overlap the other's sampling); ``dask`` runs each sweep on a
   fresh Dask LocalCluster of ``--sweep-workers`` worker processes (its start and each worker's compilations
@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayesattn as ba
-from bench_scaleout import fresh_sweep, in_fresh_processes  # benchmarks/, the script's own folder
+from bench_scaleout import SWEEP_KINDS, fresh_sweep, in_fresh_processes  # benchmarks/, the script's own folder
 
 
 def flops_per_grad(T: int, d: int) -> float:
@@ -204,7 +204,7 @@ def main(argv=None):
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
-    ap.add_argument("--sweep-executor", choices=["serial", "thread", "dask", "dask-thread"], default="serial",
+    ap.add_argument("--sweep-executor", choices=list(SWEEP_KINDS), default="serial",
                     help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep "
                          "(dask-thread: its workers are threads)")
     ap.add_argument("--sweep-workers", type=int, default=2, help="threads or Dask workers (thread, dask)")
