@@ -42,7 +42,9 @@ def _import_distributed():
     try:
         import distributed
     except ImportError:
-        raise ValueError("executor='dask': needs dask.distributed; install it with pip install 'bayesattn[dask]'") from None
+        raise ValueError(
+            "executor='dask': needs dask.distributed; install it with pip install 'bayesattn[dask]'"
+        ) from None
     return distributed
 
 
@@ -56,23 +58,37 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
         return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
     except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"scheduler={scheduler!r}: cannot connect within {timeout:g} s ({why}); expected the "
-                         "address of a running Dask scheduler, e.g. tcp://HOST:8786") from None
+        raise ValueError(
+            f"scheduler={scheduler!r}: cannot connect within {timeout:g} s ({why}); expected the "
+            "address of a running Dask scheduler, e.g. tcp://HOST:8786"
+        ) from None
 
 
 def local_cluster(workers: int, processes: bool = True, **kwargs):
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded workers (worker processes by default; the
     dashboard on a free port, quiet logs) and its ``Client``."""
     distributed = _import_distributed()
-    kwargs = {"n_workers": workers, "threads_per_worker": 1, "processes": processes, "dashboard_address": ":0",
-              "silence_logs": logging.ERROR, **kwargs}
+    kwargs = {
+        "n_workers": workers,
+        "threads_per_worker": 1,
+        "processes": processes,
+        "dashboard_address": ":0",
+        "silence_logs": logging.ERROR,
+        **kwargs,
+    }
     cluster = distributed.LocalCluster(**kwargs)
     return cluster, distributed.Client(cluster, set_as_default=False)
 
 
 @contextlib.contextmanager
-def sweep_executor(kind: str | None = None, workers: int | None = None, scheduler: str | None = None, *,
-                   processes: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+def sweep_executor(
+    kind: str | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    *,
+    processes: bool = True,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+) -> Iterator[Any]:
     """Yield the executor of ``kind`` for :func:`~bayesattn.sweep.run_sweep` (None: serial), closed on exit.
 
     kind: "serial", "thread" (a thread pool of ``workers`` in this process, default 2), "process" (a spawn
@@ -87,14 +103,19 @@ def sweep_executor(kind: str | None = None, workers: int | None = None, schedule
     if workers is not None:
         check_int("workers", workers, minimum=1)
     if not processes and (kind != "dask" or scheduler):
-        raise ValueError(f"processes=False with executor={kind!r}{' and a scheduler' if scheduler else ''}: thread "
-                         "workers are only for a local Dask cluster (or choose executor='thread')")
+        raise ValueError(
+            f"processes=False with executor={kind!r}{' and a scheduler' if scheduler else ''}: thread "
+            "workers are only for a local Dask cluster (or choose executor='thread')"
+        )
     if scheduler and kind != "dask":
-        raise ValueError(f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'")
+        raise ValueError(
+            f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'"
+        )
     if kind == "serial":
         if workers not in (None, 1):
-            raise ValueError(f"workers={workers} with executor='serial': expected 1 (or choose 'thread', 'process' "
-                             "or 'dask')")
+            raise ValueError(
+                f"workers={workers} with executor='serial': expected 1 (or choose 'thread', 'process' or 'dask')"
+            )
         yield None
     elif kind == "thread":
         with cf.ThreadPoolExecutor(max_workers=workers or 2, thread_name_prefix="bayesattn-sweep") as pool:
@@ -102,13 +123,16 @@ def sweep_executor(kind: str | None = None, workers: int | None = None, schedule
     elif kind == "process":
         from .sweep import _worker_init
 
-        with cf.ProcessPoolExecutor(max_workers=workers or 1, mp_context=mp.get_context("spawn"),
-                                    initializer=_worker_init) as pool:
+        with cf.ProcessPoolExecutor(
+            max_workers=workers or 1, mp_context=mp.get_context("spawn"), initializer=_worker_init
+        ) as pool:
             yield pool
     elif scheduler:
         if workers is not None:
-            raise ValueError(f"workers={workers} with scheduler={scheduler!r}: an existing cluster has its own "
-                             "workers; give workers only for a local cluster")
+            raise ValueError(
+                f"workers={workers} with scheduler={scheduler!r}: an existing cluster has its own "
+                "workers; give workers only for a local cluster"
+            )
         client = connect(scheduler, connect_timeout)
         try:
             yield client

@@ -38,7 +38,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-
 from ._json import to_plain
 from ._validate import check_int
 
@@ -141,7 +140,9 @@ def prepare_output_dir(path: str | os.PathLike, name: str = "out_dir") -> Path:
         path.mkdir(parents=True, exist_ok=True)
         _probe(path)
     except OSError as e:
-        raise ValueError(f"{name}={str(path)!r}: cannot write files there ({_why(e)}); expected a writable folder") from None
+        raise ValueError(
+            f"{name}={str(path)!r}: cannot write files there ({_why(e)}); expected a writable folder"
+        ) from None
     return path
 
 
@@ -156,8 +157,10 @@ def check_output_file(path: str | os.PathLike, name: str = "out") -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         _probe(path.parent)
     except OSError as e:
-        raise ValueError(f"{name}={str(path)!r}: cannot write files in {str(path.parent)!r} ({_why(e)}); "
-                         "expected a path in a writable folder") from None
+        raise ValueError(
+            f"{name}={str(path)!r}: cannot write files in {str(path.parent)!r} ({_why(e)}); "
+            "expected a path in a writable folder"
+        ) from None
     return path
 
 
@@ -296,8 +299,12 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
         if len(results) != len(points):
             raise ValueError(f"batch of {len(points)} points returned {len(results)} results")
     except Exception as e:  # noqa: BLE001 -- reported per point, in the failures file
-        fail = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(), "host": platform.node(),
-                "executor": executor}
+        fail = {
+            "error": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(),
+            "host": platform.node(),
+            "executor": executor,
+        }
         return [("error", fail) for _ in points]
     wall = (time.perf_counter() - t0) / len(points)
     prov = provenance()
@@ -306,8 +313,13 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
     if many:
         prov["batch_size"] = len(points)
     at = time.strftime("%Y-%m-%dT%H:%M:%S")
-    return [("ok", {"point": p, "result": r, "wall_time_s": wall, "versions": versions, "provenance": prov,
-                    "finished_at": at}) for p, r in zip(points, results)]
+    return [
+        (
+            "ok",
+            {"point": p, "result": r, "wall_time_s": wall, "versions": versions, "provenance": prov, "finished_at": at},
+        )
+        for p, r in zip(points, results)
+    ]
 
 
 def _tasks(points: Sequence[dict], todo: list[int], batch: Batch | None) -> list[list[int]]:
@@ -319,7 +331,7 @@ def _tasks(points: Sequence[dict], todo: list[int], batch: Batch | None) -> list
     for i in todo:
         k = batch.key(points[i])
         (single.append([i]) if k is None else groups.setdefault(k, []).append(i))
-    chunks = [g[j:j + batch.size] for g in groups.values() for j in range(0, len(g), batch.size)]
+    chunks = [g[j : j + batch.size] for g in groups.values() for j in range(0, len(g), batch.size)]
     return chunks + single
 
 
@@ -375,16 +387,21 @@ def run_sweep(
             if status == "ok":
                 write_json_atomic(paths[i], rec)
             else:
-                failures.append({"id": point_id(points[i]), "point": points[i], **rec,
-                                 "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                failures.append(
+                    {"id": point_id(points[i]), "point": points[i], **rec, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                )
                 _write_failures(failures_path, failures)
         if bar:
             bar.update(len(idx))
 
     def lost(idx: list[int]) -> list[tuple[str, dict]]:  # the executor lost the task (dead worker, broken pool)
         e = sys.exc_info()[1]
-        rec = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(), "host": "unknown",
-               "executor": name}
+        rec = {
+            "error": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(),
+            "host": "unknown",
+            "executor": name,
+        }
         return [("error", rec)] * len(idx)
 
     tasks = _tasks(points, todo, batch)
@@ -398,8 +415,9 @@ def run_sweep(
                 import multiprocessing as mp
 
                 # spawn: JAX is multithreaded and must not be forked
-                executor = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                                  initializer=_worker_init)
+                executor = cf.ProcessPoolExecutor(
+                    max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
+                )
             futures: dict = {}
             try:
                 if _is_dask(executor):
@@ -411,8 +429,9 @@ def run_sweep(
                         futures[fut] = idx
                     completed = as_completed(list(futures), loop=executor.loop)
                 else:
-                    futures = {executor.submit(_run_task, fn, [points[i] for i in idx], name, many): idx
-                               for idx in tasks}
+                    futures = {
+                        executor.submit(_run_task, fn, [points[i] for i in idx], name, many): idx for idx in tasks
+                    }
                     completed = cf.as_completed(futures)
                 for fut in completed:
                     idx = futures[fut]
@@ -431,9 +450,11 @@ def run_sweep(
             bar.close()
     if failures:
         ids = ", ".join(f["id"] for f in failures[:3]) + (", ..." if len(failures) > 3 else "")
-        raise SweepError(f"{desc}: {len(failures)} of {len(points)} points failed ({ids}); errors and tracebacks "
-                         f"in {failures_path}; the other points are on disk, rerun to retry the failed ones",
-                         failures)
+        raise SweepError(
+            f"{desc}: {len(failures)} of {len(points)} points failed ({ids}); errors and tracebacks "
+            f"in {failures_path}; the other points are on disk, rerun to retry the failed ones",
+            failures,
+        )
     return [read_json(p) for p in paths]
 
 

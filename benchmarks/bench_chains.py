@@ -32,20 +32,32 @@ def main(argv=None):
     d = 8
     data = ba.CopyTask(T=args.T, d=d).sample(jax.random.key(0), args.P)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, args.P * d / (2 * args.beta)))
-    print(f"device: {jax.devices()[0]}; T={args.T}, P={args.P}, beta={args.beta}, "
-          f"{args.num_warmup}+{args.num_samples} NUTS steps per chain")
-    print(f"{'chains':>7} {'run s':>8} {'compile s':>9} {'draws/s':>10} {'ESS(m)/s':>10} {'<m>':>7} {'x draws/s vs first':>19}")
+    print(
+        f"device: {jax.devices()[0]}; T={args.T}, P={args.P}, beta={args.beta}, "
+        f"{args.num_warmup}+{args.num_samples} NUTS steps per chain"
+    )
+    print(
+        f"{'chains':>7} {'run s':>8} {'compile s':>9} {'draws/s':>10} {'ESS(m)/s':>10} {'<m>':>7} {'x draws/s vs first':>19}"
+    )
     base = None
     for nc in [int(c) for c in args.chains.split(",")]:
-        s = ba.sample(post, jax.random.key(1), num_chains=nc, num_warmup=args.num_warmup,
-                      num_samples=args.num_samples, chains_per_batch=1 if args.sequential else nc)
+        s = ba.sample(
+            post,
+            jax.random.key(1),
+            num_chains=nc,
+            num_warmup=args.num_warmup,
+            num_samples=args.num_samples,
+            chains_per_batch=1 if args.sequential else nc,
+        )
         dg = s.diagnostics
         run = float(dg["wall_time_s"])
         rate = nc * (args.num_warmup + args.num_samples) / run
         base = base or rate
         ess = float(dg["m"]["ess_bulk"])
-        print(f"{nc:>7} {run:>8.2f} {float(dg.get('compile_time_s', np.nan)):>9.2f} {rate:>10.0f} "
-              f"{ess / run:>10.1f} {float(np.mean(s.order_parameters['m'])):>7.4f} {rate / base:>19.2f}")
+        print(
+            f"{nc:>7} {run:>8.2f} {float(dg.get('compile_time_s', np.nan)):>9.2f} {rate:>10.0f} "
+            f"{ess / run:>10.1f} {float(np.mean(s.order_parameters['m'])):>7.4f} {rate / base:>19.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ def main(argv=None) -> None:
     print(f"clustering head   {b:12.1f} ep/s       {l_:12.1f} ep/s     {b / l_:6.2f}")
     b, l_ = bench_fd(a.seeds, a.steps, a.repeats)
     print(f"focus-dilution    {b:12.1f} step/s     {l_:12.1f} step/s   {b / l_:6.2f}")
-    print("(seed-units/s: seeds x epochs (or GD steps) per second of wall time, compilation excluded; the full "
-          "default runs 16 seeds x 1000 epochs and 3 GD settings x 4 seeds x 14000 steps plus Adam)")
+    print(
+        "(seed-units/s: seeds x epochs (or GD steps) per second of wall time, compilation excluded; the full "
+        "default runs 16 seeds x 1000 epochs and 3 GD settings x 4 seeds x 14000 steps plus Adam)"
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,9 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_scaleout import SWEEP_KINDS, fresh_sweep, in_fresh_processes  # benchmarks/, the script's own folder
 
 import bayesattn as ba
-from bench_scaleout import SWEEP_KINDS, fresh_sweep, in_fresh_processes  # benchmarks/, the script's own folder
 
 
 def flops_per_grad(T: int, d: int) -> float:
@@ -76,8 +76,15 @@ def run(post, key, **kw):
     s = ba.sample(post, key, **kw)
     d = s.diagnostics
     m = s.summary()["m"]
-    return {"mean": m["mean"], "se": m["se"], "ess": d["m"]["ess_bulk"], "wall": d["wall_time_s"],
-            "compile": d["compile_time_s"], "grads": d["num_grad_evals"], "r_hat": d["m"]["r_hat"]}
+    return {
+        "mean": m["mean"],
+        "se": m["se"],
+        "ess": d["m"]["ess_bulk"],
+        "wall": d["wall_time_s"],
+        "compile": d["compile_time_s"],
+        "grads": d["num_grad_evals"],
+        "r_hat": d["m"]["r_hat"],
+    }
 
 
 def bench_ess(args, peak):
@@ -85,13 +92,22 @@ def bench_ess(args, peak):
         post = posterior(T, args.P, args.seed)
         init = "cold" if T <= 32 else "hot"
         ideal = flops_per_grad(T, 8) / peak
-        rows = {"nuts (4 x 1000)": run(post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500,
-                                        num_samples=1000, init=init)}
+        rows = {
+            "nuts (4 x 1000)": run(
+                post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500, num_samples=1000, init=init
+            )
+        }
         for K in args.chains:
             n = args.ess_draws or max(100, 16000 // K)
             rows[f"chees (K = {K} x ({args.ess_warmup} + {n}))"] = run(
-                post, jax.random.key(args.seed + 2), method="chees", num_chains=K, num_warmup=args.ess_warmup,
-                num_samples=n, init=init)
+                post,
+                jax.random.key(args.seed + 2),
+                method="chees",
+                num_chains=K,
+                num_warmup=args.ess_warmup,
+                num_samples=n,
+                init=init,
+            )
         base = rows["nuts (4 x 1000)"]
         print(f"\n[ess] T = {T}, d = 8, P = {args.P}, init {init}: ideal value-and-grad {ideal * 1e6:.2f} us")
         print("| sampler | <m> +- se | ESS(m) | wall (s) | compile (s) | ESS/s | x NUTS | us / chain-grad | x ideal |")
@@ -99,17 +115,22 @@ def bench_ess(args, peak):
         for name, r in rows.items():
             rate = r["ess"] / r["wall"]
             per = r["wall"] / r["grads"]
-            print(f"| {name} | {r['mean']:.4f} +- {r['se']:.4f} | {r['ess']:.0f} | {r['wall']:.1f} | "
-                  f"{r['compile']:.1f} | {rate:.0f} | {rate / (base['ess'] / base['wall']):.1f} | {per * 1e6:.1f} | "
-                  f"{per / ideal:.1f} |", flush=True)
+            print(
+                f"| {name} | {r['mean']:.4f} +- {r['se']:.4f} | {r['ess']:.0f} | {r['wall']:.1f} | "
+                f"{r['compile']:.1f} | {rate:.0f} | {rate / (base['ess'] / base['wall']):.1f} | {per * 1e6:.1f} | "
+                f"{per / ideal:.1f} |",
+                flush=True,
+            )
 
 
 def bench_grad(args, peak):
     for T in args.T:
         post = posterior(T, args.P, args.seed)
         ideal = flops_per_grad(T, 8) / peak
-        print(f"\n[grad] T = {T}: vmapped value-and-grad of K chains in a jitted loop (20 calls), ideal "
-              f"{ideal * 1e6:.2f} us per chain-gradient")
+        print(
+            f"\n[grad] T = {T}: vmapped value-and-grad of K chains in a jitted loop (20 calls), ideal "
+            f"{ideal * 1e6:.2f} us per chain-gradient"
+        )
         print("| K | us / chain-gradient | x ideal | x K = 1 |")
         print("|---|---|---|---|")
         vg = jax.vmap(jax.value_and_grad(post.log_density))
@@ -122,6 +143,7 @@ def bench_grad(args, peak):
                 def body(_, x):
                     v, g = vg(x)
                     return x + 1e-12 * g + 1e-12 * v[:, None, None]
+
                 return jax.lax.fori_loop(0, 20, body, L)
 
             jax.block_until_ready(loop(L))
@@ -141,8 +163,11 @@ SWEEP_SIGMA2 = 1000 * 8 / (2 * 7.0)  # beta = 7 at P = 1000, as benchmarks/bench
 def sweep_point(point: dict) -> dict:
     """compute() for run_sweep: one posterior per P (data key fixed), NUTS 4 x (500 + 1000) or ChEES."""
     post = posterior(point["T"], point["P"], point["data_seed"], point["sigma2"])
-    kw = dict(method="chees", num_chains=point["K"], num_warmup=point["warmup"], num_samples=point["draws"]) \
-        if point["method"] == "chees" else dict(num_chains=4, num_warmup=500, num_samples=1000)
+    kw = (
+        dict(method="chees", num_chains=point["K"], num_warmup=point["warmup"], num_samples=point["draws"])
+        if point["method"] == "chees"
+        else dict(num_chains=4, num_warmup=500, num_samples=1000)
+    )
     key = jax.random.key(point["sample_seed"])
     if point.get("keys") == "per-point":  # as the phase diagram does: the sampler key folded from P
         key = jax.random.fold_in(key, point["P"])
@@ -151,11 +176,28 @@ def sweep_point(point: dict) -> dict:
 
 def bench_sweep(args, peak):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
-    base = {"attention": "softmax", "T": 32, "sigma2": SWEEP_SIGMA2, "data_seed": 0, "sample_seed": args.sweep_seed,
-            "keys": args.sweep_keys}
-    runs = {"nuts": [{**base, "method": "nuts", "P": P} for P in Ps],
-            "chees": [{**base, "method": "chees", "P": P, "K": args.sweep_chains, "warmup": args.sweep_warmup,
-                       "draws": args.sweep_draws} for P in Ps]}
+    base = {
+        "attention": "softmax",
+        "T": 32,
+        "sigma2": SWEEP_SIGMA2,
+        "data_seed": 0,
+        "sample_seed": args.sweep_seed,
+        "keys": args.sweep_keys,
+    }
+    runs = {
+        "nuts": [{**base, "method": "nuts", "P": P} for P in Ps],
+        "chees": [
+            {
+                **base,
+                "method": "chees",
+                "P": P,
+                "K": args.sweep_chains,
+                "warmup": args.sweep_warmup,
+                "draws": args.sweep_draws,
+            }
+            for P in Ps
+        ],
+    }
     recs, total = {}, {}
     kind = args.sweep_executor
     where = "serial" if kind == "serial" else f"{args.sweep_workers} {kind} workers"
@@ -166,10 +208,14 @@ def bench_sweep(args, peak):
     if len(recs) < 2:
         return
     n, c = recs["nuts"], recs["chees"]
-    print(f"\n[sweep] 16 points T = 32, d = 8, beta = 7 at P = 1000, cold; chees K = {args.sweep_chains} x "
-          f"({args.sweep_warmup} + {args.sweep_draws})")
-    print("| P | <m> NUTS +- se | <m> ChEES +- se | (ChEES - NUTS) / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
-          "s ChEES at NUTS's ESS |")
+    print(
+        f"\n[sweep] 16 points T = 32, d = 8, beta = 7 at P = 1000, cold; chees K = {args.sweep_chains} x "
+        f"({args.sweep_warmup} + {args.sweep_draws})"
+    )
+    print(
+        "| P | <m> NUTS +- se | <m> ChEES +- se | (ChEES - NUTS) / se | ESS NUTS | ESS ChEES | s NUTS | s ChEES | "
+        "s ChEES at NUTS's ESS |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     scaled, worst, sampled = 0.0, 0.0, 0.0
     for a, b in zip(n, c):
@@ -180,13 +226,19 @@ def bench_sweep(args, peak):
         at_ess = wb * ma["ess_bulk"] / mb["ess_bulk"]
         scaled += at_ess
         sampled += wb
-        print(f"| {a['point']['P']} | {ma['mean']:.5f} +- {ma['se']:.5f} | {mb['mean']:.5f} +- {mb['se']:.5f} | "
-              f"{z:+.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |")
-    print(f"\n[sweep] total (compile included): NUTS {total['nuts']:.1f} s, ChEES {total['chees']:.1f} s "
-          f"(x {total['nuts'] / total['chees']:.1f}); ChEES sampling scaled to NUTS's ESS per point: {scaled:.1f} s "
-          f"(target <= 40 s idle); largest |diff| / se {worst:.1f}")
-    print(f"[sweep] ChEES total scaled by the same ESS ratio (sum of scaled / sum of sampling times "
-          f"{scaled / sampled:.2f}): {total['chees'] * scaled / sampled:.1f} s")
+        print(
+            f"| {a['point']['P']} | {ma['mean']:.5f} +- {ma['se']:.5f} | {mb['mean']:.5f} +- {mb['se']:.5f} | "
+            f"{z:+.1f} | {ma['ess_bulk']:.0f} | {mb['ess_bulk']:.0f} | {wa:.1f} | {wb:.1f} | {at_ess:.1f} |"
+        )
+    print(
+        f"\n[sweep] total (compile included): NUTS {total['nuts']:.1f} s, ChEES {total['chees']:.1f} s "
+        f"(x {total['nuts'] / total['chees']:.1f}); ChEES sampling scaled to NUTS's ESS per point: {scaled:.1f} s "
+        f"(target <= 40 s idle); largest |diff| / se {worst:.1f}"
+    )
+    print(
+        f"[sweep] ChEES total scaled by the same ESS ratio (sum of scaled / sum of sampling times "
+        f"{scaled / sampled:.2f}): {total['chees'] * scaled / sampled:.1f} s"
+    )
 
 
 def main(argv=None):
@@ -198,24 +250,36 @@ def main(argv=None):
     ap.add_argument("--P", type=int, default=1000, help="training sequences (ess, grad)")
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
     ap.add_argument("--ess-warmup", type=int, default=500, help="ChEES warm-up steps (ess)")
-    ap.add_argument("--ess-draws", type=int, default=None,
-                    help="ChEES draws per chain (ess; default max(100, 16000 / K))")
+    ap.add_argument(
+        "--ess-draws", type=int, default=None, help="ChEES draws per chain (ess; default max(100, 16000 / K))"
+    )
     ap.add_argument("--sweep-methods", nargs="+", default=["nuts", "chees"], choices=["nuts", "chees"])
     ap.add_argument("--sweep-chains", type=int, default=16)
     ap.add_argument("--sweep-warmup", type=int, default=500)
     ap.add_argument("--sweep-draws", type=int, default=250)
-    ap.add_argument("--sweep-executor", choices=list(SWEEP_KINDS), default="serial",
-                    help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep "
-                         "(dask-thread: its workers are threads)")
+    ap.add_argument(
+        "--sweep-executor",
+        choices=list(SWEEP_KINDS),
+        default="serial",
+        help="thread: points overlap in threads of one process; dask: a fresh LocalCluster per sweep "
+        "(dask-thread: its workers are threads)",
+    )
     ap.add_argument("--sweep-workers", type=int, default=2, help="threads or Dask workers (thread, dask)")
     ap.add_argument("--sweep-seed", type=int, default=1, help="sampler seed of the sweep (both methods)")
-    ap.add_argument("--sweep-keys", choices=["shared", "per-point"], default="per-point",
-                    help="shared: one sampler key at every P (the points' errors are then correlated); "
-                         "per-point: the key folded from P, as the phase diagram's")
+    ap.add_argument(
+        "--sweep-keys",
+        choices=["shared", "per-point"],
+        default="per-point",
+        help="shared: one sampler key at every P (the points' errors are then correlated); "
+        "per-point: the key folded from P, as the phase diagram's",
+    )
     args = ap.parse_args(argv)
     peak = peak_flops()
-    print(f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s", flush=True)
+    print(
+        f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
+        f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s",
+        flush=True,
+    )
     for name in args.only or ["ess", "grad", "sweep"]:
         t0 = time.perf_counter()
         globals()[f"bench_{name}"](args, peak)

@@ -45,8 +45,10 @@ def main(argv=None):
         runs[H] = (vg, (post, jax.random.normal(kL, post.L_shape)))
     t = interleaved_medians(runs, args.calls, args.rounds)
     base = t[args.heads[0]]
-    print(f"value_and_grad of the closed form, {args.attention}, T = {args.T}, d = {args.d}, P = {args.P}; "
-          f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}")
+    print(
+        f"value_and_grad of the closed form, {args.attention}, T = {args.T}, d = {args.d}, P = {args.P}; "
+        f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}"
+    )
     print(f"| heads | time / call | ratio to H = {args.heads[0]} |")
     print("|---|---|---|")
     for H in args.heads:

@@ -58,8 +58,10 @@ def main(argv=None):
 
     key_data, key_L = jax.random.split(jax.random.key(args.seed))
     prior = ba.Prior(sigma_A2=1.0, sigma_V2=100.0, sigma2=400.0)
-    print(f"bayesattn benchmark on {platform.node()} ({jax.devices()[0].platform}, {jax.local_device_count()} device,"
-          f" {__import__('os').cpu_count()} CPUs), jax {jax.__version__}, float64")
+    print(
+        f"bayesattn benchmark on {platform.node()} ({jax.devices()[0].platform}, {jax.local_device_count()} device,"
+        f" {__import__('os').cpu_count()} CPUs), jax {jax.__version__}, float64"
+    )
 
     # --- 1. cost independent of P -------------------------------------------------------------------------
     T, d = 32, 8
@@ -84,15 +86,19 @@ def main(argv=None):
         args.calls,
         args.rounds,
     )
-    print(f"\n1. closed form, softmax, T = {T}, d = {d}: median time per jitted call "
-          f"({args.rounds} rounds x {args.calls} calls)")
+    print(
+        f"\n1. closed form, softmax, T = {T}, d = {d}: median time per jitted call "
+        f"({args.rounds} rounds x {args.calls} calls)"
+    )
     print(f"{'function':<16}{'P = 1e3':>14}{'P = 1e5':>14}{'ratio':>9}  bound 1.3")
     worst = 0.0
     for name in ("log_density", "value_and_grad"):
         a, b = med[(name, 1_000)], med[(name, 100_000)]
         worst = max(worst, b / a)
         print(f"{name:<16}{fmt(a):>14}{fmt(b):>14}{b / a:>9.3f}  {'ok' if b / a <= 1.3 else 'EXCEEDED'}")
-    print(f"{'(one-off setup)':<16}{fmt(setup[1_000]):>14}{fmt(setup[100_000]):>14}   sufficient statistics, O(P), eager, incl. op compilation")
+    print(
+        f"{'(one-off setup)':<16}{fmt(setup[1_000]):>14}{fmt(setup[100_000]):>14}   sufficient statistics, O(P), eager, incl. op compilation"
+    )
 
     # --- 2. closed form vs the n x n GP evidence at n = 2048 -----------------------------------------------
     T2, P2 = 16, 128

@@ -55,8 +55,14 @@ def _bench_joint_case(rows, T, d, P, beta):
     kw = dict(num_chains=4, num_warmup=500, num_samples=1000)
     marg = ba.sample(post, jax.random.key(1), **kw)
     ms = marg.summary()
-    mcmc = numpyro.infer.MCMC(numpyro.infer.NUTS(ba.joint_model), num_warmup=500, num_samples=1000,
-                              num_chains=4, chain_method="vectorized", progress_bar=False)
+    mcmc = numpyro.infer.MCMC(
+        numpyro.infer.NUTS(ba.joint_model),
+        num_warmup=500,
+        num_samples=1000,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     model_kw = dict(X=data.X, Y=data.Y, task=data.task, attention="softmax", prior=prior)
     times = []
     for rep in range(2):
@@ -70,14 +76,26 @@ def _bench_joint_case(rows, T, d, P, beta):
     joint_rate = ess_joint / times[1]
     case = f"T={T} d={d} P={P} beta={beta}, 4 chains x (500+1000)"
     rows += [
-        ("joint", "marginal NUTS <m> (se), ESS, run s, compile s", f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
-         f"{ms['m']['ess_bulk']:.0f}, {marg.diagnostics['wall_time_s']:.2f}, {marg.diagnostics['compile_time_s']:.1f}", case),
-        ("joint", "joint numpyro NUTS <m>, ESS, run s (cached), first run s (with compile)",
-         f"{m_joint.mean():.4f}, {ess_joint:.0f}, {times[1]:.2f}, {times[0]:.1f}", case),
-        ("joint", "ESS/s ratio marginal/joint (runs without compile | both first calls)",
-         f"{marg_rate / joint_rate:.0f}x | "
-         f"{(ms['m']['ess_bulk'] / (marg.diagnostics['wall_time_s'] + marg.diagnostics['compile_time_s'])) / (ess_joint / times[0]):.0f}x",
-         "target >= 20x"),
+        (
+            "joint",
+            "marginal NUTS <m> (se), ESS, run s, compile s",
+            f"{ms['m']['mean']:.4f} ({ms['m']['se']:.4f}), "
+            f"{ms['m']['ess_bulk']:.0f}, {marg.diagnostics['wall_time_s']:.2f}, {marg.diagnostics['compile_time_s']:.1f}",
+            case,
+        ),
+        (
+            "joint",
+            "joint numpyro NUTS <m>, ESS, run s (cached), first run s (with compile)",
+            f"{m_joint.mean():.4f}, {ess_joint:.0f}, {times[1]:.2f}, {times[0]:.1f}",
+            case,
+        ),
+        (
+            "joint",
+            "ESS/s ratio marginal/joint (runs without compile | both first calls)",
+            f"{marg_rate / joint_rate:.0f}x | "
+            f"{(ms['m']['ess_bulk'] / (marg.diagnostics['wall_time_s'] + marg.diagnostics['compile_time_s'])) / (ess_joint / times[0]):.0f}x",
+            "target >= 20x",
+        ),
     ]
 
 
@@ -88,9 +106,15 @@ def bench_draws(rows):
             s = ba.sample(post, jax.random.key(3), num_chains=chains, num_warmup=500, num_samples=1000)
             dg = s.diagnostics
             per1000 = dg["wall_time_s"] / 1.5
-            rows.append(("draws", f"T={T}: s per 1000 NUTS iterations, {chains} chain(s)",
-                         f"{per1000:.2f}", f"compile {dg['compile_time_s']:.1f} s, {dg['num_grad_evals'] / (1500 * chains):.1f} "
-                         f"grads/iter, <m> = {s.summary()['m']['mean']:.3f}"))
+            rows.append(
+                (
+                    "draws",
+                    f"T={T}: s per 1000 NUTS iterations, {chains} chain(s)",
+                    f"{per1000:.2f}",
+                    f"compile {dg['compile_time_s']:.1f} s, {dg['num_grad_evals'] / (1500 * chains):.1f} "
+                    f"grads/iter, <m> = {s.summary()['m']['mean']:.3f}",
+                )
+            )
 
 
 def _nuts_floor(dim, num_warmup=500, num_samples=1000):
@@ -106,6 +130,7 @@ def _nuts_floor(dim, num_warmup=500, num_samples=1000):
         def step(st, k):
             st, info = sampler.step(k, st)
             return st, info.num_integration_steps
+
         _, n = jax.lax.scan(step, state, jax.random.split(key, num_samples))
         return n.sum() + winfo.info.num_integration_steps.sum()  # depends on every trajectory: nothing is elided
 
@@ -131,6 +156,7 @@ def bench_grad(rows):
         def body(i, c):
             v, g = vg(c[0] + 1e-12 * c[1], p)
             return c[0], c[1] + v + g[0, 0]
+
         return jax.lax.fori_loop(0, n, body, (L, 0.0))[1]
 
     jax.block_until_ready(loop(L0, post))
@@ -150,15 +176,31 @@ def bench_grad(rows):
     rows += [
         ("grad", "flops of one value-and-grad (XLA cost analysis)", f"{flops:.3g}", f"T={T} d={d}"),
         ("grad", "ideal time at 1-core peak (83.2 GFLOP/s)", f"{ideal * 1e6:.2f} us", "assumed peak"),
-        ("grad", "value-and-grad in a jitted loop (no sampler)", f"{min(in_loop) * 1e6:.1f} us",
-         f"{min(in_loop) / ideal:.1f}x the ideal"),
-        ("grad", f"NUTS on a free gradient (standard normal, {T * T} coordinates)", f"{floor * 1e6:.1f} us",
-         f"{floor / ideal:.1f}x the ideal: the sampler's own floor"),
+        (
+            "grad",
+            "value-and-grad in a jitted loop (no sampler)",
+            f"{min(in_loop) * 1e6:.1f} us",
+            f"{min(in_loop) / ideal:.1f}x the ideal",
+        ),
+        (
+            "grad",
+            f"NUTS on a free gradient (standard normal, {T * T} coordinates)",
+            f"{floor * 1e6:.1f} us",
+            f"{floor / ideal:.1f}x the ideal: the sampler's own floor",
+        ),
         ("grad", "inside NUTS, 1 chain", f"{one * 1e6:.1f} us", f"{one / ideal:.1f}x the ideal"),
-        ("grad", "inside NUTS, 4 chains (default: one at a time on CPU)", f"{four * 1e6:.1f} us",
-         f"{four / ideal:.1f}x the ideal"),
-        ("grad", "inside NUTS, 4 chains vmapped (chains_per_batch=4)", f"{four_vmap * 1e6:.1f} us",
-         f"{four_vmap / ideal:.1f}x the ideal (per chain-gradient)"),
+        (
+            "grad",
+            "inside NUTS, 4 chains (default: one at a time on CPU)",
+            f"{four * 1e6:.1f} us",
+            f"{four / ideal:.1f}x the ideal",
+        ),
+        (
+            "grad",
+            "inside NUTS, 4 chains vmapped (chains_per_batch=4)",
+            f"{four_vmap * 1e6:.1f} us",
+            f"{four_vmap / ideal:.1f}x the ideal (per chain-gradient)",
+        ),
         ("grad", "inside HMC (16 steps), 4 chains", f"{hmc * 1e6:.1f} us", f"{hmc / ideal:.1f}x the ideal"),
     ]
 
@@ -170,15 +212,28 @@ def sweep_point(point: dict) -> dict:
     """compute() for run_sweep: one posterior per P (data key fixed), NUTS 4 x (500 + 1000)."""
     data = ba.CopyTask(T=point["T"], d=point["d"]).sample(jax.random.key(point["data_seed"]), point["P"])
     post = ba.Posterior(data, point["attention"], ba.Prior(1.0, 100.0, point["sigma2"]))
-    s = ba.sample(post, jax.random.key(point["sample_seed"]), num_chains=4, num_warmup=500, num_samples=1000,
-                  init=point["init"])
+    s = ba.sample(
+        post, jax.random.key(point["sample_seed"]), num_chains=4, num_warmup=500, num_samples=1000, init=point["init"]
+    )
     return s.summary()
 
 
 def bench_sweep(rows, out_dir=None, workers=1):
     Ps = np.unique(np.round(np.geomspace(250, 4000, 16)).astype(int)).tolist()
-    points = [{"method": "nuts", "attention": "softmax", "T": SWEEP_T, "d": SWEEP_D, "P": P, "sigma2": SWEEP_SIGMA2,
-               "init": "cold", "data_seed": 0, "sample_seed": 1} for P in Ps]
+    points = [
+        {
+            "method": "nuts",
+            "attention": "softmax",
+            "T": SWEEP_T,
+            "d": SWEEP_D,
+            "P": P,
+            "sigma2": SWEEP_SIGMA2,
+            "init": "cold",
+            "data_seed": 0,
+            "sample_seed": 1,
+        }
+        for P in Ps
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         recs = run_sweep(points, sweep_point, out_dir or tmp, progress=False, workers=workers)
@@ -187,8 +242,12 @@ def bench_sweep(rows, out_dir=None, workers=1):
     rhat = max(r["result"]["m"]["r_hat"] for r in recs)
     ms = ", ".join(f"{r['point']['P']}:{r['result']['m']['mean']:.3f}" for r in recs)
     rows += [
-        ("sweep", f"{len(points)} points, T=32 d=8, 4 chains x (500+1000), {workers} worker(s): total s", f"{total:.1f}",
-         f"target <= 180 s; compile {compile_s:.1f} s (once per worker)"),
+        (
+            "sweep",
+            f"{len(points)} points, T=32 d=8, 4 chains x (500+1000), {workers} worker(s): total s",
+            f"{total:.1f}",
+            f"target <= 180 s; compile {compile_s:.1f} s (once per worker)",
+        ),
         ("sweep", "max R-hat(m) over points", f"{rhat:.3f}", "cold starts"),
         ("sweep", "<m> by P", ms, f"sigma2 = {SWEEP_SIGMA2:.1f}"),
     ]
@@ -196,8 +255,12 @@ def bench_sweep(rows, out_dir=None, workers=1):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["joint", "draws", "grad", "sweep"], action="append",
-                    help="run only these sections (repeatable); default all")
+    ap.add_argument(
+        "--only",
+        choices=["joint", "draws", "grad", "sweep"],
+        action="append",
+        help="run only these sections (repeatable); default all",
+    )
     ap.add_argument("--sweep-dir", default=None, help="keep the sweep's result files here (default: a temp dir)")
     ap.add_argument("--workers", type=int, default=1, help="sweep points run in this many worker processes")
     args = ap.parse_args()

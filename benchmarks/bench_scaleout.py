@@ -51,8 +51,13 @@ def sweep_point(point: dict) -> dict:
     """One MCMC point: its data and sampler keys folded from the point's own P and seeds."""
     data = ba.CopyTask(T=point["T"], d=point["d"]).sample(jax.random.fold_in(jax.random.key(0), point["P"]), point["P"])
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, point["sigma2"]))
-    s = ba.sample(post, jax.random.fold_in(jax.random.key(1), point["P"]), num_chains=point["chains"],
-                  num_warmup=point["warmup"], num_samples=point["samples"])
+    s = ba.sample(
+        post,
+        jax.random.fold_in(jax.random.key(1), point["P"]),
+        num_chains=point["chains"],
+        num_warmup=point["warmup"],
+        num_samples=point["samples"],
+    )
     return {k: v for k, v in s.summary().items() if k != "draws"}
 
 
@@ -62,8 +67,19 @@ def tiny_point(point: dict) -> dict:
 
 def make_points(args) -> list[dict]:
     Ps = np.unique(np.round(np.geomspace(250, 4000, args.points)).astype(int)).tolist()
-    return [{"method": "bench", "T": args.T, "d": args.d, "P": P, "sigma2": 1000 * SIGMA2_PER_P, "chains": args.chains,
-             "warmup": args.warmup, "samples": args.samples} for P in Ps]
+    return [
+        {
+            "method": "bench",
+            "T": args.T,
+            "d": args.d,
+            "P": P,
+            "sigma2": 1000 * SIGMA2_PER_P,
+            "chains": args.chains,
+            "warmup": args.warmup,
+            "samples": args.samples,
+        }
+        for P in Ps
+    ]
 
 
 def strip(rec: dict) -> dict:
@@ -71,8 +87,12 @@ def strip(rec: dict) -> dict:
     return {"point": rec["point"], "result": {**rec["result"], "diagnostics": diag}, "versions": rec["versions"]}
 
 
-SWEEP_KINDS = {"serial": "serially", "dask": "2 Dask workers (processes)",
-               "dask-thread": "2 Dask workers (threads of one process)", "thread": "2 threads (thread executor)"}
+SWEEP_KINDS = {
+    "serial": "serially",
+    "dask": "2 Dask workers (processes)",
+    "dask-thread": "2 Dask workers (threads of one process)",
+    "thread": "2 threads (thread executor)",
+}
 
 
 def fresh_sweep(points: list[dict], compute, kind: str, workers: int = 2) -> dict:
@@ -80,8 +100,11 @@ def fresh_sweep(points: list[dict], compute, kind: str, workers: int = 2) -> dic
     ``kind``'s executor (a SWEEP_KINDS key), in a temporary folder; its seconds (executor start and every
     compilation included), CPU seconds per second of this process, and records."""
     t0, c0 = time.perf_counter(), os.times()
-    ctx = (sweep_executor("dask", workers, processes=False) if kind == "dask-thread"
-           else sweep_executor(kind, None if kind == "serial" else workers))
+    ctx = (
+        sweep_executor("dask", workers, processes=False)
+        if kind == "dask-thread"
+        else sweep_executor(kind, None if kind == "serial" else workers)
+    )
     with tempfile.TemporaryDirectory() as tmp, ctx as ex:  # serial: None, run_sweep's own loop
         recs = run_sweep(points, compute, tmp, executor=ex, progress=False)
     t, c1 = time.perf_counter() - t0, os.times()
@@ -110,21 +133,35 @@ def bench_sweep(rows, args):
     if "serial" in res:
         r = res["serial"]
         compile_s = sum(x["result"]["diagnostics"]["compile_time_s"] for x in r["recs"])
-        rows += [("sweep", f"{size}: serial, a fresh process (s)", f"{r['s']:.1f}", f"compile {compile_s:.1f} s, once"),
-                 ("sweep", "cores the serial run keeps busy (CPU s / wall s)", f"{r['cores']:.2f}",
-                  f"so 2 cores allow at most {2 / max(r['cores'], 1.0):.2f}x over it")]
+        rows += [
+            ("sweep", f"{size}: serial, a fresh process (s)", f"{r['s']:.1f}", f"compile {compile_s:.1f} s, once"),
+            (
+                "sweep",
+                "cores the serial run keeps busy (CPU s / wall s)",
+                f"{r['cores']:.2f}",
+                f"so 2 cores allow at most {2 / max(r['cores'], 1.0):.2f}x over it",
+            ),
+        ]
     for kind in res:
         if kind == "serial":
             continue
-        note = {"dask": "cluster start and each worker's compilations included",
-                "dask-thread": "LocalCluster(processes=False): workers share this process's compiled programs",
-                "thread": "sweep_executor('thread', 2): stdlib thread pool"}[kind]
+        note = {
+            "dask": "cluster start and each worker's compilations included",
+            "dask-thread": "LocalCluster(processes=False): workers share this process's compiled programs",
+            "thread": "sweep_executor('thread', 2): stdlib thread pool",
+        }[kind]
         rows.append(("sweep", f"the same on {SWEEP_KINDS[kind]}, a fresh process (s)", f"{res[kind]['s']:.1f}", note))
         if "serial" in res:
             same = [strip(a) for a in res["serial"]["recs"]] == [strip(b) for b in res[kind]["recs"]]
-            rows += [("sweep", f"speed-up, {SWEEP_KINDS[kind]} vs serial", f"{res['serial']['s'] / res[kind]['s']:.2f}x",
-                      "target >= 1.7x (2 Dask workers)" if kind.startswith("dask") else ""),
-                     ("sweep", "point files identical to serial (timings, host, executor aside)", str(same), "")]
+            rows += [
+                (
+                    "sweep",
+                    f"speed-up, {SWEEP_KINDS[kind]} vs serial",
+                    f"{res['serial']['s'] / res[kind]['s']:.2f}x",
+                    "target >= 1.7x (2 Dask workers)" if kind.startswith("dask") else "",
+                ),
+                ("sweep", "point files identical to serial (timings, host, executor aside)", str(same), ""),
+            ]
 
 
 def _side_by_side(halves: list[list[dict]]) -> tuple[float, list[dict]]:
@@ -142,15 +179,31 @@ def bench_ceiling(rows, args):
     t_pair, pair = _side_by_side([points[0::2], points[1::2]])
     slow = pair[0]["s"] / alone["s"]
     rows += [
-        ("ceiling", f"{len(points)} points serially in one plain process (s)", f"{t_serial:.1f}",
-         f"{serial['s']:.1f} s after its imports, {serial['cores']:.2f} cores busy"),
-        ("ceiling", f"half ({len(points[0::2])} points) in one plain process, alone (s)", f"{t_alone:.1f}",
-         f"{alone['s']:.1f} s after its imports, {alone['cores']:.2f} cores busy"),
-        ("ceiling", "both halves in two plain processes side by side (s)", f"{t_pair:.1f}",
-         f"after imports {pair[0]['s']:.1f} / {pair[1]['s']:.1f} s; the same half runs {slow:.2f}x "
-         "slower beside the other than alone"),
-        ("ceiling", "speed-up of a perfect 2-worker executor over serial", f"{t_serial / t_pair:.2f}x",
-         "no scheduler, no submission, no result transfer: the most any executor gets on this machine"),
+        (
+            "ceiling",
+            f"{len(points)} points serially in one plain process (s)",
+            f"{t_serial:.1f}",
+            f"{serial['s']:.1f} s after its imports, {serial['cores']:.2f} cores busy",
+        ),
+        (
+            "ceiling",
+            f"half ({len(points[0::2])} points) in one plain process, alone (s)",
+            f"{t_alone:.1f}",
+            f"{alone['s']:.1f} s after its imports, {alone['cores']:.2f} cores busy",
+        ),
+        (
+            "ceiling",
+            "both halves in two plain processes side by side (s)",
+            f"{t_pair:.1f}",
+            f"after imports {pair[0]['s']:.1f} / {pair[1]['s']:.1f} s; the same half runs {slow:.2f}x "
+            "slower beside the other than alone",
+        ),
+        (
+            "ceiling",
+            "speed-up of a perfect 2-worker executor over serial",
+            f"{t_serial / t_pair:.2f}x",
+            "no scheduler, no submission, no result transfer: the most any executor gets on this machine",
+        ),
     ]
 
 
@@ -166,8 +219,12 @@ def bench_overhead(rows, args):
             res[kind] = (time.perf_counter() - t0) / len(points)
     rows += [
         ("overhead", f"{args.tiny} near-empty points, 2-process pool: ms per point", f"{res['process'] * 1e3:.2f}", ""),
-        ("overhead", f"{args.tiny} near-empty points, 2-worker LocalCluster: ms per point", f"{res['dask'] * 1e3:.2f}",
-         f"{res['dask'] / res['process']:.2f}x the pool; Dask minus pool: {(res['dask'] - res['process']) * 1e3:.2f} ms"),
+        (
+            "overhead",
+            f"{args.tiny} near-empty points, 2-worker LocalCluster: ms per point",
+            f"{res['dask'] * 1e3:.2f}",
+            f"{res['dask'] / res['process']:.2f}x the pool; Dask minus pool: {(res['dask'] - res['process']) * 1e3:.2f} ms",
+        ),
     ]
 
 
@@ -184,8 +241,11 @@ def bench_batch(rows, args):
         return [ba.sample(post, key, **kw) for post, key in zip(posts, keys)]
 
     times, out = {}, {}
-    for name, fn in (("one", one_at_a_time), ("grouped", lambda: sample_many(posts, keys, **kw)),
-                     ("vmapped", lambda: sample_many(posts, keys, points_per_batch=len(posts), **kw))):
+    for name, fn in (
+        ("one", one_at_a_time),
+        ("grouped", lambda: sample_many(posts, keys, **kw)),
+        ("vmapped", lambda: sample_many(posts, keys, points_per_batch=len(posts), **kw)),
+    ):
         t0 = time.perf_counter()
         fn()  # compile (and run once)
         first = time.perf_counter() - t0
@@ -196,23 +256,41 @@ def bench_batch(rows, args):
     dm = max(abs(a.summary()["m"]["mean"] - b.summary()["m"]["mean"]) for a, b in zip(out["one"], out["vmapped"]))
     size = f"{len(points)} posteriors, T={args.T} d={args.d}, {args.chains} chains x ({args.warmup}+{args.samples})"
     rows += [
-        ("batch", f"{size}: one sample() call each (s; first call: compile unless cached)",
-         f"{times['one'][1]:.2f}", f"first {times['one'][0]:.1f} s"),
-        ("batch", "sample_many, one program, lax.map over the points (CPU default)", f"{times['grouped'][1]:.2f}",
-         f"speed-up {times['one'][1] / times['grouped'][1]:.2f}x; first {times['grouped'][0]:.1f} s; draws identical: {same}"),
-        ("batch", "sample_many, all 16 vmapped (the accelerator default)", f"{times['vmapped'][1]:.2f}",
-         f"speed-up {times['one'][1] / times['vmapped'][1]:.2f}x; first {times['vmapped'][0]:.1f} s; max |dm| vs one: {dm:.3f}"),
+        (
+            "batch",
+            f"{size}: one sample() call each (s; first call: compile unless cached)",
+            f"{times['one'][1]:.2f}",
+            f"first {times['one'][0]:.1f} s",
+        ),
+        (
+            "batch",
+            "sample_many, one program, lax.map over the points (CPU default)",
+            f"{times['grouped'][1]:.2f}",
+            f"speed-up {times['one'][1] / times['grouped'][1]:.2f}x; first {times['grouped'][0]:.1f} s; draws identical: {same}",
+        ),
+        (
+            "batch",
+            "sample_many, all 16 vmapped (the accelerator default)",
+            f"{times['vmapped'][1]:.2f}",
+            f"speed-up {times['one'][1] / times['vmapped'][1]:.2f}x; first {times['vmapped'][0]:.1f} s; max |dm| vs one: {dm:.3f}",
+        ),
     ]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["sweep", "ceiling", "overhead", "batch"], action="append",
-                    help="sections (repeatable)")
+    ap.add_argument(
+        "--only", choices=["sweep", "ceiling", "overhead", "batch"], action="append", help="sections (repeatable)"
+    )
     ap.add_argument("--T", type=int, default=32)
     ap.add_argument("--d", type=int, default=8)
-    ap.add_argument("--sweep-kinds", nargs="+", choices=list(SWEEP_KINDS), default=list(SWEEP_KINDS),
-                    help="executors of the sweep section, each in a fresh process")
+    ap.add_argument(
+        "--sweep-kinds",
+        nargs="+",
+        choices=list(SWEEP_KINDS),
+        default=list(SWEEP_KINDS),
+        help="executors of the sweep section, each in a fresh process",
+    )
     ap.add_argument("--points", type=int, default=16)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=500)
@@ -221,8 +299,12 @@ def main():
     args = ap.parse_args()
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}", flush=True)
     rows = []
-    sections = (("sweep", bench_sweep), ("ceiling", bench_ceiling), ("overhead", bench_overhead),
-                ("batch", bench_batch))
+    sections = (
+        ("sweep", bench_sweep),
+        ("ceiling", bench_ceiling),
+        ("overhead", bench_overhead),
+        ("batch", bench_batch),
+    )
     for name, fn in sections:
         if not args.only or name in args.only:
             fn(rows, args)

@@ -43,14 +43,18 @@ def main():
     a = ap.parse_args()
     cfg = SparseConfig.from_toml(a.config).train_config(S=a.S, s=a.s)
     seeds = list(range(a.seeds))
-    print(f"{platform.node()} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f} config={a.config} "
-          f"S={a.S} s={a.s} width={cfg.width} H={cfg.heads} mlp={cfg.mlp} batch={cfg.batch} seqs")
+    print(
+        f"{platform.node()} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f} config={a.config} "
+        f"S={a.S} s={a.s} width={cfg.width} H={cfg.heads} mlp={cfg.mlp} batch={cfg.batch} seqs"
+    )
     if a.full:
         wall, r = timed(cfg, seeds, True)
         ts = [t for t in r["t_star"] if t is not None]
-        print(f"full point: {len(seeds)} seeds, {r['steps_run']} steps (early stop), wall {wall:.1f} s "
-              f"(compile included), {len(seeds) / wall:.4f} seeds/s; solved {len(ts)}/{len(seeds)}, "
-              f"median t* {np.median(ts) if ts else None}")
+        print(
+            f"full point: {len(seeds)} seeds, {r['steps_run']} steps (early stop), wall {wall:.1f} s "
+            f"(compile included), {len(seeds) / wall:.4f} seeds/s; solved {len(ts)}/{len(seeds)}, "
+            f"median t* {np.median(ts) if ts else None}"
+        )
         return
     chunk = 50  # steps per compiled chunk: a warm-up of one chunk compiles what the timed run uses
     short = dataclasses.replace(cfg, steps=chunk, record_every=chunk, stop_after_solved=0)
@@ -62,8 +66,10 @@ def main():
         wall, _ = timed(run, seeds, vmap)
         rows["vmapped" if vmap else "looped"] = wall
         rate = len(seeds) * a.steps / wall
-        print(f"{'vmapped' if vmap else 'looped':8s}: {len(seeds)} seeds x {a.steps} steps in {wall:.1f} s = "
-              f"{rate:.0f} seed-steps/s; 16 seeds x {cfg.steps} steps projected {16 * cfg.steps / rate / 60:.1f} min")
+        print(
+            f"{'vmapped' if vmap else 'looped':8s}: {len(seeds)} seeds x {a.steps} steps in {wall:.1f} s = "
+            f"{rate:.0f} seed-steps/s; 16 seeds x {cfg.steps} steps projected {16 * cfg.steps / rate / 60:.1f} min"
+        )
     print(f"vmapped / looped speed-up: {rows['looped'] / rows['vmapped']:.2f}x")
 
 

@@ -62,13 +62,16 @@ def bench_train(rounds=5, batch=3000):
             idx = jax.random.choice(key, cfg.train, (batch,), replace=False)
             lp = jax.nn.log_softmax(forward(p, X[idx])[0], -1)
             return -jnp.mean(jnp.take_along_axis(lp, Y[idx][..., None], -1))
+
         return f
 
     fns = {"general": jax.jit(jax.value_and_grad(loss(general))), "gather": jax.jit(jax.value_and_grad(loss(gather)))}
     key = jax.random.key(3)
     vals = {n: f(params, key) for n, f in fns.items()}
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(vals["gather"]),
-                                                              jax.tree.leaves(vals["general"])))
+    diff = max(
+        float(jnp.max(jnp.abs(a - b)))
+        for a, b in zip(jax.tree.leaves(vals["gather"]), jax.tree.leaves(vals["general"]))
+    )
     times = {n: [] for n in fns}
     for r in range(rounds):
         for n, f in fns.items():
@@ -76,17 +79,24 @@ def bench_train(rounds=5, batch=3000):
             jax.block_until_ready(f(params, jax.random.fold_in(key, r)))
             times[n].append(time.perf_counter() - t0)
     med = {n: float(np.median(v)) for n, v in times.items()}
-    print(f"minimal model value+grad, batch {batch}, float32 (median of {rounds}): general {med['general']:.3f} s, "
-          f"gather {med['gather']:.3f} s, ratio {med['general'] / med['gather']:.2f} (max |difference| {diff:.1e})")
+    print(
+        f"minimal model value+grad, batch {batch}, float32 (median of {rounds}): general {med['general']:.3f} s, "
+        f"gather {med['gather']:.3f} s, ratio {med['general'] / med['gather']:.2f} (max |difference| {diff:.1e})"
+    )
     steps = 20
-    f = jax.jit(lambda p, k: run_loop(p, loss(gather), cfg.optimizer_transform(), Plan.make(steps, steps),
-                                      lambda p: {}, k)[0].params)
+    f = jax.jit(
+        lambda p, k: (
+            run_loop(p, loss(gather), cfg.optimizer_transform(), Plan.make(steps, steps), lambda p: {}, k)[0].params
+        )
+    )
     jax.block_until_ready(f(params, key))
     t0 = time.perf_counter()
     jax.block_until_ready(f(params, key))
     per = (time.perf_counter() - t0) / steps
-    print(f"training loop, gather path: {per:.3f} s per AdamW step at batch {batch} "
-          f"(2000 steps: {2000 * per / 60:.1f} min per seed)")
+    print(
+        f"training loop, gather path: {per:.3f} s per AdamW step at batch {batch} "
+        f"(2000 steps: {2000 * per / 60:.1f} min per seed)"
+    )
 
 
 if __name__ == "__main__":

@@ -39,12 +39,17 @@ def bench(label, task, prior, attention, P, name, vary, n_loop, num_samples):
     t0 = time.perf_counter()
     loop = [one(vary[k]) for k in idx]
     per = (time.perf_counter() - t0) / n_loop
-    dev = max(abs((pc.transition["P_c"] or np.nan) - pd.P_c[k]) if pc.transition["P_c"] is not None else 0.0
-              for pc, k in zip(loop, idx))
-    print(f"{label:<28} {full:7.2f} s (cpu {cpu:5.1f} s, load {os.getloadavg()[0]:.1f})   loop of phase_curve: {per:.3f} s per value -> {per * len(vary):7.1f} s "
-          f"(x{per * len(vary) / full:.1f})   orders: {pd.order.count('first')} first / "
-          f"{pd.order.count('second')} second / {pd.order.count('crossover')} crossover   "
-          f"max |P_c diagram - loop| = {dev:.2e}", flush=True)
+    dev = max(
+        abs((pc.transition["P_c"] or np.nan) - pd.P_c[k]) if pc.transition["P_c"] is not None else 0.0
+        for pc, k in zip(loop, idx)
+    )
+    print(
+        f"{label:<28} {full:7.2f} s (cpu {cpu:5.1f} s, load {os.getloadavg()[0]:.1f})   loop of phase_curve: {per:.3f} s per value -> {per * len(vary):7.1f} s "
+        f"(x{per * len(vary) / full:.1f})   orders: {pd.order.count('first')} first / "
+        f"{pd.order.count('second')} second / {pd.order.count('crossover')} crossover   "
+        f"max |P_c diagram - loop| = {dev:.2e}",
+        flush=True,
+    )
 
 
 def main():
@@ -54,8 +59,12 @@ def main():
     ap.add_argument("--loop", type=int, default=3, help="values timed in the plain phase_curve loop (baseline)")
     ap.add_argument("--num-samples", type=int, default=20000, help="prior draws of the non-source logits (softmax)")
     ap.add_argument("--T", type=int, default=32, help="sequence length (sigma_A2 axis)")
-    ap.add_argument("--only", nargs="+", default=["softmax-sigma", "softmax-T", "linear-sigma"],
-                    help="which diagrams: softmax-sigma softmax-T linear-sigma")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        default=["softmax-sigma", "softmax-T", "linear-sigma"],
+        help="which diagrams: softmax-sigma softmax-T linear-sigma",
+    )
     a = ap.parse_args()
     warnings.simplefilter("ignore")  # grid-edge warnings at the smallest P are expected here
     task, prior = ba.CopyTask(T=a.T, d=8), ba.Prior(1.0, 100.0, 400.0)
@@ -68,8 +77,17 @@ def main():
     if "softmax-T" in a.only:
         bench(f"softmax x T ({len(Ts)}: 8..64)", task, prior, "softmax", P, "T", Ts, a.loop, a.num_samples)
     if "linear-sigma" in a.only:
-        bench(f"linear x sigma_A2 ({a.n_vary})", task, prior, "linear", np.linspace(300, 4000, a.n_P), "sigma_A2", sig,
-              a.loop, a.num_samples)
+        bench(
+            f"linear x sigma_A2 ({a.n_vary})",
+            task,
+            prior,
+            "linear",
+            np.linspace(300, 4000, a.n_P),
+            "sigma_A2",
+            sig,
+            a.loop,
+            a.num_samples,
+        )
 
 
 if __name__ == "__main__":

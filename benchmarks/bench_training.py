@@ -48,17 +48,43 @@ def timed(fn):
 def bench_sweep(steps: int, seeds: int, n_P: int) -> None:
     task = ba.CopyTask(T=16, d=8)
     P_values = np.linspace(100, 2000, n_P).astype(int).tolist()
-    run = lambda: ba.train_sweep(task, CANONICAL, "softmax", P_values, list(range(seeds)), jax.random.key(0),  # noqa: E731
-                                 steps=steps, record_every=50)
+    run = lambda: ba.train_sweep(
+        task,
+        CANONICAL,
+        "softmax",
+        P_values,
+        list(range(seeds)),
+        jax.random.key(0),  # noqa: E731
+        steps=steps,
+        record_every=50,
+    )
     sw, t_first = timed(run)
     sw, t_second = timed(run)
     runs = len(P_values) * seeds
-    _, t_vmap = timed(lambda: ba.train_sweep(task, CANONICAL, "softmax", P_values, list(range(seeds)),
-                                             jax.random.key(0), steps=steps, record_every=50, runs_per_batch=runs))
+    _, t_vmap = timed(
+        lambda: ba.train_sweep(
+            task,
+            CANONICAL,
+            "softmax",
+            P_values,
+            list(range(seeds)),
+            jax.random.key(0),
+            steps=steps,
+            record_every=50,
+            runs_per_batch=runs,
+        )
+    )
 
     data = task.sample(jax.random.key(1), 2000)
-    single = lambda bs: ba.train(data, CANONICAL, "softmax", jax.random.key(2), steps=steps, record_every=50,  # noqa: E731
-                                 batch_size=bs)
+    single = lambda bs: ba.train(
+        data,
+        CANONICAL,
+        "softmax",
+        jax.random.key(2),
+        steps=steps,
+        record_every=50,  # noqa: E731
+        batch_size=bs,
+    )
     single(None)
     _, t_single = timed(lambda: single(None))
     single(2000)
@@ -75,8 +101,10 @@ def bench_sweep(steps: int, seeds: int, n_P: int) -> None:
     print(f"| one run, direct per-sequence path (batch = P = 2000) | {t_direct * 1e3:.1f} ms |")
     print(f"| speed-up of the statistics path over the direct path | {t_direct / t_single:.1f}x |")
     m = sw.final_order_parameters["m"]
-    print(f"failures: {len(sw.failures)}; final m at P = {P_values[0]}: max over seeds {m[0].max():.4f}; "
-          f"at P = {P_values[-1]}: min over seeds {m[-1].min():.4f}")
+    print(
+        f"failures: {len(sw.failures)}; final m at P = {P_values[0]}: max over seeds {m[0].max():.4f}; "
+        f"at P = {P_values[-1]}: min over seeds {m[-1].min():.4f}"
+    )
 
 
 def onset(T: int, attention: str, P_values, seeds: int, steps: int) -> None:
@@ -97,20 +125,30 @@ def onset(T: int, attention: str, P_values, seeds: int, steps: int) -> None:
     out = ba.final_vs_P(small, hot, pc)
     ev = ba.emergence_vs_P(small)
     k = out["key"]
-    print(f"\n## {attention}, T = {T}, d = 8, canonical prior, {seeds} seeds x {steps} Adam steps "
-          f"(found: {k} > {out['threshold']:.4g} and q > {out['min_q']:g}; theory {t_theory:.0f} s)")
-    print("| P | small init m (mean +- sd) | small init u | hot init m | emergence step of m (median) "
-          "| theory <m> | theory <u> |")
+    print(
+        f"\n## {attention}, T = {T}, d = 8, canonical prior, {seeds} seeds x {steps} Adam steps "
+        f"(found: {k} > {out['threshold']:.4g} and q > {out['min_q']:g}; theory {t_theory:.0f} s)"
+    )
+    print(
+        "| P | small init m (mean +- sd) | small init u | hot init m | emergence step of m (median) "
+        "| theory <m> | theory <u> |"
+    )
     print("|---|---|---|---|---|---|---|")
     fm = small.final_order_parameters
     for i, P in enumerate(P_values):
-        print(f"| {P} | {fm['m'][i].mean():.4f} +- {fm['m'][i].std():.4f} | {fm['u'][i].mean():.3f} | "
-              f"{hot.final_order_parameters['m'][i].mean():.4f} | {ev['median_step'][i]:.0f} | "
-              f"{theory_m[i]:.4f} | {theory_u[i]:.4f} |")
-    print(f"onset (all seeds, small init): P = {out['onset_small']}; any seed: {out['onset_small_any']}; "
-          f"hot init stays copying down to P = {out.get('onset_hot')}")
-    print(f"theory: transition {out['theory'].get('transition') if pc is not None else None}; "
-          f"reference P {out['theory_P']}; closest to the small-init onset: {out.get('onset_small_closest')}")
+        print(
+            f"| {P} | {fm['m'][i].mean():.4f} +- {fm['m'][i].std():.4f} | {fm['u'][i].mean():.3f} | "
+            f"{hot.final_order_parameters['m'][i].mean():.4f} | {ev['median_step'][i]:.0f} | "
+            f"{theory_m[i]:.4f} | {theory_u[i]:.4f} |"
+        )
+    print(
+        f"onset (all seeds, small init): P = {out['onset_small']}; any seed: {out['onset_small_any']}; "
+        f"hot init stays copying down to P = {out.get('onset_hot')}"
+    )
+    print(
+        f"theory: transition {out['theory'].get('transition') if pc is not None else None}; "
+        f"reference P {out['theory_P']}; closest to the small-init onset: {out.get('onset_small_closest')}"
+    )
 
 
 def _loop_before(rev: str = "9a6ea7d"):
@@ -121,8 +159,9 @@ def _loop_before(rev: str = "9a6ea7d"):
     import sys
 
     root = pathlib.Path(__file__).resolve().parents[1]
-    src = subprocess.run(["git", "show", f"{rev}:bayesattn/training/loop.py"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout
+    src = subprocess.run(
+        ["git", "show", f"{rev}:bayesattn/training/loop.py"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     name = "bayesattn.training._loop_before"
     spec = importlib.util.spec_from_loader(name, loader=None)
     mod = importlib.util.module_from_spec(spec)
@@ -150,8 +189,16 @@ def bench_loop(steps: int, seeds: int, n_P: int) -> None:
     single()
     _, t_single = timed(single)
     cfg = SingleLayerConfig.for_task(task)
-    direct = lambda: fit(cfg, data, jax.random.key(2), optimizer=OptimizerConfig("adam", 1e-2), steps=steps,  # noqa: E731
-                         record_every=50, log_records=0, test=None)
+    direct = lambda: fit(
+        cfg,
+        data,
+        jax.random.key(2),
+        optimizer=OptimizerConfig("adam", 1e-2),
+        steps=steps,  # noqa: E731
+        record_every=50,
+        log_records=0,
+        test=None,
+    )
     direct()
     t0 = time.perf_counter()
     out = direct()
@@ -162,8 +209,10 @@ def bench_loop(steps: int, seeds: int, n_P: int) -> None:
     print(f"| train_sweep through run_loop (second call) | {t_new:.2f} s |")
     print(f"| train_sweep, loop before (second call) | {t_old:.2f} s |")
     print(f"| ratio new / before | {t_new / t_old:.2f} |")
-    print(f"| max abs difference of final m (Adam is deterministic; same data and keys) | "
-          f"{np.max(np.abs(sw_new.final_order_parameters['m'] - sw_old.final_order_parameters['m'])):.2e} |")
+    print(
+        f"| max abs difference of final m (Adam is deterministic; same data and keys) | "
+        f"{np.max(np.abs(sw_new.final_order_parameters['m'] - sw_old.final_order_parameters['m'])):.2e} |"
+    )
     print(f"| one ba.train run, statistics path (P = 2000) | {t_single * 1e3:.1f} ms |")
     print(f"| ba.fit on SingleLayer, direct per-sequence path (P = 2000) | {t_fit * 1e3:.1f} ms |")
     print(f"| ratio fit (direct) / train (statistics) | {t_fit / t_single:.1f} |")

@@ -39,15 +39,25 @@ def summarize(results: dict) -> dict:
         per_seed[seed] = {"log_odds": br["log_odds"]["high"], "log_odds_se": se, "weight": br["weights"]["high"]}
     ok = [v for v in per_seed.values() if v is not None]
     w_th = theory["predicted_high_weight"]
-    out = {"per_seed": per_seed, "theory_weight": w_th, "theory_log_odds": math.log(w_th / (1 - w_th)),
-           "seeds_used": len(ok)}
+    out = {
+        "per_seed": per_seed,
+        "theory_weight": w_th,
+        "theory_log_odds": math.log(w_th / (1 - w_th)),
+        "seeds_used": len(ok),
+    }
     if ok:
         lo = np.array([v["log_odds"] for v in ok])
         w = np.array([v["weight"] for v in ok])
-        out.update({"mean_log_odds": float(lo.mean()), "sd_log_odds": float(lo.std(ddof=1)) if lo.size > 1 else None,
-                    "mean_weight": float(w.mean()), "sd_weight": float(w.std(ddof=1)) if w.size > 1 else None,
-                    "mean_se_within_seed": float(np.mean([v["log_odds_se"] for v in ok])),
-                    "gap_to_theory_log_odds": float(lo.mean() - out["theory_log_odds"])})
+        out.update(
+            {
+                "mean_log_odds": float(lo.mean()),
+                "sd_log_odds": float(lo.std(ddof=1)) if lo.size > 1 else None,
+                "mean_weight": float(w.mean()),
+                "sd_weight": float(w.std(ddof=1)) if w.size > 1 else None,
+                "mean_se_within_seed": float(np.mean([v["log_odds_se"] for v in ok])),
+                "gap_to_theory_log_odds": float(lo.mean() - out["theory_log_odds"]),
+            }
+        )
     return out
 
 
@@ -72,24 +82,53 @@ def main(argv=None):
     for seed in a.seeds:
         path = coexistence_check.result_path(a.out, a.T, a.P, seed)
         if not os.path.exists(path):
-            coexistence_check.main(["--T", str(a.T), "--P", str(a.P), "--seed", str(seed), "--out", a.out,
-                                    "--skip-prior-smc", "--chains", str(a.chains), "--warmup", str(a.warmup),
-                                    "--draws", str(a.draws), "--branch-runs", str(a.branch_runs),
-                                    "--particles", str(a.particles), "--mcmc-steps", str(a.mcmc_steps)])
+            coexistence_check.main(
+                [
+                    "--T",
+                    str(a.T),
+                    "--P",
+                    str(a.P),
+                    "--seed",
+                    str(seed),
+                    "--out",
+                    a.out,
+                    "--skip-prior-smc",
+                    "--chains",
+                    str(a.chains),
+                    "--warmup",
+                    str(a.warmup),
+                    "--draws",
+                    str(a.draws),
+                    "--branch-runs",
+                    str(a.branch_runs),
+                    "--particles",
+                    str(a.particles),
+                    "--mcmc-steps",
+                    str(a.mcmc_steps),
+                ]
+            )
         with open(path) as f:
             results[seed] = json.load(f)
     s = summarize(results)
     print("| seed | log Z_copy - log Z_uniform | weight of the copy branch |")
     print("|---|---|---|")
     for seed, v in s["per_seed"].items():
-        print(f"| {seed} | " + ("no reference on one branch | |" if v is None else
-              f"{v['log_odds']:.2f} +- {v['log_odds_se']:.2f} | {v['weight']:.3f} |"))
+        print(
+            f"| {seed} | "
+            + (
+                "no reference on one branch | |"
+                if v is None
+                else f"{v['log_odds']:.2f} +- {v['log_odds_se']:.2f} | {v['weight']:.3f} |"
+            )
+        )
     if s["seeds_used"]:
         sd = s["sd_log_odds"]
-        print(f"over {s['seeds_used']} seeds: log-odds {s['mean_log_odds']:.2f} (sd {sd if sd is None else round(sd, 2)}), "
-              f"weight {s['mean_weight']:.3f} (sd {s['sd_weight'] if s['sd_weight'] is None else round(s['sd_weight'], 3)}); "
-              f"theory: log-odds {s['theory_log_odds']:.3f}, weight {s['theory_weight']:.3f}; "
-              f"gap {s['gap_to_theory_log_odds']:.2f} nats")
+        print(
+            f"over {s['seeds_used']} seeds: log-odds {s['mean_log_odds']:.2f} (sd {sd if sd is None else round(sd, 2)}), "
+            f"weight {s['mean_weight']:.3f} (sd {s['sd_weight'] if s['sd_weight'] is None else round(s['sd_weight'], 3)}); "
+            f"theory: log-odds {s['theory_log_odds']:.3f}, weight {s['theory_weight']:.3f}; "
+            f"gap {s['gap_to_theory_log_odds']:.2f} nats"
+        )
     path = os.path.join(a.out, f"coexistence_seeds_T{a.T}_P{a.P}.json")
     with open(path, "w") as f:
         json.dump({"config": vars(a), "summary": s}, f, indent=1)

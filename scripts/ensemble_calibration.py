@@ -38,9 +38,12 @@ def main(argv=None):
         ap.error(f"--runs={a.runs}: expected an integer >= 2 (a spread needs two runs)")
     data = ba.CopyTask(T=a.T, d=8).sample(jax.random.key(0), a.P)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, a.sigma2))
-    samplers = {f"chees {a.chains} x ({a.warmup} + {a.draws})":
-                dict(method="chees", num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws),
-                "nuts 4 x (500 + 1000)": dict(num_chains=4, num_warmup=500, num_samples=1000)}
+    samplers = {
+        f"chees {a.chains} x ({a.warmup} + {a.draws})": dict(
+            method="chees", num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws
+        ),
+        "nuts 4 x (500 + 1000)": dict(num_chains=4, num_warmup=500, num_samples=1000),
+    }
     print(f"T = {a.T}, P = {a.P}, sigma2 = {a.sigma2}, init {a.init}, {a.runs} runs per sampler", flush=True)
     stats = {}
     for name, kw in samplers.items():
@@ -48,9 +51,12 @@ def main(argv=None):
         rows = [ba.sample(post, jax.random.key(1000 + s), init=a.init, **kw).summary()["m"] for s in range(a.runs)]
         mu, se = np.array([r["mean"] for r in rows]), np.array([r["se"] for r in rows])
         stats[name] = (mu.mean(), mu.std(ddof=1) / np.sqrt(a.runs))
-        print(f"{name}: mean of <m> {mu.mean():.5f} +- {stats[name][1]:.5f}; sd of the runs' <m> "
-              f"{mu.std(ddof=1):.6f} vs mean reported se {se.mean():.6f} (ratio {mu.std(ddof=1) / se.mean():.2f}); "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        print(
+            f"{name}: mean of <m> {mu.mean():.5f} +- {stats[name][1]:.5f}; sd of the runs' <m> "
+            f"{mu.std(ddof=1):.6f} vs mean reported se {se.mean():.6f} (ratio {mu.std(ddof=1) / se.mean():.2f}); "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
     (m1, s1), (m2, s2) = stats.values()
     print(f"difference of the means over runs: {m1 - m2:+.5f} = {(m1 - m2) / np.hypot(s1, s2):+.1f} combined se")
 

@@ -36,18 +36,31 @@ def main(argv=None):
         post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 400.0))
         ms = {}
         for j, init in enumerate(("cold", "hot")):
-            s = ba.sample(post, jax.random.key(10 + j), method="chees", num_chains=a.chains, num_warmup=a.warmup,
-                          num_samples=a.draws, init=init)
+            s = ba.sample(
+                post,
+                jax.random.key(10 + j),
+                method="chees",
+                num_chains=a.chains,
+                num_warmup=a.warmup,
+                num_samples=a.draws,
+                init=init,
+            )
             m = s.order_parameters["m"]
             cm = m.mean(axis=1)
             ms[init] = m
-            print(f"| {P} | {init} | {m.mean():.4f} | {cm.min():.3f}..{cm.max():.3f} | "
-                  f"{(cm > a.threshold).sum()} of {a.chains} | {s.diagnostics['m']['r_hat']:.3f} | "
-                  f"{s.diagnostics['wall_time_s']:.0f} |", flush=True)
+            print(
+                f"| {P} | {init} | {m.mean():.4f} | {cm.min():.3f}..{cm.max():.3f} | "
+                f"{(cm > a.threshold).sum()} of {a.chains} | {s.diagnostics['m']['r_hat']:.3f} | "
+                f"{s.diagnostics['wall_time_s']:.0f} |",
+                flush=True,
+            )
         both = np.concatenate([ms["cold"], ms["hot"]])
         labels = np.repeat([0, 1], a.chains)
-        print(f"| {P} | cold + hot as two superchains | {both.mean():.4f} | | | nested R-hat "
-              f"{nested_r_hat(both, labels):.3f} | |", flush=True)
+        print(
+            f"| {P} | cold + hot as two superchains | {both.mean():.4f} | | | nested R-hat "
+            f"{nested_r_hat(both, labels):.3f} | |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -59,12 +59,21 @@ def mcmc(attention, H, P, init="cold", seed=0, chains=2, warmup=300, samples=500
     alpha = np.asarray(post.model.weights(jax.numpy.asarray(L.reshape(-1, H, task.T, task.T)), task.key_mask))
     st = draw_stats(alpha, task)
     per_chain = {k: np.asarray(v).reshape(chains, -1, *np.shape(v)[1:]).mean(axis=1) for k, v in st.items()}
-    return {"attention": attention, "H": H, "P": P, "init": init, "seed": seed, "chains": chains,
-            "warmup": warmup, "samples": samples, "wall_s": wall,
-            "mean": {k: v.mean(axis=0).tolist() for k, v in per_chain.items()},
-            "chain_means": {k: v.tolist() for k, v in per_chain.items()},
-            "num_divergent": int(s.diagnostics.get("num_divergent", -1)),
-            "versions": package_versions()}
+    return {
+        "attention": attention,
+        "H": H,
+        "P": P,
+        "init": init,
+        "seed": seed,
+        "chains": chains,
+        "warmup": warmup,
+        "samples": samples,
+        "wall_s": wall,
+        "mean": {k: v.mean(axis=0).tolist() for k, v in per_chain.items()},
+        "chain_means": {k: v.tolist() for k, v in per_chain.items()},
+        "num_divergent": int(s.diagnostics.get("num_divergent", -1)),
+        "versions": package_versions(),
+    }
 
 
 def run_mcmc(args):
@@ -80,8 +89,10 @@ def run_mcmc(args):
                     continue
                 r = mcmc(att, H, P, init, chains=args.chains, warmup=args.warmup, samples=args.samples)
                 write_json_atomic(path, r)
-                print(f"{att} H={H} P={P} {init}: mass_max {np.round(r['mean']['mass_max'], 3)} "
-                      f"({r['wall_s']:.0f} s)", flush=True)
+                print(
+                    f"{att} H={H} P={P} {init}: mass_max {np.round(r['mean']['mass_max'], 3)} ({r['wall_s']:.0f} s)",
+                    flush=True,
+                )
 
 
 def theory(att, H, num_samples, Ps):
@@ -95,11 +106,24 @@ def theory(att, H, num_samples, Ps):
         return json.loads(path.read_text())
     t0 = time.perf_counter()
     c = heads_curve(Ps, heads=H, attention=att, num_samples=num_samples)
-    fps = [[{k: fp[k] for k in ("x_canon", "F", "stable", "ess", "starts", "multiplicity", "residual")
-             if k in fp} | {"weight": fp.get("weight")} for fp in fl] for fl in c.fixed_points]
-    r = {"P": c.P.tolist(), "mean": {k: v.tolist() for k, v in c.mean.items()},
-         "fixed": {k: v.tolist() for k, v in c.fixed.items()}, "fixed_points": fps, "transitions": c.transitions,
-         "config": c.config, "wall_s": time.perf_counter() - t0, "versions": package_versions()}
+    fps = [
+        [
+            {k: fp[k] for k in ("x_canon", "F", "stable", "ess", "starts", "multiplicity", "residual") if k in fp}
+            | {"weight": fp.get("weight")}
+            for fp in fl
+        ]
+        for fl in c.fixed_points
+    ]
+    r = {
+        "P": c.P.tolist(),
+        "mean": {k: v.tolist() for k, v in c.mean.items()},
+        "fixed": {k: v.tolist() for k, v in c.fixed.items()},
+        "fixed_points": fps,
+        "transitions": c.transitions,
+        "config": c.config,
+        "wall_s": time.perf_counter() - t0,
+        "versions": package_versions(),
+    }
     write_json_atomic(path, r)
     return json.loads(path.read_text())
 
@@ -127,8 +151,12 @@ def table(args):
         K = H
         head = " | ".join(f"lag {k + 1}" for k in range(K))
         extra = " | m singular values" if att == "linear" else " | head overlap Q_01"
-        lines += [f"**{att}, H = {H}** (theory / MCMC; MCMC = mean of cold and hot, 4 chains x (500 + 1000) each)",
-                  "", f"| P | {head}{extra} | max abs diff | cold - hot |", "|---" * (K + 4) + "|"]
+        lines += [
+            f"**{att}, H = {H}** (theory / MCMC; MCMC = mean of cold and hot, 4 chains x (500 + 1000) each)",
+            "",
+            f"| P | {head}{extra} | max abs diff | cold - hot |",
+            "|---" * (K + 4) + "|",
+        ]
         mm = []
         for i, P in enumerate(Ps):
             runs = load_mcmc(att, H, P, args)
@@ -160,8 +188,11 @@ def table(args):
             pk_mc = [transitions(Pm, mm[:, k], 3.0 / 16) for k in range(K)]
             pk_th = [th["transitions"][f"lag{k + 1}"] for k in range(K)]
             fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
-            lines += ["", "P_k (best head's mass crosses 3/T, log-interpolated on this grid), theory / MCMC: "
-                      + ", ".join(f"lag {k + 1}: {fmt(a)} / {fmt(b)}" for k, (a, b) in enumerate(zip(pk_th, pk_mc)))]
+            lines += [
+                "",
+                "P_k (best head's mass crosses 3/T, log-interpolated on this grid), theory / MCMC: "
+                + ", ".join(f"lag {k + 1}: {fmt(a)} / {fmt(b)}" for k, (a, b) in enumerate(zip(pk_th, pk_mc))),
+            ]
         lines += [f"(theory: {th['wall_s']:.0f} s for {len(Ps)} values of P)", ""]
     text = "\n".join(lines)
     (OUT / "table.md").write_text(text)
@@ -181,12 +212,29 @@ def orders(args):
             t0 = time.perf_counter()
             P = args.P or [int(p) for p in np.unique(np.round(np.geomspace(400, 8000, args.n_P)))]
             c = heads_curve(P, heads=2, attention="softmax", T=T, num_samples=args.num_samples or 100_000)
-            write_json_atomic(path, {"T": T, "P": P, "mass_max": c.mean["mass_max"].tolist(),
-                                     "transitions": c.transitions, "wall_s": time.perf_counter() - t0,
-                                     "fixed_points": [[{"m": np.asarray(fp["x_canon"][:4]).round(4).tolist(),
-                                                        "TF": T * fp["F"], "stable": fp["stable"],
-                                                        "weight": fp.get("weight"), "starts": fp["starts"]}
-                                                       for fp in fl] for fl in c.fixed_points]})
+            write_json_atomic(
+                path,
+                {
+                    "T": T,
+                    "P": P,
+                    "mass_max": c.mean["mass_max"].tolist(),
+                    "transitions": c.transitions,
+                    "wall_s": time.perf_counter() - t0,
+                    "fixed_points": [
+                        [
+                            {
+                                "m": np.asarray(fp["x_canon"][:4]).round(4).tolist(),
+                                "TF": T * fp["F"],
+                                "stable": fp["stable"],
+                                "weight": fp.get("weight"),
+                                "starts": fp["starts"],
+                            }
+                            for fp in fl
+                        ]
+                        for fl in c.fixed_points
+                    ],
+                },
+            )
         r = json.loads(path.read_text())
         print(f"T = {T}: transitions {r['transitions']} ({r['wall_s']:.0f} s)")
         for P, mm, fl in zip(r["P"], r["mass_max"], r["fixed_points"]):
@@ -199,15 +247,25 @@ if __name__ == "__main__":
     ap.add_argument("--part", choices=["mcmc", "table", "orders"], default="table")
     ap.add_argument("--T", nargs="*", type=int, default=[32, 64], help="--part orders: sequence lengths")
     ap.add_argument("--n-P", type=int, default=16, help="--part orders: values of P in 400..8000")
-    ap.add_argument("--P", nargs="*", type=int, default=[], help="--part orders: explicit values of P instead; --part table: only these of the grid")
+    ap.add_argument(
+        "--P",
+        nargs="*",
+        type=int,
+        default=[],
+        help="--part orders: explicit values of P instead; --part table: only these of the grid",
+    )
     ap.add_argument("--attention", nargs="*", default=[])
     ap.add_argument("--heads", nargs="*", type=int, default=[])
     ap.add_argument("--inits", nargs="*", default=["cold", "hot"])
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--samples", type=int, default=1000)
-    ap.add_argument("--num-samples", type=int, default=None,
-                    help="importance rows of the softmax row law (default 100,000; 200,000 for H >= 3)")
+    ap.add_argument(
+        "--num-samples",
+        type=int,
+        default=None,
+        help="importance rows of the softmax row law (default 100,000; 200,000 for H >= 3)",
+    )
     args = ap.parse_args()
     if args.part == "mcmc":
         run_mcmc(args)

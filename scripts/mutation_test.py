@@ -31,11 +31,9 @@ from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 MODULES = {
     "bayesattn/bayes/posterior.py": "tests/test_posterior.py tests/test_survivor_pins.py",
     "bayesattn/models/attention.py": "tests/test_attention.py tests/test_attention_model.py",
-    "bayesattn/bayes/samples.py":
-        "tests/test_sampler_checks.py tests/test_sampling.py::test_bad_input_raises_value_error",
+    "bayesattn/bayes/samples.py": "tests/test_sampler_checks.py tests/test_sampling.py::test_bad_input_raises_value_error",
     "bayesattn/sweep.py": "tests/test_sweep.py tests/test_atomic_writes.py tests/test_survivor_pins.py",
-    "bayesattn/training/objective.py":
-        "tests/test_training.py tests/test_training_pins.py -k 'objective or adam_step or initial_loss'",
+    "bayesattn/training/objective.py": "tests/test_training.py tests/test_training_pins.py -k 'objective or adam_step or initial_loss'",
 }
 MUTANTS_PER_MODULE = 20
 TIMEOUT_S = 300.0
@@ -45,8 +43,13 @@ def copy_tree(root: Path, dest: Path) -> None:
     """Tracked and untracked-but-not-ignored files of the work tree (what a commit would hold)."""
     if dest.exists():
         shutil.rmtree(dest)
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, names):
         src = root / name
         if src.is_file():
@@ -94,8 +97,11 @@ def main() -> int:
     python = str(Path(args.python).absolute()) if os.sep in args.python else args.python  # not resolve(): keep the venv
     cosmic = str(Path(sys.executable).with_name("cosmic-ray"))
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    report = [f"# mutation run {time.strftime('%Y-%m-%d %H:%M')} (cosmic-ray, seed {args.seed}, "
-              f"{args.per_module or 'all'} mutants per module)", ""]
+    report = [
+        f"# mutation run {time.strftime('%Y-%m-%d %H:%M')} (cosmic-ray, seed {args.seed}, "
+        f"{args.per_module or 'all'} mutants per module)",
+        "",
+    ]
     totals = collections.Counter()
     for module in args.modules:
         tests = MODULES[module]
@@ -113,8 +119,9 @@ def main() -> int:
             f'module-path = "{module}"\n'
             f"timeout = {TIMEOUT_S}\n"
             "excluded-modules = []\n"
-            f"test-command = \"{test_cmd.replace(chr(34), chr(92) + chr(34))}\"\n"
-            '[cosmic-ray.distributor]\nname = "local"\n')
+            f'test-command = "{test_cmd.replace(chr(34), chr(92) + chr(34))}"\n'
+            '[cosmic-ray.distributor]\nname = "local"\n'
+        )
         subprocess.run([cosmic, "init", str(config), str(session)], cwd=tree, env=env, check=True)
         with use_db(str(session)) as db:
             items = list(db.pending_work_items)
@@ -141,8 +148,11 @@ def main() -> int:
         report.append(line)
         for item, result in survived:
             report.append(f"  - survived: {describe(item, tree)}")
-            report.extend("    " + d for d in (result.diff or "").splitlines() if d.startswith(("-", "+"))
-                          and not d.startswith(("---", "+++")))
+            report.extend(
+                "    " + d
+                for d in (result.diff or "").splitlines()
+                if d.startswith(("-", "+")) and not d.startswith(("---", "+++"))
+            )
     report += ["", f"total: {totals['killed']} / {totals['total']} killed"]
     (work / "report.md").write_text("\n".join(report) + "\n")
     print("\n".join(report))

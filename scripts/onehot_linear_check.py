@@ -43,9 +43,19 @@ def point(T, P, warmup, draws, chains, seed):
     task = ba.CopyTask(T=T, d=D_TOK, tokens="onehot")
     data = task.sample(jax.random.key(seed + int(P)), int(P))
     post = ba.Posterior(data, "linear", prior)
-    res = {"T": T, "P": float(P), "config": {"warmup": warmup, "draws": draws, "chains": chains, "seed": seed,
-                                            "data_key": seed + int(P), "prior": prior.config()},
-           "versions": {"jax": jax.__version__}}
+    res = {
+        "T": T,
+        "P": float(P),
+        "config": {
+            "warmup": warmup,
+            "draws": draws,
+            "chains": chains,
+            "seed": seed,
+            "data_key": seed + int(P),
+            "prior": prior.config(),
+        },
+        "versions": {"jax": jax.__version__},
+    }
     for j, init in enumerate(("cold", "hot")):
         key = seed + 100_000 + 7 * int(P) + j
         s = ba.sample(post, jax.random.key(key), num_chains=chains, num_warmup=warmup, num_samples=draws, init=init)
@@ -123,9 +133,11 @@ def summary(out):
         print("|---|---|---|---|---|---|---|")
         for i, r in enumerate(pts):
             mc = 0.5 * (r["cold"]["u"] + r["hot"]["u"])
-            print(f"| {r['P']:.0f} | {pc.mean['u'][i]:.4f} | {r['cold']['u']:.4f} | {r['hot']['u']:.4f} | "
-                  f"{abs(pc.mean['u'][i] - mc):.4f} | {pc.mean['q'][i]:.4f} | "
-                  f"{0.5 * (r['cold']['q'] + r['hot']['q']):.4f} |")
+            print(
+                f"| {r['P']:.0f} | {pc.mean['u'][i]:.4f} | {r['cold']['u']:.4f} | {r['hot']['u']:.4f} | "
+                f"{abs(pc.mean['u'][i] - mc):.4f} | {pc.mean['q'][i]:.4f} | "
+                f"{0.5 * (r['cold']['q'] + r['hot']['q']):.4f} |"
+            )
 
 
 if __name__ == "__main__":

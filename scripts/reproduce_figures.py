@@ -18,13 +18,26 @@ from pathlib import Path
 from bayesattn.experiments import RunConfig, run_phase_diagram
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ("default", "finite_size", "sigma_A2_plane", "T_plane", "training_dynamics", "coexistence",
-           "softmax_vs_linear")
+CONFIGS = (
+    "default",
+    "finite_size",
+    "sigma_A2_plane",
+    "T_plane",
+    "training_dynamics",
+    "coexistence",
+    "softmax_vs_linear",
+)
 # the figures the README embeds: (config, file stem)
-DOC_FIGURES = (("default", "fig1_order_parameter_vs_P"), ("default", "fig2_free_energy_landscapes"),
-               ("sigma_A2_plane", "fig3_phase_diagram_P_sigma_A2"), ("T_plane", "fig3_phase_diagram_P_T"),
-               ("default", "fig4_posterior_mean_attention"), ("coexistence", "fig5_posterior_histograms"),
-               ("training_dynamics", "fig6_training_curves"), ("finite_size", "fig7_finite_size_scaling"))
+DOC_FIGURES = (
+    ("default", "fig1_order_parameter_vs_P"),
+    ("default", "fig2_free_energy_landscapes"),
+    ("sigma_A2_plane", "fig3_phase_diagram_P_sigma_A2"),
+    ("T_plane", "fig3_phase_diagram_P_T"),
+    ("default", "fig4_posterior_mean_attention"),
+    ("coexistence", "fig5_posterior_histograms"),
+    ("training_dynamics", "fig6_training_curves"),
+    ("finite_size", "fig7_finite_size_scaling"),
+)
 
 
 def main(argv=None) -> None:

@@ -25,9 +25,16 @@ def build_cluster(args):
     from dask_jobqueue import SLURMCluster
 
     processes = args.processes or args.cores
-    kwargs = {"queue": args.queue, "cores": args.cores, "processes": processes, "memory": args.memory,
-              "walltime": args.walltime, "job_script_prologue": args.prologue,
-              "job_extra_directives": args.sbatch, "scheduler_options": {"dashboard_address": ":0"}}
+    kwargs = {
+        "queue": args.queue,
+        "cores": args.cores,
+        "processes": processes,
+        "memory": args.memory,
+        "walltime": args.walltime,
+        "job_script_prologue": args.prologue,
+        "job_extra_directives": args.sbatch,
+        "scheduler_options": {"dashboard_address": ":0"},
+    }
     if args.account:
         kwargs["account"] = args.account
     if args.interface:
@@ -49,12 +56,20 @@ def main(argv=None) -> int:
     g.add_argument("--jobs", type=int, default=2, help="worker jobs to submit (default 2)")
     g.add_argument("--interface", help="network interface of the workers, e.g. ib0")
     g.add_argument("--local-directory", help="scratch folder on the nodes, e.g. $TMPDIR")
-    g.add_argument("--prologue", action="append", default=[],
-                   help="shell line run in each job before the worker starts, e.g. 'module load python' (repeatable)")
-    g.add_argument("--sbatch", action="append", default=[], help="extra #SBATCH directive, e.g. '--gres=gpu:1' (repeatable)")
+    g.add_argument(
+        "--prologue",
+        action="append",
+        default=[],
+        help="shell line run in each job before the worker starts, e.g. 'module load python' (repeatable)",
+    )
+    g.add_argument(
+        "--sbatch", action="append", default=[], help="extra #SBATCH directive, e.g. '--gres=gpu:1' (repeatable)"
+    )
     s = p.add_argument_group("the sweep")
     s.add_argument("--config", default="default", help="named config in phase_diagrams/ or a TOML path")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)"
+    )
     s.add_argument("--out", help="output folder (default phase_diagrams/<config name>)")
     s.add_argument("--batch", type=int, default=1, help="MCMC points of one shape per program (GPU jobs: e.g. 16)")
     s.add_argument("--dry-run", action="store_true", help="print the job script and stop (no SLURM needed)")
@@ -75,8 +90,10 @@ def main(argv=None) -> int:
     try:
         if args.dry_run:
             print(cluster.job_script())
-            print(f"# would submit {args.jobs} jobs of {args.cores} cores ({args.processes or args.cores} workers "
-                  f"each) for config '{cfg.name}'")
+            print(
+                f"# would submit {args.jobs} jobs of {args.cores} cores ({args.processes or args.cores} workers "
+                f"each) for config '{cfg.name}'"
+            )
             return 0
         from distributed import Client
 
@@ -86,8 +103,11 @@ def main(argv=None) -> int:
         out = prepare_output_dir(args.out or f"phase_diagrams/{cfg.name}", "--out")
         cluster.scale(jobs=args.jobs)
         with Client(cluster) as client:
-            print(f"scheduler {cluster.scheduler_address}: {args.jobs} jobs submitted; phase diagram "
-                  f"'{cfg.name}' -> {out}; dashboard {client.dashboard_link}", flush=True)
+            print(
+                f"scheduler {cluster.scheduler_address}: {args.jobs} jobs submitted; phase diagram "
+                f"'{cfg.name}' -> {out}; dashboard {client.dashboard_link}",
+                flush=True,
+            )
             run_phase_diagram(cfg, out, executor=client, batch=args.batch)
         return 0
     finally:

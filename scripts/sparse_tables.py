@@ -1,6 +1,6 @@
 """Markdown tables of a `bayesattn sparse` run (docs/sparse.md sections 3-4), from its saved point files.
 
-    python scripts/sparse_tables.py results/sparse_emergence
+python scripts/sparse_tables.py results/sparse_emergence
 """
 
 from __future__ import annotations
@@ -15,12 +15,19 @@ from bayesattn.sweep import load_results
 
 
 def training_table(run: Path) -> str:
-    rows = ["| part | model | S | s | H | head size | solved | median t* (range) | escape from ln 2 | final IoU | "
-            "final entropy | wall (s) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| part | model | S | s | H | head size | solved | median t* (range) | escape from ln 2 | final IoU | "
+        "final entropy | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for part in ("grid", "heads", "head_dim", "mixer"):
         recs = load_results(run / "points" / part)
-        recs.sort(key=lambda r: tuple((str(v) if isinstance(v, str) else f"{v or 0:06d}") for v in
-                                      (r["point"]["train"][k] for k in ("model", "S", "s", "heads", "head_dim"))))
+        recs.sort(
+            key=lambda r: tuple(
+                (str(v) if isinstance(v, str) else f"{v or 0:06d}")
+                for v in (r["point"]["train"][k] for k in ("model", "S", "s", "heads", "head_dim"))
+            )
+        )
         for r in recs:
             t, res = r["point"]["train"], r["result"]
             d = difficulty(res)
@@ -28,9 +35,11 @@ def training_table(run: Path) -> str:
             tm = "-" if d["t_median"] is None else f"{d['t_median']:.0f} ({d['t_min']}-{d['t_max']})"
             esc = "-" if d["escape_median"] is None else f"{d['escape_median']:.0f}"
             tf = t["model"] == "transformer"
-            rows.append(f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if tf else '-'} "
-                        f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} | {tm} | {esc} "
-                        f"| {d['iou']:.2f} | {np.mean(res['entropy_final']):.2f} | {r['wall_time_s']:.0f} |")
+            rows.append(
+                f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if tf else '-'} "
+                f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} | {tm} | {esc} "
+                f"| {d['iou']:.2f} | {np.mean(res['entropy_final']):.2f} | {r['wall_time_s']:.0f} |"
+            )
     return "\n".join(rows)
 
 
@@ -40,12 +49,17 @@ def bayes_table(run: Path) -> str:
         return ""
     P = next(iter(summ.values()))["P"]
     theory = {(r["point"]["S"], r["point"]["s"]): r["result"]["P_c"] for r in load_results(run / "points" / "theory")}
-    rows = ["| S | s | " + " | ".join(f"P={p}" for p in P) + " | P_c (NUTS) | P_c (theory) |",
-            "|---|---|" + "---|" * (len(P) + 2)]
+    rows = [
+        "| S | s | " + " | ".join(f"P={p}" for p in P) + " | P_c (NUTS) | P_c (theory) |",
+        "|---|---|" + "---|" * (len(P) + 2),
+    ]
     fmt = lambda p: "> grid" if p is None else f"{p:.0f}"  # noqa: E731
     for e in sorted(summ.values(), key=lambda e: (e["S"], e["s"])):
-        rows.append(f"| {e['S']} | {e['s']} | " + " | ".join(f"{x:.2f}" for x in e["excess"])
-                    + f" | {fmt(e['P_c'])} | {fmt(theory.get((e['S'], e['s'])))} |")
+        rows.append(
+            f"| {e['S']} | {e['s']} | "
+            + " | ".join(f"{x:.2f}" for x in e["excess"])
+            + f" | {fmt(e['P_c'])} | {fmt(theory.get((e['S'], e['s'])))} |"
+        )
     return "\n".join(rows)
 
 

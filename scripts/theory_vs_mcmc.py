@@ -59,8 +59,14 @@ def mcmc_point(attention, T, P, warmup, draws, chains, seed, tokens="gaussian", 
     name = ORDER_PARAMETER[attention]
     res = {"attention": attention, "T": T, "P": float(P), "tokens": tokens, "boundary": boundary}
     for j, init in enumerate(("cold", "hot")):
-        s = ba.sample(post, jax.random.key(seed + 100_000 + 7 * int(P) + j), num_chains=chains, num_warmup=warmup,
-                      num_samples=draws, init=init)
+        s = ba.sample(
+            post,
+            jax.random.key(seed + 100_000 + 7 * int(P) + j),
+            num_chains=chains,
+            num_warmup=warmup,
+            num_samples=draws,
+            init=init,
+        )
         x = np.asarray(s.order_parameters[name])
         res[init] = float(x.mean())
         res[init + "_chain_means"] = x.mean(axis=1).tolist()
@@ -102,11 +108,17 @@ def summarise(r):
         near = tr.get("P_c") is not None and abs(P - tr["P_c"]) < 0.06 * tr["P_c"]
         mc = 0.5 * (p["cold"] + p["hot"])
         if inside:
-            window.append({"P": P, "branches": p.get("theory_branches") or branches_at(pc, P, name), "cold": p["cold"], "hot": p["hot"]})
+            window.append(
+                {
+                    "P": P,
+                    "branches": p.get("theory_branches") or branches_at(pc, P, name),
+                    "cold": p["cold"],
+                    "hot": p["hot"],
+                }
+            )
         elif not near:
             away.append(abs(mc - p["theory_mean"]))
-    return {"max_gap_away": max(away) if away else None, "n_away": len(away), "window": window,
-            "transition": tr}
+    return {"max_gap_away": max(away) if away else None, "n_away": len(away), "window": window, "transition": tr}
 
 
 def plot(results, path):
@@ -128,12 +140,30 @@ def plot(results, path):
         for sp in pc.transition.get("spinodals", []):
             ax.axvline(sp, color="0.7", ls=":")
         Ps = [p["P"] for p in r["points"]]
-        ax.errorbar(Ps, [p["cold"] for p in r["points"]], yerr=[p["cold_sem"] for p in r["points"]], fmt="o", ms=3,
-                    color="C0", label="NUTS cold")
-        ax.errorbar(Ps, [p["hot"] for p in r["points"]], yerr=[p["hot_sem"] for p in r["points"]], fmt="s", ms=3,
-                    mfc="none", color="C3", label="NUTS hot")
-        ax.set_title(f"{r['attention']} {r.get('boundary', 'cyclic')}, T = {r['T']}, {r.get('tokens', 'gaussian')} "
-                     f"({pc.transition['order']})", fontsize=9)
+        ax.errorbar(
+            Ps,
+            [p["cold"] for p in r["points"]],
+            yerr=[p["cold_sem"] for p in r["points"]],
+            fmt="o",
+            ms=3,
+            color="C0",
+            label="NUTS cold",
+        )
+        ax.errorbar(
+            Ps,
+            [p["hot"] for p in r["points"]],
+            yerr=[p["hot_sem"] for p in r["points"]],
+            fmt="s",
+            ms=3,
+            mfc="none",
+            color="C3",
+            label="NUTS hot",
+        )
+        ax.set_title(
+            f"{r['attention']} {r.get('boundary', 'cyclic')}, T = {r['T']}, {r.get('tokens', 'gaussian')} "
+            f"({pc.transition['order']})",
+            fontsize=9,
+        )
         ax.set_xlabel("P")
         ax.set_ylabel(f"<{name}>")
     axes[0][0].legend(fontsize=7)
@@ -169,13 +199,17 @@ def main():
     tasks = [(att, T, float(P)) for (att, T), Ps in grids.items() for P in Ps]
     if a.jobs > 1:
         with cf.ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = [ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens, a.boundary)
-                    for att, T, P in tasks]
+            futs = [
+                ex.submit(mcmc_point, att, T, P, a.warmup, a.draws, a.chains, a.seed, a.tokens, a.boundary)
+                for att, T, P in tasks
+            ]
             points = []
             for f in cf.as_completed(futs):
                 points.append(f.result())
                 p = points[-1]
-                print(f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
+                print(
+                    f"{p['attention']} T={p['T']} P={p['P']:.0f}: cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True
+                )
     else:
         points = []
         for att, T, P in tasks:
@@ -192,9 +226,19 @@ def main():
             p["theory_mean"] = float(pc_at.mean[name][i])
             p["theory_stable"] = float(pc_at.stable[name][i])
             p["theory_branches"] = branches_at(pc_at, p["P"], name)
-            print(f"{att} T={T} P={p['P']:.0f}: theory mean {p['theory_mean']:.4f} stable {p['theory_stable']:.4f} "
-                  f"| MCMC cold {p['cold']:.4f} hot {p['hot']:.4f}", flush=True)
-        r = {"attention": att, "T": T, "tokens": a.tokens, "boundary": a.boundary, "curve": pc.to_dict(), "points": rows}
+            print(
+                f"{att} T={T} P={p['P']:.0f}: theory mean {p['theory_mean']:.4f} stable {p['theory_stable']:.4f} "
+                f"| MCMC cold {p['cold']:.4f} hot {p['hot']:.4f}",
+                flush=True,
+            )
+        r = {
+            "attention": att,
+            "T": T,
+            "tokens": a.tokens,
+            "boundary": a.boundary,
+            "curve": pc.to_dict(),
+            "points": rows,
+        }
         r["summary"] = summarise(r)
         print(att, T, json.dumps(r["summary"]), flush=True)
         results.append(r)

@@ -20,8 +20,11 @@ from bayesattn.plots.three_transitions import plot_three_transitions
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="three_transitions",
-                    help="a TOML file or a named config in phase_diagrams/three_transitions/ (default: three_transitions)")
+    ap.add_argument(
+        "--config",
+        default="three_transitions",
+        help="a TOML file or a named config in phase_diagrams/three_transitions/ (default: three_transitions)",
+    )
     ap.add_argument("--out", default="results/three_transitions", help="output folder (points, summary, figures)")
     ap.add_argument("--figures-only", action="store_true", help="redraw the figure from OUT's saved files only")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -55,9 +55,11 @@ def np_log_prior_L(L, sigma_A2):
 def strip_timings(result: dict) -> dict:
     """An MCMC point's result per init without its timings (wall and compile time differ between two runs of
     the same point; everything else must not)."""
-    return {i: {k: v for k, v in s.items() if k != "diagnostics"}
-            | {"diag": {k: v for k, v in s["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}}
-            for i, s in result["inits"].items()}
+    return {
+        i: {k: v for k, v in s.items() if k != "diagnostics"}
+        | {"diag": {k: v for k, v in s["diagnostics"].items() if k not in ("wall_time_s", "compile_time_s")}}
+        for i, s in result["inits"].items()
+    }
 
 
 @pytest.fixture

@@ -38,8 +38,10 @@ def test_split_ess_is_arviz_mean_ess(rho):
 def runs():
     data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 40)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 10.0, 10.0))
-    return {b: ba.sample(post, jax.random.key(1), num_chains=4, num_warmup=200, num_samples=500, backend=b)
-            for b in ("blackjax", "numpyro")}
+    return {
+        b: ba.sample(post, jax.random.key(1), num_chains=4, num_warmup=200, num_samples=500, backend=b)
+        for b in ("blackjax", "numpyro")
+    }
 
 
 @pytest.mark.parametrize("backend", ("blackjax", "numpyro"))

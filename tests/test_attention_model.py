@@ -23,8 +23,9 @@ def test_attention_kind_read_from_json_selects_the_same_map(kind, rng):
     L = rng.standard_normal((4, 4))
     runtime_kind = json.loads(json.dumps(kind))
     assert runtime_kind == kind and runtime_kind is not kind
-    np.testing.assert_allclose(attention_weights(L, runtime_kind, task.key_mask),
-                               np_attention(L, kind, task.key_mask), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        attention_weights(L, runtime_kind, task.key_mask), np_attention(L, kind, task.key_mask), rtol=1e-12, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("boundary", ["cyclic", "causal"])
@@ -37,8 +38,9 @@ def test_hot_logits_put_090_on_the_source_and_linear_copies_the_pattern(boundary
         expected = 0.9 if mask[t].sum() > 1 else 1.0  # a row with one key puts everything on it
         assert alpha[t, s] == pytest.approx(expected, rel=1e-12), (t, alpha[t])
     # linear: alpha = pattern exactly (L = sqrt(T) pattern)
-    np.testing.assert_allclose(np_attention(hot_logits(pat, mask, "linear"), "linear", mask), pat * mask,
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        np_attention(hot_logits(pat, mask, "linear"), "linear", mask), pat * mask, rtol=1e-12, atol=1e-15
+    )
     np.testing.assert_allclose(hot_logits(pat, mask, "softmax", scale=2.5), 2.5 * pat, rtol=0, atol=0)
 
 
@@ -62,5 +64,6 @@ def test_attention_model_shapes_masks_and_coercion():
         one.heads = 2  # a static, hashable configuration
     assert hash(one) == hash(AttentionModel("softmax"))
     L = jax.random.normal(jax.random.key(0), (2, 4, 4))
-    np.testing.assert_allclose(two.weights(L, task_mask), np.stack([np_attention(x, "linear", task_mask) for x in L]),
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        two.weights(L, task_mask), np.stack([np_attention(x, "linear", task_mask) for x in L]), rtol=1e-12, atol=1e-15
+    )

@@ -18,9 +18,31 @@ from bayesattn.experiments import RunConfig
 ROOT = Path(__file__).resolve().parent.parent
 
 # A reduced default: same structure (both attentions, theory + MCMC + Adam), tiny sizes.
-SMALL = ["--T", "8", "--d", "4", "--P", "100,400", "--set", "mcmc.num_chains=2", "--set", "mcmc.num_warmup=60",
-         "--set", "mcmc.num_samples=60", "--set", "adam.seeds=2", "--set", "adam.steps=200",
-         "--set", "adam.record_every=20", "--set", "theory.num_P=40", "--set", "theory.vary_name=", "--quiet"]
+SMALL = [
+    "--T",
+    "8",
+    "--d",
+    "4",
+    "--P",
+    "100,400",
+    "--set",
+    "mcmc.num_chains=2",
+    "--set",
+    "mcmc.num_warmup=60",
+    "--set",
+    "mcmc.num_samples=60",
+    "--set",
+    "adam.seeds=2",
+    "--set",
+    "adam.steps=200",
+    "--set",
+    "adam.record_every=20",
+    "--set",
+    "theory.num_P=40",
+    "--set",
+    "theory.vary_name=",
+    "--quiet",
+]
 
 
 def test_default_toml_equals_builtin_default():
@@ -55,8 +77,13 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
         assert summary["transitions"][att]["theory"]["order"] in ("first", "second", "crossover")
     assert summary["versions"]["jax"] and summary["config"]["task"]["T"] == 8
     figs = {Path(p).name for p in summary["figures"]}
-    for stem in ("fig1_order_parameter_vs_P", "fig2_free_energy_landscapes", "fig4_posterior_mean_attention",
-                 "fig5_posterior_histograms", "fig6_training_curves"):
+    for stem in (
+        "fig1_order_parameter_vs_P",
+        "fig2_free_energy_landscapes",
+        "fig4_posterior_mean_attention",
+        "fig5_posterior_histograms",
+        "fig6_training_curves",
+    ):
         assert f"{stem}.png" in figs and f"{stem}.pdf" in figs
     point = json.loads(next((out / "points" / "mcmc").glob("*.json")).read_text())
     assert point["point"]["seed"] == 0 and "versions" in point and "provenance" in point
@@ -74,10 +101,27 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
 @pytest.mark.slow
 def test_killed_run_resumes(tmp_path):
     out = tmp_path / "run"
-    args = [sys.executable, "-m", "bayesattn.cli", "phase-diagram", *SMALL, "--methods", "mcmc",
-            "--P", "50,100,200,400", "--no-figures", "--out", str(out)]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    args = [
+        sys.executable,
+        "-m",
+        "bayesattn.cli",
+        "phase-diagram",
+        *SMALL,
+        "--methods",
+        "mcmc",
+        "--P",
+        "50,100,200,400",
+        "--no-figures",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
     pts = out / "points" / "mcmc"
     deadline = time.time() + 240
     while time.time() < deadline and len(list(pts.glob("*.json"))) < 2 and proc.poll() is None:
@@ -94,24 +138,27 @@ def test_killed_run_resumes(tmp_path):
     assert all(after[n] == t for n, t in done.items()), "finished points must not be recomputed"
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["phase-diagram", "--attention", "cubic"], "--attention"),
-    (["phase-diagram", "--P", "1:x:3"], "--P"),
-    (["phase-diagram", "--T", "1"], "T=1"),
-    (["phase-diagram", "--sigma2", "-1"], "sigma2"),
-    (["phase-diagram", "--methods", "theory,magic"], "methods"),
-    (["phase-diagram", "--set", "mcmc.num_chain=3"], "num_chain"),
-    (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
-    (["phase-diagram", "--P", "400,100"], "P="),
-    (["sample", "--P", "100,200"], "one positive integer"),
-    (["sample", "--P", "0"], "--P='0': expected one positive integer"),
-    (["train", "--P", "abc"], "--P='abc': expected one positive integer"),
-    (["sample", "--attention", "both"], "--attention"),
-    (["train", "--attention", "both"], "--attention"),
-    (["sample", "--P", "50", "--set", "mcmc.method=gibbs"], "mcmc.method='gibbs'"),
-    (["figures", "/nonexistent/folder"], "no saved results"),
-    (["nonsense"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["phase-diagram", "--attention", "cubic"], "--attention"),
+        (["phase-diagram", "--P", "1:x:3"], "--P"),
+        (["phase-diagram", "--T", "1"], "T=1"),
+        (["phase-diagram", "--sigma2", "-1"], "sigma2"),
+        (["phase-diagram", "--methods", "theory,magic"], "methods"),
+        (["phase-diagram", "--set", "mcmc.num_chain=3"], "num_chain"),
+        (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
+        (["phase-diagram", "--P", "400,100"], "P="),
+        (["sample", "--P", "100,200"], "one positive integer"),
+        (["sample", "--P", "0"], "--P='0': expected one positive integer"),
+        (["train", "--P", "abc"], "--P='abc': expected one positive integer"),
+        (["sample", "--attention", "both"], "--attention"),
+        (["train", "--attention", "both"], "--attention"),
+        (["sample", "--P", "50", "--set", "mcmc.method=gibbs"], "mcmc.method='gibbs'"),
+        (["figures", "/nonexistent/folder"], "no saved results"),
+        (["nonsense"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
     with pytest.raises(SystemExit) as e:
         code = main(argv)
@@ -139,8 +186,26 @@ def test_config_overrides_are_typed():
 
 def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
     small = ["--P", "50", "--T", "4", "--d", "2"]
-    assert main(["sample", *small, "--num-chains", "2", "--num-warmup", "50", "--num-samples", "50", "--quiet",
-                 "--init", "hot", "--out", str(tmp_path / "s.json")]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                *small,
+                "--num-chains",
+                "2",
+                "--num-warmup",
+                "50",
+                "--num-samples",
+                "50",
+                "--quiet",
+                "--init",
+                "hot",
+                "--out",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 0
+    )
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["init"] == "hot" and 0 < s["result"]["m"]["mean"] < 1 and s["versions"]["blackjax"]
     assert main(["train", *small, "--steps", "50", "--out", str(tmp_path / "t.json")]) == 0
@@ -161,8 +226,11 @@ def test_mcmc_by_attention_overrides_one_attention_only():
     from bayesattn.sweep import point_id
 
     cfg = RunConfig()  # NUTS for both attentions
-    over = cfg.override("mcmc.by_attention.softmax.method", "chees").override(
-        "mcmc.by_attention.softmax.num_chains", "16").validate()
+    over = (
+        cfg.override("mcmc.by_attention.softmax.method", "chees")
+        .override("mcmc.by_attention.softmax.num_chains", "16")
+        .validate()
+    )
     plain, pts = build_points(cfg)["mcmc"], build_points(over)["mcmc"]
     assert [p["attention"] for p in plain] == [p["attention"] for p in pts]
     for a, b in zip(plain, pts):
@@ -178,13 +246,16 @@ def test_mcmc_by_attention_overrides_one_attention_only():
     assert [point_id(p) for p in build_points(RunConfig.from_dict(table))["mcmc"]] == [point_id(p) for p in pts]
 
 
-@pytest.mark.parametrize("dotted,value,message", [
-    ("mcmc.by_attention.relu.method", "chees", "attention='relu': expected one of 'softmax', 'linear'"),
-    ("mcmc.by_attention.softmax.steps", "3", "mcmc.by_attention.softmax: unknown key(s) ['steps']"),
-    ("mcmc.by_attention.softmax.num_chains", "many", "mcmc.by_attention.softmax.num_chains='many': expected int"),
-    ("mcmc.by_attention.linear.num_chains", "0", "mcmc.by_attention.linear.num_chains=0"),
-    ("mcmc.by_attention.softmax.method", "gibbs", "mcmc.by_attention.softmax.method='gibbs'"),
-])
+@pytest.mark.parametrize(
+    "dotted,value,message",
+    [
+        ("mcmc.by_attention.relu.method", "chees", "attention='relu': expected one of 'softmax', 'linear'"),
+        ("mcmc.by_attention.softmax.steps", "3", "mcmc.by_attention.softmax: unknown key(s) ['steps']"),
+        ("mcmc.by_attention.softmax.num_chains", "many", "mcmc.by_attention.softmax.num_chains='many': expected int"),
+        ("mcmc.by_attention.linear.num_chains", "0", "mcmc.by_attention.linear.num_chains=0"),
+        ("mcmc.by_attention.softmax.method", "gibbs", "mcmc.by_attention.softmax.method='gibbs'"),
+    ],
+)
 def test_mcmc_by_attention_bad_input_names_the_field(dotted, value, message):
     with pytest.raises(ValueError) as e:
         RunConfig().override(dotted, value).validate()
@@ -194,13 +265,25 @@ def test_mcmc_by_attention_bad_input_names_the_field(dotted, value, message):
 def test_phase_diagram_samples_each_attention_with_its_own_settings(tmp_path):
     """End to end: softmax points run ChEES with 4 chains, linear points the [mcmc] section's NUTS with 2."""
     out = tmp_path / "run"
-    args = [*SMALL, "--set", "methods=mcmc", "--set", "mcmc.inits=cold", "--set",
-            "mcmc.by_attention.softmax.method=chees", "--set", "mcmc.by_attention.softmax.num_chains=4",
-            "--no-figures", "--out", str(out)]
+    args = [
+        *SMALL,
+        "--set",
+        "methods=mcmc",
+        "--set",
+        "mcmc.inits=cold",
+        "--set",
+        "mcmc.by_attention.softmax.method=chees",
+        "--set",
+        "mcmc.by_attention.softmax.num_chains=4",
+        "--no-figures",
+        "--out",
+        str(out),
+    ]
     assert main(["phase-diagram", *args]) == 0
     recs = [json.loads(f.read_text()) for f in (out / "points" / "mcmc").glob("*.json")]
     assert sorted(r["point"]["attention"] for r in recs) == ["linear", "linear", "softmax", "softmax"]
     for r in recs:
         chains = len(r["result"]["inits"]["cold"]["m"]["chain_means"])
-        assert (r["point"]["mcmc"]["method"], chains) == (("chees", 4) if r["point"]["attention"] == "softmax"
-                                                          else ("nuts", 2))
+        assert (r["point"]["mcmc"]["method"], chains) == (
+            ("chees", 4) if r["point"]["attention"] == "softmax" else ("nuts", 2)
+        )

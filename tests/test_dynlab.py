@@ -8,8 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayesattn.diagnostics.dynamics import (detect_spikes, detect_stages, effective_rank, entropy_phases,
-                                            first_nonfinite, hvp, lanczos_top_eig)
+from bayesattn.diagnostics.dynamics import (
+    detect_spikes,
+    detect_stages,
+    effective_rank,
+    entropy_phases,
+    first_nonfinite,
+    hvp,
+    lanczos_top_eig,
+)
 from bayesattn.experiments import clustering_head as ch
 from bayesattn.experiments import focus_dilution as fd
 
@@ -83,7 +90,7 @@ def test_hvp_against_finite_differences_of_the_gradient():
     lf, w = _cluster_loss()
     g = jax.jit(jax.grad(lf))
     hv = jax.jit(lambda w, v: hvp(lf, w, v))
-    for i, key in enumerate(jax.random.split(jax.random.key(3), 3)):
+    for key in jax.random.split(jax.random.key(3), 3):
         v = jax.random.normal(key, w.shape)
         eps = 1e-5
         fdiff = (g(w + eps * v) - g(w - eps * v)) / (2 * eps)
@@ -130,16 +137,24 @@ def test_modular_addition_labels():
     assert not np.array_equal(y, X[:, :6].sum(1) % 3)  # the 6th token does not count
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"pi": [0.5, 0.4]}, "sum"), ({"pi": [1.2, -0.2]}, "non-negative"), ({"lam": 1.0}, "lambda"),
-    ({"lam": -0.1}, "lambda"), ({"optimizer": "sgd2"}, "optimizer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"pi": [0.5, 0.4]}, "sum"),
+        ({"pi": [1.2, -0.2]}, "non-negative"),
+        ({"lam": 1.0}, "lambda"),
+        ({"lam": -0.1}, "lambda"),
+        ({"optimizer": "sgd2"}, "optimizer"),
+    ],
+)
 def test_focus_dilution_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fd.FDConfig(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"p": 1}, "p=1"), ({"k": 13}, "k=13"), ({"batch_size": 4096}, "batch_size")])
+@pytest.mark.parametrize(
+    "kwargs, match", [({"p": 1}, "p=1"), ({"k": 13}, "k=13"), ({"batch_size": 4096}, "batch_size")]
+)
 def test_clustering_head_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ch.ClusterConfig(**kwargs)
@@ -177,7 +192,7 @@ def test_focus_dilution_forward_against_loops():
             a = np.exp(sc - sc.max())
             a /= a.sum()
             np.testing.assert_allclose(attn[n, t, : t + 1], a, rtol=1e-12)
-            assert np.all(np.asarray(attn[n, t, t + 1:]) == 0)
+            assert np.all(np.asarray(attn[n, t, t + 1 :]) == 0)
             o = sum(a[s] * (p["W_V"] @ p["E"][X[n, s]]) for s in range(t + 1))
             np.testing.assert_allclose(logits[n, t], o @ p["W_O"], rtol=1e-10, atol=1e-14)
 
@@ -185,8 +200,17 @@ def test_focus_dilution_forward_against_loops():
 # ------------------------------------------------------------------------------------------ tiny runs
 def test_clustering_head_tiny_run():
     cfg = ch.ClusterConfig(n_train=64, n_test=64, batch_size=16, epochs=6)
-    res = ch.run_point({"config": ch.config_dict(cfg), "seeds": [0, 1], "block": 3, "curv_every": 3,
-                        "frames": 3, "sandbox_seqs": 8, "lanczos_iter": 5})
+    res = ch.run_point(
+        {
+            "config": ch.config_dict(cfg),
+            "seeds": [0, 1],
+            "block": 3,
+            "curv_every": 3,
+            "frames": 3,
+            "sandbox_seqs": 8,
+            "lanczos_iter": 5,
+        }
+    )
     assert [r["seed"] for r in res["runs"]] == [0, 1]
     r = res["runs"][0]
     assert len(r["curves"]["loss"]) == 6 and r["diverged_at"] is None
@@ -194,8 +218,17 @@ def test_clustering_head_tiny_run():
     assert r["curvature"]["epoch"] == [0, 3, 5] and all(np.isfinite(r["curvature"]["lambda_max"]))
     assert len(res["sandbox"]["z"]) == 3 and np.shape(res["sandbox"]["z"][0]) == (8, 2)
     # seeds batched == seeds looped
-    solo = ch.run_point({"config": ch.config_dict(cfg), "seeds": [1], "block": 3, "curv_every": 3,
-                         "frames": 3, "sandbox_seqs": 8, "lanczos_iter": 5})
+    solo = ch.run_point(
+        {
+            "config": ch.config_dict(cfg),
+            "seeds": [1],
+            "block": 3,
+            "curv_every": 3,
+            "frames": 3,
+            "sandbox_seqs": 8,
+            "lanczos_iter": 5,
+        }
+    )
     np.testing.assert_allclose(solo["runs"][0]["curves"]["loss"], res["runs"][1]["curves"]["loss"], rtol=1e-9)
 
 
@@ -215,7 +248,7 @@ def test_dynlab_cli_runs_resumes_and_draws(tmp_path, capsys):
     from bayesattn.cli import main
 
     cfg = tmp_path / "tiny.toml"
-    cfg.write_text('''name = "tiny"
+    cfg.write_text("""name = "tiny"
 experiment = "focus_dilution"
 seeds = 2
 seeds_per_point = 2
@@ -227,7 +260,7 @@ n = 16
 d = 4
 steps = 40
 record_every = 10
-''')
+""")
     out = tmp_path / "out"
     assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
@@ -257,8 +290,13 @@ def test_dynlab_cli_bad_input(tmp_path, capsys):
 def test_named_configs_load():
     from bayesattn.experiments.dynlab import DynlabConfig, points
 
-    for name in ("clustering_head", "clustering_head_full", "focus_dilution", "focus_dilution_full",
-                 "focus_dilution_pi"):
+    for name in (
+        "clustering_head",
+        "clustering_head_full",
+        "focus_dilution",
+        "focus_dilution_full",
+        "focus_dilution_pi",
+    ):
         c = DynlabConfig.from_toml(name)
         pts = points(c)
         assert pts["train"], name
@@ -294,13 +332,19 @@ def test_summaries_exclude_diverged_runs():
     from bayesattn.experiments.dynlab import cluster_summary, fd_summary
 
     sp = {"epoch": 5, "lambda_max": 8.0, "lambda_max_before": 2.0}
-    ch_runs = [{"seed": 0, "success": True, "final_test_acc": 1.0, "diverged_at": None, "spikes": [sp, sp]},
-               {"seed": 1, "success": False, "final_test_acc": 0.5, "diverged_at": 7, "spikes": [sp]}]
+    ch_runs = [
+        {"seed": 0, "success": True, "final_test_acc": 1.0, "diverged_at": None, "spikes": [sp, sp]},
+        {"seed": 1, "success": False, "final_test_acc": 0.5, "diverged_at": 7, "spikes": [sp]},
+    ]
     e = cluster_summary([{"point": {"label": "x"}, "result": {"runs": ch_runs}}])["x"]
     assert e["runs"] == 2 and e["success_fraction"] == 0.5 and e["spikes"] == [2]
     assert e["diverged"] == [{"seed": 1, "epoch": 7}] and e["median_lambda_ratio_at_spike"] == 4.0
-    ok = {"seed": 0, "cycles": 2, "diverged_at_step": None,
-          "stage_steps": {"phases": [{"stage": "focus", "start": 100, "end": 300}], "condensation": [10, 100]}}
+    ok = {
+        "seed": 0,
+        "cycles": 2,
+        "diverged_at_step": None,
+        "stage_steps": {"phases": [{"stage": "focus", "start": 100, "end": 300}], "condensation": [10, 100]},
+    }
     bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
     f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
     assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
@@ -310,9 +354,16 @@ def test_summaries_exclude_diverged_runs():
 def test_stage_durations_of_constructed_stages():
     from bayesattn.experiments.dynlab import stage_durations
 
-    st = {"condensation": [100, 900], "restarts": [3000],
-          "phases": [{"stage": "dilution", "start": 0, "end": 50}, {"stage": "focus", "start": 1000, "end": 1400},
-                     {"stage": "dilution", "start": 1500, "end": 2600}, {"stage": "focus", "start": 3000, "end": 3100}]}
+    st = {
+        "condensation": [100, 900],
+        "restarts": [3000],
+        "phases": [
+            {"stage": "dilution", "start": 0, "end": 50},
+            {"stage": "focus", "start": 1000, "end": 1400},
+            {"stage": "dilution", "start": 1500, "end": 2600},
+            {"stage": "focus", "start": 3000, "end": 3100},
+        ],
+    }
     assert stage_durations(st) == {"condensation": 800, "focus": 400, "dilution": 1100, "period": 2000}
     st = {"condensation": None, "restarts": [], "phases": [{"stage": "focus", "start": 10, "end": 30}]}
     assert stage_durations(st) == {"condensation": None, "focus": 20, "dilution": None, "period": None}
@@ -336,8 +387,11 @@ def test_pi_vocab_sweep_summary_and_figures(tmp_path):
     assert pi_vocab_figure(recs, tmp_path / "pv.png").exists()
     assert pi_vocab_figure(recs[:1], tmp_path / "none.png") is None  # nothing varies
     # the equilibrium figure with a theory line per T (records shaped as the run writes them)
-    eq = [{"point": {"P": P, "T": T}, "result": {"entropy": {"mean": 1.0, "se": 0.01}, "uniform_entropy": np.log(T)}}
-          for T in (8, 16) for P in (16, 256)]
+    eq = [
+        {"point": {"P": P, "T": T}, "result": {"entropy": {"mean": 1.0, "se": 0.01}, "uniform_entropy": np.log(T)}}
+        for T in (8, 16)
+        for P in (16, 256)
+    ]
     th = [{"point": {"T": 8}, "result": {"P": [16, 256], "posterior": [1.1, 0.9]}}]
     assert equilibrium_figure([], eq, tmp_path / "eq.png", th).exists()
 
@@ -345,8 +399,12 @@ def test_pi_vocab_sweep_summary_and_figures(tmp_path):
 def test_equilibrium_points_per_T_and_theory_points():
     from bayesattn.experiments.dynlab import DynlabConfig, points
 
-    c = DynlabConfig(experiment="focus_dilution", seeds=1, seeds_per_point=1,
-                     equilibrium={"P": [16, 64], "T": [8, 16], "d": 4, "num_chains": 2})
+    c = DynlabConfig(
+        experiment="focus_dilution",
+        seeds=1,
+        seeds_per_point=1,
+        equilibrium={"P": [16, 64], "T": [8, 16], "d": 4, "num_chains": 2},
+    )
     pts = points(c)
     assert [(p["T"], p["P"]) for p in pts["equilibrium"]] == [(8, 16), (8, 64), (16, 16), (16, 64)]
     assert [(p["T"], p["P"], p["d"]) for p in pts["theory"]] == [(8, [16, 64], 4), (16, [16, 64], 4)]

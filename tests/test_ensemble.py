@@ -9,9 +9,9 @@ import math
 import jax
 import numpy as np
 import pytest
+from conftest import strip_timings
 from numpyro.diagnostics import effective_sample_size
 from scipy import stats
-from conftest import strip_timings
 
 import bayesattn as ba
 
@@ -70,13 +70,16 @@ def test_meads_matches_the_checked_number():
     assert s.diagnostics["m"]["r_hat"] < 1.05
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(method="chees", num_chains=1), "num_chains=1"),
-    (dict(method="meads", num_chains=6), "num_folds=4"),
-    (dict(method="chees", num_chains=4, learning_rate=-1.0), "learning_rate"),
-    (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
-    (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(method="chees", num_chains=1), "num_chains=1"),
+        (dict(method="meads", num_chains=6), "num_folds=4"),
+        (dict(method="chees", num_chains=4, learning_rate=-1.0), "learning_rate"),
+        (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
+        (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
+    ],
+)
 def test_ensemble_bad_input(kw, match):
     post = copy_posterior(3, 2, 5, "softmax", 10.0)
     with pytest.raises(ValueError, match=match):
@@ -100,8 +103,15 @@ def test_chees_at_t64_away_from_the_window_matches_the_theory():
     task, prior = ba.CopyTask(T=64, d=8), ba.Prior(1.0, 100.0, 400.0)
     expected = np.asarray(th.phase_curve(task, prior, "softmax", P).mean["m"])
     for p, ref, init in zip(P, expected, ("cold", "hot")):
-        s = ba.sample(t64_posterior(int(p)), jax.random.key(7), method="chees", num_chains=16, num_warmup=100,
-                      num_samples=50, init=init)
+        s = ba.sample(
+            t64_posterior(int(p)),
+            jax.random.key(7),
+            method="chees",
+            num_chains=16,
+            num_warmup=100,
+            num_samples=50,
+            init=init,
+        )
         m = s.summary()["m"]
         assert abs(m["mean"] - ref) < max(3 * m["se"], 0.002), (int(p), m["mean"], m["se"], ref)
         assert m["r_hat"] < 1.05 and s.diagnostics["num_divergent"] == 0
@@ -114,8 +124,9 @@ def test_chees_matches_nuts_at_t64_away_from_the_window(P):
     from the window [890, 1120]: means within 3 combined standard errors."""
     post = t64_posterior(P)
     nuts = ba.sample(post, jax.random.key(11), num_chains=4, num_warmup=500, num_samples=1000).summary()["m"]
-    chees = ba.sample(post, jax.random.key(12), method="chees", num_chains=64, num_warmup=500,
-                      num_samples=250).summary()["m"]
+    chees = ba.sample(
+        post, jax.random.key(12), method="chees", num_chains=64, num_warmup=500, num_samples=250
+    ).summary()["m"]
     assert abs(chees["mean"] - nuts["mean"]) < 3 * math.hypot(chees["se"], nuts["se"]), (P, chees, nuts)
     assert chees["r_hat"] < 1.05 and nuts["r_hat"] < 1.05
 
@@ -130,10 +141,16 @@ def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
     from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
     from bayesattn.experiments.copy_head import RunConfig, build_points, mcmc_point
 
-    cfg = RunConfig.from_dict({"attention": ["softmax"], "methods": ["mcmc"], "task": {"T": 4, "d": 2},
-                               "prior": {"sigma2": 4.0, "sigma_V2": 10.0}, "P": {"values": [20, 80]},
-                               "mcmc": {"method": "chees", "num_chains": 4, "num_warmup": 30, "num_samples": 8,
-                                        "inits": ["cold", "hot"]}})
+    cfg = RunConfig.from_dict(
+        {
+            "attention": ["softmax"],
+            "methods": ["mcmc"],
+            "task": {"T": 4, "d": 2},
+            "prior": {"sigma2": 4.0, "sigma_V2": 10.0},
+            "P": {"values": [20, 80]},
+            "mcmc": {"method": "chees", "num_chains": 4, "num_warmup": 30, "num_samples": 8, "inits": ["cold", "hot"]},
+        }
+    )
     points = build_points(cfg.validate())["mcmc"]
     assert len({mcmc_group_key(p) for p in points}) == 1
     many = mcmc_points(points)
@@ -158,9 +175,12 @@ def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
     logdensity = lambda x: post.log_density(x.reshape(8, 8))  # noqa: E731
     x0 = 0.1 * jax.random.normal(jax.random.key(1), (6, 64))
     (states, params), _ = blackjax.chees_adaptation(logdensity, 6, mass_matrix_estimation="diagonal").run(
-        jax.random.key(2), x0, 0.1, optax.adam(0.025), 40)
-    ref, new = jax.jit(jax.vmap(blackjax.dynamic_hmc(logdensity, **params).step)), jax.jit(
-        _lockstep_dynamic_hmc(logdensity, params))
+        jax.random.key(2), x0, 0.1, optax.adam(0.025), 40
+    )
+    ref, new = (
+        jax.jit(jax.vmap(blackjax.dynamic_hmc(logdensity, **params).step)),
+        jax.jit(_lockstep_dynamic_hmc(logdensity, params)),
+    )
     a = b = states
     for k in jax.random.split(jax.random.key(3), 5):
         a, ia = ref(jax.random.split(k, 6), a)

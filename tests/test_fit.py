@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bayesattn as ba
-from bayesattn.models import SingleLayer, SingleLayerConfig, TransformerConfig, network_from_config
+from bayesattn.models import SingleLayerConfig, TransformerConfig, network_from_config
 from bayesattn.training import OptimizerConfig, fit, fit_sweep, load_checkpoint, save_checkpoint
 from bayesattn.training.results import FitResult
 
@@ -23,14 +23,17 @@ FAST = dict(record_every=1, log_records=0, test=None, probe_size=4)
 def ref_grad(L, V, X, Y):
     """Gradient of the mean squared error of f_t = V sum_s softmax(L)_ts x_s, written directly in numpy-like jax
     (no bayesattn code): mean over sequences, rows and coordinates."""
+
     def mse(L, V):
         A = jax.nn.softmax(L, axis=-1)
         F = jnp.einsum("ts,psi,ki->ptk", A, X, V)
         return jnp.mean((Y - F) ** 2)
+
     return jax.grad(mse, argnums=(0, 1))(L, V)
 
 
-def one_step(data, opt, key=jax.random.key(5), steps=1):
+def one_step(data, opt, key=None, steps=1):
+    key = jax.random.key(5) if key is None else key
     net0 = network_from_config(CFG, jax.random.key(0))
     res = fit(net0, data, key, optimizer=opt, steps=steps, **FAST)
     return net0, res.network
@@ -58,14 +61,18 @@ def test_minibatch_draws_sequences_of_the_data():
     a, b = step(data, jax.random.key(2)).L, step(data, jax.random.key(3)).L
     assert not np.allclose(a, b)
     import itertools
-    cands = [net0.L - 0.1 * ref_grad(net0.L, net0.V, data.X[np.array(i)], data.Y[np.array(i)])[0]
-             for i in itertools.combinations_with_replacement(range(16), 3)]
+
+    cands = [
+        net0.L - 0.1 * ref_grad(net0.L, net0.V, data.X[np.array(i)], data.Y[np.array(i)])[0]
+        for i in itertools.combinations_with_replacement(range(16), 3)
+    ]
     assert min(np.max(np.abs(a - c)) for c in cands) < 1e-12
 
 
 def test_online_learns_from_fresh_data_and_is_deterministic():
-    kw = dict(optimizer=OptimizerConfig("adam", 0.05), steps=300, batch_size=8, record_every=100, log_records=5,
-              test=64)
+    kw = dict(
+        optimizer=OptimizerConfig("adam", 0.05), steps=300, batch_size=8, record_every=100, log_records=5, test=64
+    )
     a = fit(CFG, TASK, jax.random.key(0), **kw)
     b = fit(CFG, TASK, jax.random.key(0), **kw)
     np.testing.assert_array_equal(a.history["loss"], b.history["loss"])
@@ -106,22 +113,28 @@ def test_plateau_decay_scales_updates_on_a_flat_loss():
         sizes.append(float(-u["w"][0]))
     assert sizes == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
     # and the loop passes the loss to it
-    fit(CFG, TASK.sample(jax.random.key(1), 8), jax.random.key(0), optimizer=OptimizerConfig(
-        "adam", 0.01, decay="plateau"), steps=5, **FAST)
+    fit(
+        CFG,
+        TASK.sample(jax.random.key(1), 8),
+        jax.random.key(0),
+        optimizer=OptimizerConfig("adam", 0.01, decay="plateau"),
+        steps=5,
+        **FAST,
+    )
 
 
 def test_divergence_is_frozen_and_reported():
     data = TASK.sample(jax.random.key(1), 8)
     with pytest.warns(RuntimeWarning, match=r"seed=3, P=8 diverged at step \d+"):
-        res = fit(CFG, data, jax.random.key(0), optimizer=OptimizerConfig("sgd", 1e12), steps=20, seed=3,
-                  **FAST)
+        res = fit(CFG, data, jax.random.key(0), optimizer=OptimizerConfig("sgd", 1e12), steps=20, seed=3, **FAST)
     assert res.failed_at is not None and 0 <= res.failed_at < 20
     assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(res.network))
     after = res.history["step"] > res.failed_at
     assert np.all(res.history["loss"][after] == res.history["loss"][-1])  # frozen
     with pytest.warns(RuntimeWarning, match="diverged"):
-        sw = fit_sweep(CFG, TASK, [4, 8], [0, 1], jax.random.key(0), optimizer=OptimizerConfig("sgd", 1e12),
-                       steps=20, **FAST)
+        sw = fit_sweep(
+            CFG, TASK, [4, 8], [0, 1], jax.random.key(0), optimizer=OptimizerConfig("sgd", 1e12), steps=20, **FAST
+        )
     assert sorted((f["seed"], f["P"]) for f in sw.failures) == [(0, 4), (0, 8), (1, 4), (1, 8)]
 
 
@@ -143,8 +156,17 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
 
 def test_result_round_trip_with_log_spaced_checkpoints(tmp_path):
     data = TASK.sample(jax.random.key(1), 16)
-    res = fit(CFG, data, jax.random.key(0), optimizer=OptimizerConfig("adam", 0.05), steps=100, checkpoints=4,
-              record_every=50, log_records=0, test=32)
+    res = fit(
+        CFG,
+        data,
+        jax.random.key(0),
+        optimizer=OptimizerConfig("adam", 0.05),
+        steps=100,
+        checkpoints=4,
+        record_every=50,
+        log_records=0,
+        test=32,
+    )
     assert [s for s, _ in res.checkpoints] == [0, 1, 5, 22, 100]
     np.testing.assert_array_equal(res.checkpoints[-1][1].L, res.network.L)
     back = FitResult.load(res.save(tmp_path / "run"))
@@ -156,14 +178,25 @@ def test_result_round_trip_with_log_spaced_checkpoints(tmp_path):
     json.loads((tmp_path / "run" / "result.json").read_text())
 
 
-@pytest.mark.parametrize("runs_per_batch,cfg", [
-    (4, CFG),  # one vmap over all runs
-    pytest.param(1, TransformerConfig(T=4, width=6, heads=2, mlp=None, norm="rmsnorm", d_in=2),
-                 marks=pytest.mark.slow),  # lax.map, one run at a time
-])
+@pytest.mark.parametrize(
+    "runs_per_batch,cfg",
+    [
+        (4, CFG),  # one vmap over all runs
+        pytest.param(
+            1, TransformerConfig(T=4, width=6, heads=2, mlp=None, norm="rmsnorm", d_in=2), marks=pytest.mark.slow
+        ),  # lax.map, one run at a time
+    ],
+)
 def test_sweep_equals_single_runs(runs_per_batch, cfg):
-    kw = dict(optimizer=OptimizerConfig("adam", 0.01, warmup=3, clip=1.0), steps=12, batch_size=3, record_every=4,
-              log_records=3, test=8, probe_size=4)
+    kw = dict(
+        optimizer=OptimizerConfig("adam", 0.01, warmup=3, clip=1.0),
+        steps=12,
+        batch_size=3,
+        record_every=4,
+        log_records=3,
+        test=8,
+        probe_size=4,
+    )
     key = jax.random.key(3)
     sw = fit_sweep(cfg, TASK, [5, 9], [0, 2], key, runs_per_batch=runs_per_batch, **kw)
     for j, s in enumerate([0, 2]):
@@ -180,9 +213,13 @@ def test_sweep_equals_single_runs(runs_per_batch, cfg):
 
 def test_bad_fit_arguments():
     data = TASK.sample(jax.random.key(1), 8)
-    for kw, match in [(dict(loss="hinge"), "loss"), (dict(batch_size=0), "batch_size"),
-                      (dict(optimizer="rmsprop"), "optimizer"), (dict(optimizer="langevin"), "langevin"),
-                      (dict(steps=0), "steps")]:
+    for kw, match in [
+        (dict(loss="hinge"), "loss"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(optimizer="rmsprop"), "optimizer"),
+        (dict(optimizer="langevin"), "langevin"),
+        (dict(steps=0), "steps"),
+    ]:
         with pytest.raises(ValueError, match=match):
             fit(CFG, data, jax.random.key(0), **kw)
     for kw, match in [(dict(clip=-1.0), "clip"), (dict(decay="step"), "decay"), (dict(warmup=-1), "warmup")]:

@@ -119,8 +119,9 @@ def test_readout_posterior_and_predict_two_heads(rng):
     alphas = [np_attention(Lh, "softmax", data.task.key_mask) for Lh in L]
     Zn = np.concatenate([np.einsum("ts,psi->pti", a, Xn) for a in alphas], axis=-1)
     np.testing.assert_allclose(mu, Zn @ np.linalg.solve(A, Z.T @ Y), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(var, np.einsum("pti,ij,ptj->pt", Zn, prior.sigma2 * np.linalg.inv(A), Zn)
-                               + prior.sigma2, rtol=1e-9)
+    np.testing.assert_allclose(
+        var, np.einsum("pti,ij,ptj->pt", Zn, prior.sigma2 * np.linalg.inv(A), Zn) + prior.sigma2, rtol=1e-9
+    )
 
 
 def test_observables_of_two_heads_are_label_free_where_documented(rng):
@@ -138,12 +139,15 @@ def test_observables_of_two_heads_are_label_free_where_documented(rng):
     np.testing.assert_allclose(obs["q"], 0.5 * (one[0]["q"] + one[1]["q"]), rtol=1e-12)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(heads=0), "heads=0"),
-    (dict(heads=1.5), "heads=1.5"),
-    (dict(attention=ba.AttentionModel("linear", heads=2), heads=3), "heads=3"),
-    (dict(attention="relu"), "attention='relu'"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(heads=0), "heads=0"),
+        (dict(heads=1.5), "heads=1.5"),
+        (dict(attention=ba.AttentionModel("linear", heads=2), heads=3), "heads=3"),
+        (dict(attention="relu"), "attention='relu'"),
+    ],
+)
 def test_bad_heads_raise(bad, match):
     data = ba.CopyTask(T=3, d=2).sample(jax.random.key(0), P=2)
     kw = {"attention": "softmax", **bad}
@@ -203,15 +207,28 @@ def test_joint_numpyro_matches_marginal_two_heads():
     prior = ba.Prior(1.0, 10.0, 25 * 2 / (2 * 3.0))  # beta = P d / (2 sigma2) = 3
     post = ba.Posterior(data, "softmax", prior, heads=2)
     marg = ba.sample(post, jax.random.key(12), num_chains=4, num_warmup=300, num_samples=1000)
-    joint = ba.sample_joint(data, jax.random.key(13), attention="softmax", prior=prior, heads=2, num_chains=4,
-                            num_warmup=300, num_samples=1000)
+    joint = ba.sample_joint(
+        data,
+        jax.random.key(13),
+        attention="softmax",
+        prior=prior,
+        heads=2,
+        num_chains=4,
+        num_warmup=300,
+        num_samples=1000,
+    )
     assert joint.L.shape == marg.L.shape == (4, 1000, 2, 3, 3)
     for name in ("m", "q", "overlap"):
         p = stats.ks_2samp(ess_thin(marg.order_parameters[name]), ess_thin(joint.order_parameters[name])).pvalue
         assert p > 1e-3, (name, p)
     # the test has power: the law differs from a posterior with a 4x smaller noise variance
-    sharper = ba.sample(post.with_prior(prior.replace(sigma2=prior.sigma2 / 4)), jax.random.key(14),
-                        num_chains=4, num_warmup=300, num_samples=1000)
+    sharper = ba.sample(
+        post.with_prior(prior.replace(sigma2=prior.sigma2 / 4)),
+        jax.random.key(14),
+        num_chains=4,
+        num_warmup=300,
+        num_samples=1000,
+    )
     p = stats.ks_2samp(ess_thin(sharper.order_parameters["m"]), ess_thin(joint.order_parameters["m"])).pvalue
     assert p < 1e-3
 
@@ -222,13 +239,16 @@ def test_joint_numpyro_matches_marginal_two_heads():
 @pytest.mark.parametrize("attention", ATTENTIONS)
 def test_training_objective_two_heads_is_scaled_joint_density(attention, rng):
     from bayesattn.training import objective
+
     data = ba.CopyTask(T=4, d=2, boundary="causal").sample(jax.random.key(6), P=17)
     prior = ba.Prior(1.0, 10.0, 2.0)
     post = ba.Posterior(data, attention, prior, heads=2)
     pts = [(jnp.asarray(rng.standard_normal((2, 4, 4))), jnp.asarray(rng.standard_normal((2, 4)))) for _ in range(2)]
     J = [float(ba.training_objective(L, V, post)) for L, V in pts]
-    ref = [-prior.sigma2 / float(post.n) * float(ba.joint_log_density(L, V, data, attention, prior, heads=2))
-           for L, V in pts]
+    ref = [
+        -prior.sigma2 / float(post.n) * float(ba.joint_log_density(L, V, data, attention, prior, heads=2))
+        for L, V in pts
+    ]
     np.testing.assert_allclose(J[0] - J[1], ref[0] - ref[1], rtol=1e-10)
     L, V = pts[0]
     direct = objective._batch_sq_error(data.task, post.model, L, V, data.X, data.Y)
@@ -239,8 +259,9 @@ def test_training_objective_two_heads_is_scaled_joint_density(attention, rng):
 
 def test_train_two_heads_records_per_head_observables():
     data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 60)
-    res = ba.train(data, ba.Prior(1.0, 10.0, 5.0), "softmax", jax.random.key(1), heads=2, steps=60, init="hot",
-                   record_every=20)
+    res = ba.train(
+        data, ba.Prior(1.0, 10.0, 5.0), "softmax", jax.random.key(1), heads=2, steps=60, init="hot", record_every=20
+    )
     assert res.final_params[0].shape == (2, 4, 4) and res.final_params[1].shape == (2, 4)
     assert res.history["L"].shape == (4, 2, 4, 4) and res.config["heads"] == 2
     for name in ("m", "m_h0", "m_h1", "overlap"):

@@ -9,8 +9,16 @@ import pytest
 
 import bayesattn as ba
 from bayesattn.bayes.theory.heads import check_heads_task, heads_curve, heads_energy, label_free
-from bayesattn.bayes.theory.heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, n_stats,
-                                                 pack, softmax_row_samples, unpack)
+from bayesattn.bayes.theory.heads_rowlaw import (
+    adapt_proposal,
+    default_proposal,
+    is_moments,
+    linear_cgf,
+    n_stats,
+    pack,
+    softmax_row_samples,
+    unpack,
+)
 
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
 TASK = ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,)), weights=(1.0, 0.6), rotations="orthogonal")

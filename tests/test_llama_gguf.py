@@ -17,12 +17,25 @@ V, D, L, H, K, HD, F, CTX, BASE, EPS = 40, 32, 2, 4, 2, 8, 48, 64, 1e5, 1e-5
 def _hf_weights(seed=0):
     rng = np.random.default_rng(seed)
     n = lambda *s: (rng.normal(size=s) / np.sqrt(s[-1])).astype(np.float32)  # noqa: E731
-    layers = [{"attn_norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32), "wq": n(H * HD, D),
-               "wk": n(K * HD, D), "wv": n(K * HD, D), "wo": n(D, H * HD),
-               "ffn_norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32),
-               "w_gate": n(F, D), "w_up": n(F, D), "w_down": n(D, F)} for _ in range(L)]
-    return {"embed": rng.normal(size=(V, D)).astype(np.float32),
-            "norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32), "layers": layers}
+    layers = [
+        {
+            "attn_norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32),
+            "wq": n(H * HD, D),
+            "wk": n(K * HD, D),
+            "wv": n(K * HD, D),
+            "wo": n(D, H * HD),
+            "ffn_norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32),
+            "w_gate": n(F, D),
+            "w_up": n(F, D),
+            "w_down": n(D, F),
+        }
+        for _ in range(L)
+    ]
+    return {
+        "embed": rng.normal(size=(V, D)).astype(np.float32),
+        "norm": (1 + 0.1 * rng.normal(size=D)).astype(np.float32),
+        "layers": layers,
+    }
 
 
 def _permute(w, n_head):
@@ -48,8 +61,17 @@ def _write(path, hf, arch="llama", quantise_embedding=True):
     else:
         w.add_tensor("token_embd.weight", emb)
     w.add_tensor("output_norm.weight", hf["norm"])
-    names = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
-             "ffn_norm": "ffn_norm", "w_gate": "ffn_gate", "w_up": "ffn_up", "w_down": "ffn_down"}
+    names = {
+        "attn_norm": "attn_norm",
+        "wq": "attn_q",
+        "wk": "attn_k",
+        "wv": "attn_v",
+        "wo": "attn_output",
+        "ffn_norm": "ffn_norm",
+        "w_gate": "ffn_gate",
+        "w_up": "ffn_up",
+        "w_down": "ffn_down",
+    }
     for i, lw in enumerate(hf["layers"]):
         for k, name in names.items():
             a = lw[k]
@@ -74,7 +96,7 @@ def _reference(hf, tokens, embed):
     cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
 
     def rot(x):  # (B, T, n, HD)
-        half = np.concatenate([-x[..., HD // 2:], x[..., :HD // 2]], -1)
+        half = np.concatenate([-x[..., HD // 2 :], x[..., : HD // 2]], -1)
         return x * cos[None, :, None] + half * sin[None, :, None]
 
     h = embed.astype(np.float64)[tokens]
@@ -158,8 +180,11 @@ def test_loader_bad_input(tiny, tmp_path, capsys):
     # the command line: one line, status 2
     from bayesattn.cli import main
 
-    for f, needle in ((tmp_path / "absent.gguf", "no such file"), (bad, "not a readable GGUF"),
-                      (other, "is not supported")):
+    for f, needle in (
+        (tmp_path / "absent.gguf", "no such file"),
+        (bad, "not a readable GGUF"),
+        (other, "is not supported"),
+    ):
         assert main(["screen", "--model", str(f)]) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1, err

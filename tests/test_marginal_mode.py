@@ -48,8 +48,14 @@ def closed_form_mode(post, L0):
     """argmax_L log p(L, D) by scipy trust-region Newton on the closed form (exact Hessian)."""
     f = lambda x: -post.log_density(x.reshape(post.L_shape))  # noqa: E731
     vg, hess = jax.jit(jax.value_and_grad(f)), jax.jit(jax.hessian(f))
-    res = so.minimize(lambda x: [np.asarray(a) for a in vg(jnp.asarray(x))], np.ravel(L0), jac=True,
-                      hess=lambda x: np.asarray(hess(jnp.asarray(x))), method="trust-exact", options={"gtol": 1e-10})
+    res = so.minimize(
+        lambda x: [np.asarray(a) for a in vg(jnp.asarray(x))],
+        np.ravel(L0),
+        jac=True,
+        hess=lambda x: np.asarray(hess(jnp.asarray(x))),
+        method="trust-exact",
+        options={"gtol": 1e-10},
+    )
     return res.x.reshape(post.L_shape)
 
 
@@ -58,8 +64,17 @@ def test_adam_on_the_marginal_objective_reaches_the_closed_form_mode(attention):
     task, prior, data = small_problem(P=100)
     post = ba.Posterior(data, attention, prior)
     sched = optax.exponential_decay(3e-2, 8000, 0.003)
-    res = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=8000, init_scale=0.3,
-                   record_every=1000, objective="marginal")
+    res = ba.train(
+        data,
+        prior,
+        attention,
+        jax.random.key(1),
+        lr=sched,
+        steps=8000,
+        init_scale=0.3,
+        record_every=1000,
+        objective="marginal",
+    )
     L_ref = closed_form_mode(post, 0.5 * task.target_pattern)
     L, V = res.final_params
     if attention == "linear" and np.sum(L * L_ref) < 0:  # L -> -L is an exact symmetry
@@ -71,20 +86,27 @@ def test_adam_on_the_marginal_objective_reaches_the_closed_form_mode(attention):
     J_ref = tr.marginal_objective(jnp.asarray(L_ref), post)
     assert abs(res.history["objective"][-1] - J_ref) < 1e-9
     # the marginal mode differs from the joint mode (the Occam term): Adam on J ends elsewhere
-    joint = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=8000, init_scale=0.3,
-                     record_every=1000)
+    joint = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=8000, init_scale=0.3, record_every=1000)
     assert np.max(np.abs(np.abs(joint.final_params[0]) - np.abs(L_ref))) > 1e-3
 
 
 def test_marginal_sweep_equals_single_runs():
     task, prior, _ = small_problem()
-    sw = ba.train_sweep(task, prior, "softmax", [30, 60], [0], jax.random.key(2), steps=200, record_every=100,
-                        objective="marginal")
+    sw = ba.train_sweep(
+        task, prior, "softmax", [30, 60], [0], jax.random.key(2), steps=200, record_every=100, objective="marginal"
+    )
     k = jax.random.fold_in(jax.random.key(2), 0)
     data_key, run_key = jax.random.split(k)
     full = task.sample(data_key, 60)
-    one = ba.train(ba.Dataset(full.X[:30], full.Y[:30], task), prior, "softmax", run_key, steps=200, record_every=100,
-                   objective="marginal")
+    one = ba.train(
+        ba.Dataset(full.X[:30], full.Y[:30], task),
+        prior,
+        "softmax",
+        run_key,
+        steps=200,
+        record_every=100,
+        objective="marginal",
+    )
     np.testing.assert_allclose(sw.final_L[0, 0], one.final_params[0], atol=1e-12)
     np.testing.assert_allclose(sw.final_V[0, 0], one.final_params[1], atol=1e-12)
 
@@ -94,24 +116,38 @@ def test_tempered_langevin_is_the_rescaled_prior():
     J and the same noise, so the same key gives the same trajectory (exact identity, checked to rounding)."""
     task, prior, data = small_problem(P=50)
     tau = 0.3
-    a = ba.train(data, prior, "softmax", jax.random.key(4), optimizer="langevin", steps=300, temperature=tau,
-                 record_every=100)
+    a = ba.train(
+        data, prior, "softmax", jax.random.key(4), optimizer="langevin", steps=300, temperature=tau, record_every=100
+    )
     scaled = ba.Prior(tau * prior.sigma_A2, tau * prior.sigma_V2, tau * prior.sigma2)
     b = ba.train(data, scaled, "softmax", jax.random.key(4), optimizer="langevin", steps=300, record_every=100)
     np.testing.assert_allclose(a.final_params[0], b.final_params[0], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.history["objective"], b.history["objective"], rtol=1e-9)
     # and the marginal objective under SGLD keeps V at its conditional mean (only L moves)
-    c = ba.train(data, prior, "softmax", jax.random.key(4), optimizer="langevin", steps=100, objective="marginal",
-                 record_every=100)
+    c = ba.train(
+        data,
+        prior,
+        "softmax",
+        jax.random.key(4),
+        optimizer="langevin",
+        steps=100,
+        objective="marginal",
+        record_every=100,
+    )
     post = ba.Posterior(data, "softmax", prior)
     np.testing.assert_allclose(c.final_params[1], post.readout_posterior(jnp.asarray(c.final_params[0]))[0], atol=1e-10)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(objective="foo"), "objective"), (dict(objective="marginal", batch_size=10), "batch_size"),
-    (dict(temperature=0.5), "temperature"), (dict(optimizer="langevin", temperature=0.0), "temperature"),
-    (dict(optimizer="langevin", temperature=-1.0), "temperature"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(objective="foo"), "objective"),
+        (dict(objective="marginal", batch_size=10), "batch_size"),
+        (dict(temperature=0.5), "temperature"),
+        (dict(optimizer="langevin", temperature=0.0), "temperature"),
+        (dict(optimizer="langevin", temperature=-1.0), "temperature"),
+    ],
+)
 def test_bad_objective_and_temperature(kw, match):
     task, prior, data = small_problem()
     with pytest.raises(ValueError, match=match):

@@ -27,9 +27,10 @@ def log_mixture(x):
 def test_branch_evidences_recover_exact_weights_and_evidences():
     # references fitted to draws of each branch, deliberately a bit off (shifted, widened)
     refs = {"a": (np.full(3, MU + 0.2), np.full(3, 0.8)), "b": (np.full(3, -MU - 0.1), np.full(3, 0.7))}
-    mw = ba.branch_evidences(log_mixture, jax.random.key(1), refs, runs=3, num_particles=128, num_mcmc_steps=10,
-                             observable_fn=lambda x: x[0])
-    for (name, w) in zip("ab", W):
+    mw = ba.branch_evidences(
+        log_mixture, jax.random.key(1), refs, runs=3, num_particles=128, num_mcmc_steps=10, observable_fn=lambda x: x[0]
+    )
+    for name, w in zip("ab", W):
         # log Z_b is log w_b: each branch integrates to its weight
         assert abs(mw.log_evidence[name] - math.log(w)) < max(4 * mw.log_evidence_se[name], 0.05), mw.log_evidence
         assert abs(mw.weights[name] - w) < max(4 * mw.weights_se[name], 0.02)
@@ -41,13 +42,16 @@ def test_branch_evidences_recover_exact_weights_and_evidences():
 def test_prior_smc_misses_the_far_branch():
     """The reason for the per-branch estimator: from the prior, the tempering path rarely reaches +6 and -6 in
     proportion (weights off by far more than the per-branch estimate's error)."""
+
     @jax.jit
     def run(k):
         x0 = jax.random.normal(k, (256, 3))
         logp = lambda x: -0.5 * jnp.sum(x**2) - 1.5 * math.log(2 * math.pi)  # noqa: E731
-        out = ba.tempered_smc(logp, lambda x: log_mixture(x) - logp(x), jax.random.fold_in(k, 1), x0,
-                              num_mcmc_steps=2, target_ess=0.5)
+        out = ba.tempered_smc(
+            logp, lambda x: log_mixture(x) - logp(x), jax.random.fold_in(k, 1), x0, num_mcmc_steps=2, target_ess=0.5
+        )
         return jnp.sum(out["weights"] * (out["particles"][:, 0] > 0))
+
     est = [float(run(k)) for k in jax.random.split(jax.random.key(5), 3)]
     assert np.std(est) > 0.05 or abs(np.mean(est) - W[0]) > 0.1, est
 
@@ -79,8 +83,9 @@ def test_mode_weights_on_a_posterior_sum_to_one(post):
     rng = np.random.default_rng(1)
     low = 0.05 * rng.standard_normal((50, 4, 4))
     high = 4.0 * post.task.target_pattern + 0.05 * rng.standard_normal((50, 4, 4))
-    mw = ba.mode_weights(post, jax.random.key(2), {"low": low, "high": high}, runs=2, num_particles=64,
-                         num_mcmc_steps=5)
+    mw = ba.mode_weights(
+        post, jax.random.key(2), {"low": low, "high": high}, runs=2, num_particles=64, num_mcmc_steps=5
+    )
     assert abs(sum(mw.weights.values()) - 1) < 1e-12 and all(np.isfinite(list(mw.log_evidence.values())))
     assert mw.config["by"] == "m"
     assert json.loads(json.dumps(mw.to_dict()))["names"] == ["low", "high"]
@@ -99,9 +104,15 @@ def test_seed_summary_of_the_coexistence_script():
 
     def result(lo, se_low, se_high):
         w = 1 / (1 + math.exp(-lo))
-        return {"theory": {"predicted_high_weight": 0.6},
-                "smc_branches": {"log_odds": {"low": 0.0, "high": lo}, "weights": {"low": 1 - w, "high": w},
-                                 "log_evidence_se": {"low": se_low, "high": se_high}}}
+        return {
+            "theory": {"predicted_high_weight": 0.6},
+            "smc_branches": {
+                "log_odds": {"low": 0.0, "high": lo},
+                "weights": {"low": 1 - w, "high": w},
+                "log_evidence_se": {"low": se_low, "high": se_high},
+            },
+        }
+
     los = [0.5, 1.5, -0.2]
     res = {s: result(lo, 0.3, 0.4) for s, lo in enumerate(los)}
     res[3] = {"theory": {"predicted_high_weight": 0.6}, "smc_branches": None}

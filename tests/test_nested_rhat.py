@@ -68,7 +68,7 @@ def test_nested_r_hat_detects_shifted_superchains():
     # superchain means shifted by delta_k: nR-hat^2 - 1 -> var(delta) / (1 + var of chain means) ~ var(delta)
     delta = np.linspace(-0.5, 0.5, 8)
     r = nested_r_hat(iid + delta[labels][:, None], labels)
-    assert r ** 2 - 1 == pytest.approx(np.var(delta, ddof=1), rel=0.15)
+    assert r**2 - 1 == pytest.approx(np.var(delta, ddof=1), rel=0.15)
     assert math.isnan(nested_r_hat(iid, np.zeros(128)))  # one superchain: undefined
     with pytest.raises(ValueError, match="superchains"):
         nested_r_hat(iid, labels[:10])

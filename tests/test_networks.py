@@ -10,8 +10,15 @@ import pytest
 from conftest import np_attention, np_design
 
 import bayesattn as ba
-from bayesattn.models import (MixerConfig, MultiHeadConfig, SingleLayer, SingleLayerConfig, TransformerConfig,
-                              network_config, network_from_config)
+from bayesattn.models import (
+    MixerConfig,
+    MultiHeadConfig,
+    SingleLayer,
+    SingleLayerConfig,
+    TransformerConfig,
+    network_config,
+    network_from_config,
+)
 from bayesattn.training import sequence_loss
 
 T, d = 5, 3
@@ -24,19 +31,45 @@ def _single_layer_transformer(L, V, attention):
     whose value is the identity and output map V: residual [x (d), z (d), one-hot position (T)]."""
     dh = max(T, d)
     width = 2 * d + T
-    cfg = TransformerConfig(T=T, width=width, layers=1, heads=1, head_dim=dh, mlp=None, norm="none",
-                            positions="onehot", d_in=d, d_out=V.shape[0], attention=attention)
+    cfg = TransformerConfig(
+        T=T,
+        width=width,
+        layers=1,
+        heads=1,
+        head_dim=dh,
+        mlp=None,
+        norm="none",
+        positions="onehot",
+        d_in=d,
+        d_out=V.shape[0],
+        attention=attention,
+    )
     net = network_from_config(cfg, jax.random.key(0))
-    W_E = np.zeros((2 * d, d)); W_E[:d] = np.eye(d)
-    W_Q = np.zeros((dh, width)); W_Q[np.arange(T), 2 * d + np.arange(T)] = 1.0
-    W_K = np.zeros((dh, width)); W_K[:T, 2 * d:] = np.sqrt(dh) * np.asarray(L)  # q_t . k_s / sqrt(dh) = L_ts
-    W_V = np.zeros((dh, width)); W_V[np.arange(d), np.arange(d)] = 1.0
-    W_O = np.zeros((width, dh)); W_O[d + np.arange(d), np.arange(d)] = 1.0
-    W_U = np.zeros((V.shape[0], width)); W_U[:, d:2 * d] = V
+    W_E = np.zeros((2 * d, d))
+    W_E[:d] = np.eye(d)
+    W_Q = np.zeros((dh, width))
+    W_Q[np.arange(T), 2 * d + np.arange(T)] = 1.0
+    W_K = np.zeros((dh, width))
+    W_K[:T, 2 * d :] = np.sqrt(dh) * np.asarray(L)  # q_t . k_s / sqrt(dh) = L_ts
+    W_V = np.zeros((dh, width))
+    W_V[np.arange(d), np.arange(d)] = 1.0
+    W_O = np.zeros((width, dh))
+    W_O[d + np.arange(d), np.arange(d)] = 1.0
+    W_U = np.zeros((V.shape[0], width))
+    W_U[:, d : 2 * d] = V
     b = net.blocks[0]
-    net = eqx.tree_at(lambda n: (n.embedding.W_E, n.embedding.W_U, n.blocks[0].W_Q, n.blocks[0].W_K,
-                                 n.blocks[0].W_V, n.blocks[0].W_O), net,
-                      tuple(jnp.asarray(a) for a in (W_E, W_U, W_Q, W_K, W_V, W_O)))
+    net = eqx.tree_at(
+        lambda n: (
+            n.embedding.W_E,
+            n.embedding.W_U,
+            n.blocks[0].W_Q,
+            n.blocks[0].W_K,
+            n.blocks[0].W_V,
+            n.blocks[0].W_O,
+        ),
+        net,
+        tuple(jnp.asarray(a) for a in (W_E, W_U, W_Q, W_K, W_V, W_O)),
+    )
     assert b.W_in is None and net.final_norm.kind == "none"
     return net
 
@@ -66,15 +99,17 @@ def test_multihead_with_positional_queries_is_the_h_head_single_layer():
     L, V = rng.normal(size=(H, T, T)), rng.normal(size=(d, H * d))
     cfg = MultiHeadConfig(T=T, d_in=d, heads=H, positions="onehot", decoder="identity", mask="full")
     net = network_from_config(cfg, jax.random.key(0))
-    W_Q = np.zeros((H, d + T, d + T)); W_Q[:, d:, d:] = L  # positional block = the logits
+    W_Q = np.zeros((H, d + T, d + T))
+    W_Q[:, d:, d:] = L  # positional block = the logits
     W_V = np.zeros((H, d, d + T))
     for h in range(H):
-        W_V[h, :, :d] = V[:, h * d:(h + 1) * d]
+        W_V[h, :, :d] = V[:, h * d : (h + 1) * d]
     net = eqx.tree_at(lambda n: (n.W_Q, n.W_V), net, (jnp.asarray(W_Q), jnp.asarray(W_V)))
     single = SingleLayer(SingleLayerConfig(T=T, d_in=d, heads=H), jax.random.key(0), L, V)
     km = np.ones((T, T), bool)
-    ref = sum(np.einsum("ts,psi,ki->ptk", np_attention(L[h], "softmax", km), X, V[:, h * d:(h + 1) * d])
-              for h in range(H))  # f = V [z^1, z^2] = sum_h V^h z^h
+    ref = sum(
+        np.einsum("ts,psi,ki->ptk", np_attention(L[h], "softmax", km), X, V[:, h * d : (h + 1) * d]) for h in range(H)
+    )  # f = V [z^1, z^2] = sum_h V^h z^h
     for n in (net, single):
         y, attn = batched(n, jnp.asarray(X))
         np.testing.assert_allclose(y, ref, rtol=1e-10, atol=1e-12)
@@ -86,8 +121,18 @@ ZOO = [
     MultiHeadConfig(T=6, d_in=3, heads=3, decoder="learned", d_value=4, init_scale=0.5),
     TransformerConfig(T=6, width=12, layers=2, heads=3, mlp=16, d_in=3, positions="learned"),
     TransformerConfig(T=6, width=12, layers=2, heads=2, mlp=None, d_in=3, positions="rope", norm="rmsnorm"),
-    TransformerConfig(T=6, width=12, layers=1, heads=2, head_dim=5, mlp=8, vocab=7, positions="onehot",
-                      norm_position="post", tied=True),
+    TransformerConfig(
+        T=6,
+        width=12,
+        layers=1,
+        heads=2,
+        head_dim=5,
+        mlp=8,
+        vocab=7,
+        positions="onehot",
+        norm_position="post",
+        tied=True,
+    ),
     TransformerConfig(T=6, width=8, layers=2, heads=1, vocab=7, positions="none", norm="none", attention="linear"),
     MixerConfig(T=6, width=8, layers=2, mlp=16, d_in=3),
     MixerConfig(T=6, width=8, layers=1, vocab=7, tied=True, norm="none"),
@@ -112,10 +157,10 @@ def test_rows_sum_to_one_and_no_network_sees_the_future(cfg):
     if cfg.name != "mixer" and getattr(cfg, "attention", "softmax") == "softmax":
         np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-12)
     t0 = 2  # change every token after t0: outputs up to t0 must not move, later ones must
-    x2 = x.at[t0 + 1:].set((x[t0 + 1:] + 1) % cfg.vocab if getattr(cfg, "vocab", None) else x[t0 + 1:] + 1.0)
+    x2 = x.at[t0 + 1 :].set((x[t0 + 1 :] + 1) % cfg.vocab if getattr(cfg, "vocab", None) else x[t0 + 1 :] + 1.0)
     y2, _ = call(net, x2)
-    np.testing.assert_allclose(y2[:t0 + 1], y[:t0 + 1], atol=1e-12)
-    assert not np.allclose(y2[t0 + 1:], y[t0 + 1:])
+    np.testing.assert_allclose(y2[: t0 + 1], y[: t0 + 1], atol=1e-12)
+    assert not np.allclose(y2[t0 + 1 :], y[t0 + 1 :])
 
 
 def test_mixer_mixing_is_lower_triangular_even_after_training_steps():
@@ -137,19 +182,22 @@ def test_float32_inputs_run_in_float32():
         assert y.dtype == jnp.float32 and attn.dtype == jnp.float32
 
 
-@pytest.mark.parametrize("config,match", [
-    ({"name": "transformer", "width": 10, "heads": 3, "d_in": 2}, "heads=3"),
-    ({"name": "resnet"}, "network name='resnet'"),
-    ({"name": "mixer", "d_in": 2, "depth": 3}, "unknown field"),
-    ({"width": 8}, "name"),
-    ({"name": "transformer", "T": 16, "width": 16, "positions": "onehot", "d_in": 2}, "width=16"),
-    ({"name": "transformer", "vocab": 5, "d_in": 2}, "exactly one"),
-    ({"name": "transformer", "d_in": 2, "d_out": 3, "tied": True}, "tied"),
-    ({"name": "transformer", "d_in": 2, "positions": "rope", "width": 6, "heads": 2}, "head_dim=3"),
-    ({"name": "transformer", "d_in": 2, "norm": "batchnorm"}, "norm"),
-    ({"name": "single_layer", "heads": 0}, "heads"),
-    ({"name": "multihead", "decoder": "identity", "d_value": 5, "d_out": 3}, "d_value"),
-])
+@pytest.mark.parametrize(
+    "config,match",
+    [
+        ({"name": "transformer", "width": 10, "heads": 3, "d_in": 2}, "heads=3"),
+        ({"name": "resnet"}, "network name='resnet'"),
+        ({"name": "mixer", "d_in": 2, "depth": 3}, "unknown field"),
+        ({"width": 8}, "name"),
+        ({"name": "transformer", "T": 16, "width": 16, "positions": "onehot", "d_in": 2}, "width=16"),
+        ({"name": "transformer", "vocab": 5, "d_in": 2}, "exactly one"),
+        ({"name": "transformer", "d_in": 2, "d_out": 3, "tied": True}, "tied"),
+        ({"name": "transformer", "d_in": 2, "positions": "rope", "width": 6, "heads": 2}, "head_dim=3"),
+        ({"name": "transformer", "d_in": 2, "norm": "batchnorm"}, "norm"),
+        ({"name": "single_layer", "heads": 0}, "heads"),
+        ({"name": "multihead", "decoder": "identity", "d_value": 5, "d_out": 3}, "d_value"),
+    ],
+)
 def test_bad_configs_name_parameter_value_and_allowed(config, match):
     with pytest.raises(ValueError, match=match):
         network_config(config)

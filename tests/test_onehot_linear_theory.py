@@ -16,8 +16,14 @@ import pytest
 
 import bayesattn as ba
 from bayesattn import theory as th
-from bayesattn.bayes.theory.linear_onehot import (_critical_P, frame_variables, onehot_linear_coefficients,
-                                                  onehot_linear_energy, onehot_linear_means, onehot_linear_tables)
+from bayesattn.bayes.theory.linear_onehot import (
+    _critical_P,
+    frame_variables,
+    onehot_linear_coefficients,
+    onehot_linear_energy,
+    onehot_linear_means,
+    onehot_linear_tables,
+)
 
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
 
@@ -37,17 +43,27 @@ def test_onehot_linear_energy_matches_the_exact_closed_form():
     post = ba.Posterior(task.sample(jax.random.key(1), P), "linear", PRIOR)
     rng = np.random.default_rng(0)
     J, pat = np.ones((T, T)) / T, np.roll(np.eye(T), -1, axis=1)
-    Ls = [rng.normal(size=(T, T)), rng.normal(size=(T, T)) + 3 * J, 3 * pat + 0.5 * rng.normal(size=(T, T)),
-          5 * pat + 4 * J + rng.normal(size=(T, T)), 2 * J + 2 * np.outer(rng.normal(size=T), np.ones(T)),
-          8 * J, 0.1 * rng.normal(size=(T, T))]
+    Ls = [
+        rng.normal(size=(T, T)),
+        rng.normal(size=(T, T)) + 3 * J,
+        3 * pat + 0.5 * rng.normal(size=(T, T)),
+        5 * pat + 4 * J + rng.normal(size=(T, T)),
+        2 * J + 2 * np.outer(rng.normal(size=T), np.ones(T)),
+        8 * J,
+        0.1 * rng.normal(size=(T, T)),
+    ]
     c1, c2, o1, o2, eps = (float(np.asarray(x)) for x in onehot_linear_coefficients(task, PRIOR, P))
     exact, reduced, no_mean = [], [], []
     for L in Ls:
         A, B, R, K = (float(x) for x in frame_variables(L))
         m, q, v, w = _direct_order_parameters(L)
         # the frame reproduces the order parameters and the norm
-        np.testing.assert_allclose([(np.sqrt(T - 1) * B + A) / T**1.5, A / np.sqrt(T), (A**2 + R) / T,
-                                    (A**2 + B**2 + R + K) / T**2], [m, v, w, q], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            [(np.sqrt(T - 1) * B + A) / T**1.5, A / np.sqrt(T), (A**2 + R) / T, (A**2 + B**2 + R + K) / T**2],
+            [m, v, w, q],
+            rtol=1e-10,
+            atol=1e-12,
+        )
         exact.append(float(post.log_likelihood(jnp.asarray(L))))
         reduced.append(-float(onehot_linear_energy(A, B, R, K, T, c1, c2, o1, o2, eps)))
         no_mean.append(-(c1 * (1 - m**2 / (q + eps)) + o1 * np.log1p(q / eps)))  # the softmax-style energy
@@ -70,8 +86,12 @@ def _nuts_reduced(T, P, key, num=1600):
         al = L / jnp.sqrt(T)
         a, r = al[jnp.arange(T), src], al.sum(-1)
         m, q, v, w = a.mean(), (al**2).sum() / T, r.mean(), (r**2).mean()
-        E = (c1 * (1 - m**2 / (q + eps)) + c2 * (1 - v**2 / (w + eps)) + o1 * jnp.log1p(q / eps)
-             + o2 * jnp.log1p(w / eps))
+        E = (
+            c1 * (1 - m**2 / (q + eps))
+            + c2 * (1 - v**2 / (w + eps))
+            + o1 * jnp.log1p(q / eps)
+            + o2 * jnp.log1p(w / eps)
+        )
         return -0.5 * jnp.sum(L**2) / PRIOR.sigma_A2 - E
 
     k1, k2 = jax.random.split(key)
@@ -110,8 +130,10 @@ def test_grid_integration_matches_nuts_on_the_reduced_density():
         chunks = obs.reshape(8, -1, 2).mean(axis=1)  # batch means for the Monte Carlo error
         se = chunks.std(axis=0, ddof=1) / np.sqrt(8)
         mc = obs.mean(axis=0)
-        print(f"P = {p:.0f}: grid <u> = {theory[0]:.5f}, <q> = {theory[1]:.5f}; "
-              f"NUTS {mc[0]:.5f} +- {se[0]:.5f}, {mc[1]:.5f} +- {se[1]:.5f}")
+        print(
+            f"P = {p:.0f}: grid <u> = {theory[0]:.5f}, <q> = {theory[1]:.5f}; "
+            f"NUTS {mc[0]:.5f} +- {se[0]:.5f}, {mc[1]:.5f} +- {se[1]:.5f}"
+        )
         assert abs(theory[0] - mc[0]) < max(4 * se[0], 3e-3), (p, theory[0], mc[0], se[0])
         assert abs(theory[1] - mc[1]) < max(4 * se[1], 3e-3) * 3, (p, theory[1], mc[1], se[1])
 
@@ -170,8 +192,11 @@ def test_test_error_is_the_held_out_error_of_the_centred_target():
     proj = jnp.eye(d) - jnp.ones((d, d)) / d
     rng = np.random.default_rng(1)
     J, shift = np.ones((T, T)) / T, np.roll(np.eye(T), -1, axis=1)
-    for L in [0.3 * rng.normal(size=(T, T)) + 3 * J, 2 * shift + 4 * J + 0.5 * rng.normal(size=(T, T)),
-              4 * shift + 0.3 * rng.normal(size=(T, T))]:
+    for L in [
+        0.3 * rng.normal(size=(T, T)) + 3 * J,
+        2 * shift + 4 * J + 0.5 * rng.normal(size=(T, T)),
+        4 * shift + 0.3 * rng.normal(size=(T, T)),
+    ]:
         m, q, _, _ = _direct_order_parameters(L)
         pred = float(prediction_error(m, q, eps))
         mean, _ = post.predict(jnp.asarray(L), jnp.asarray(test.X))

@@ -67,10 +67,13 @@ def test_onehot_softmax_has_a_first_order_transition_at_larger_P():
     assert m[0] < 0.06 and m[-1] > 0.15  # uniform below, copy above
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(attention="linear", task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
-    (dict(noise_fit=True), "noise_fit"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(attention="linear", task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "onehot"),
+        (dict(noise_fit=True), "noise_fit"),
+    ],
+)
 def test_onehot_not_covered_says_so(kw, match):
     args = dict(task=ba.CopyTask(T=8, d=8, tokens="onehot"), attention="softmax", noise_fit=False)
     args.update(kw)
@@ -111,7 +114,8 @@ def test_one_call_over_three_decades_of_P_agrees_with_one_call_per_P():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the largest P's minimum sits on its grid's edge
         together = np.asarray(th.phase_curve(task, prior, "softmax", Ps).mean["m"])
-        alone = np.array([float(th.phase_curve(task, prior, "softmax", Ps[i:i + 1]).mean["m"][0])
-                          for i in range(len(Ps))])
+        alone = np.array(
+            [float(th.phase_curve(task, prior, "softmax", Ps[i : i + 1]).mean["m"][0]) for i in range(len(Ps))]
+        )
     assert np.all(np.diff(alone) > 0)
     np.testing.assert_allclose(together, alone, atol=0.01)

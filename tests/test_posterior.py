@@ -37,7 +37,9 @@ def test_closed_form_equals_bruteforce_gp_evidence(attention, tokens, boundary, 
         np.testing.assert_allclose(post.log_likelihood(L), ref, rtol=1e-10, atol=1e-9)
         np.testing.assert_allclose(post.log_prior(L), np_log_prior_L(L, PRIOR.sigma_A2), rtol=1e-12, atol=1e-10)
         np.testing.assert_allclose(post.log_density(L), ref + np_log_prior_L(L, PRIOR.sigma_A2), rtol=1e-10, atol=1e-9)
-        np.testing.assert_allclose(ba.gp_log_evidence(jnp.asarray(L), data, attention, PRIOR), ref, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(
+            ba.gp_log_evidence(jnp.asarray(L), data, attention, PRIOR), ref, rtol=1e-10, atol=1e-9
+        )
 
 
 def test_closed_form_when_n_exceeds_d_and_priors_vary(rng):
@@ -59,8 +61,15 @@ def test_marginal_equals_joint_integrated_over_V(attention, boundary, rng):
     mean, cov = post.readout_posterior(L)
     v0, sd = float(mean[0, 0]), float(np.sqrt(cov[0, 0]))
     c = float(joint(v0))
-    val, err = integrate.quad(lambda v: np.exp(float(joint(v)) - c), v0 - 40 * sd, v0 + 40 * sd, points=[v0],
-                              epsabs=0, epsrel=1e-12, limit=200)
+    val, err = integrate.quad(
+        lambda v: np.exp(float(joint(v)) - c),
+        v0 - 40 * sd,
+        v0 + 40 * sd,
+        points=[v0],
+        epsabs=0,
+        epsrel=1e-12,
+        limit=200,
+    )
     np.testing.assert_allclose(post.log_density(L), c + np.log(val), rtol=0, atol=1e-8)
 
 
@@ -136,8 +145,12 @@ def test_hand_written_adjoints_match_autodiff(rng):
     non-symmetric cotangents (inside log_density they are symmetric up to rounding, which would hide a
     transposed adjoint)."""
     from bayesattn.bayes.posterior import _crossprod, _ridge_terms
-    a, b, g = (jnp.asarray(rng.standard_normal((5, 4))), jnp.asarray(rng.standard_normal((5, 4))),
-               jnp.asarray(rng.standard_normal((4, 4))))
+
+    a, b, g = (
+        jnp.asarray(rng.standard_normal((5, 4))),
+        jnp.asarray(rng.standard_normal((5, 4))),
+        jnp.asarray(rng.standard_normal((4, 4))),
+    )
     out, vjp = jax.vjp(_crossprod, a, b)
     ref, vjp_ref = jax.vjp(lambda a, b: a.T @ b, a, b)
     np.testing.assert_allclose(out, ref, rtol=1e-13)
@@ -148,6 +161,7 @@ def test_hand_written_adjoints_match_autodiff(rng):
 
     def plain(K, C):
         return jnp.trace(C.T @ jnp.linalg.solve(K, C)), jnp.linalg.slogdet(K)[1]
+
     out, vjp = jax.vjp(_ridge_terms, K, C)
     ref, vjp_ref = jax.vjp(plain, K, C)
     np.testing.assert_allclose(out, ref, rtol=1e-12)
@@ -258,8 +272,9 @@ def test_with_prior_reuses_statistics_and_matches_a_fresh_posterior(rng):
     data, post = make("linear")
     other = ba.Prior(2.0, 5.0, 1.5)
     L = random_L(rng, 5)
-    np.testing.assert_allclose(post.with_prior(other).log_density(L), ba.Posterior(data, "linear", other).log_density(L),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        post.with_prior(other).log_density(L), ba.Posterior(data, "linear", other).log_density(L), rtol=1e-13
+    )
 
 
 def test_user_dataset_with_junk_on_unmarked_rows_is_masked(rng):
@@ -299,8 +314,14 @@ def test_posterior_rejects_unknown_attention_and_wrong_arguments():
 def test_L_of_wrong_shape_is_rejected(shape):
     _, post = make(T=4, d=2, P=3)
     L = np.zeros(shape)
-    for method in (post.log_density, post.log_prior, post.log_likelihood, post.attention_weights,
-                   post.readout_posterior, lambda L: post.predict(L, np.zeros((1, 4, 2)))):
+    for method in (
+        post.log_density,
+        post.log_prior,
+        post.log_likelihood,
+        post.attention_weights,
+        post.readout_posterior,
+        lambda L: post.predict(L, np.zeros((1, 4, 2))),
+    ):
         with pytest.raises(ValueError, match=r"L has shape " + re_shape(shape)):
             method(L)
 

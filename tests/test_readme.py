@@ -20,8 +20,9 @@ def test_readme_python_examples_run_each_on_its_own():
     assert abs(float(sampling["samples"].order_parameters["m"].mean()) - 0.243) < 0.02
     assert sampling["mean_V"].shape == (8, 8) and sampling["cov_V"].shape == (8, 8)
     assert heads["post"].L_shape == (2, 4, 4)
-    assert {"m", "q", "u", "overlap", "entropy", "m_h0", "m_h1"} <= set(heads["post"].observables(
-        heads["jnp"].zeros((3, 2, 4, 4))))
+    assert {"m", "q", "u", "overlap", "entropy", "m_h0", "m_h1"} <= set(
+        heads["post"].observables(heads["jnp"].zeros((3, 2, 4, 4)))
+    )
     assert theory["curve"].transition["order"] == "first" and 700 < theory["curve"].transition["P_c"] < 780
     err = theory["losses"]["posterior"]
     assert err[0] > 0.9 and err[-1] < 0.5 and len(theory["losses"]["joint_mode"]) == len(err)
@@ -33,8 +34,14 @@ def test_references_stay_inside_the_repository():
     """Users have only the repository: no pointer to a file outside it, and every docs/ file cited exists."""
     root = README.parent
     outside = ("THEORY" + ".md", "../" + "shared", "/work/" + "shared")
-    files = [README, *root.glob("docs/*.md"), *root.glob("scripts/*.py"), *root.glob("tests/*.py"),
-             *root.glob("bayesattn/**/*.py"), *root.glob("phase_diagrams/*")]
+    files = [
+        README,
+        *root.glob("docs/*.md"),
+        *root.glob("scripts/*.py"),
+        *root.glob("tests/*.py"),
+        *root.glob("bayesattn/**/*.py"),
+        *root.glob("phase_diagrams/*"),
+    ]
     cited = set()
     for f in files:
         if not f.is_file():

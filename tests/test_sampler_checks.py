@@ -112,7 +112,7 @@ def test_split_rhat_flags_chains_that_drift_within_themselves():
     flagged = []
     for name, x in s.order_parameters.items():
         x = np.asarray(x)
-        first, second = x[:, : draws // 2], x[:, draws // 2:]
+        first, second = x[:, : draws // 2], x[:, draws // 2 :]
         if abs(first.mean() - second.mean()) < 3 * max(first.std(), second.std()):
             continue  # an observable blind to this drift (m, q and u all see it: gaps of 6 to 50 stds)
         assert float(gelman_rubin(x)) < 1.1, name  # the construction: chains agree, plain R-hat is blind
@@ -135,8 +135,9 @@ def test_non_finite_draws_are_counted_and_an_unusable_ess_gives_no_se():
     assert s.diagnostics["num_nan"] == 3
     for ess in (0.0, -5.0, math.inf, math.nan):
         diag = {**s.diagnostics, **{n: {"ess_bulk": ess, "r_hat": 1.0} for n in s.order_parameters}}
-        summ = ba.Samples(L=L, order_parameters=s.order_parameters, diagnostics=diag, method="nuts",
-                          config={}).summary()
+        summ = ba.Samples(
+            L=L, order_parameters=s.order_parameters, diagnostics=diag, method="nuts", config={}
+        ).summary()
         for name in s.order_parameters:
             assert math.isnan(summ[name]["se"]), (ess, name)
 
@@ -160,7 +161,9 @@ def test_summary_draws_are_the_draws_thinned_to_at_most_1000_per_chain():
         assert summ["draws_stride"] == stride
         for name, x in s.order_parameters.items():
             np.testing.assert_array_equal(np.asarray(summ["draws"][name]), np.asarray(x)[:, ::stride])
-            assert np.shape(summ["draws"][name]) == (2, math.ceil(draws / stride)) and len(summ["draws"][name][0]) <= 1000
+            assert (
+                np.shape(summ["draws"][name]) == (2, math.ceil(draws / stride)) and len(summ["draws"][name][0]) <= 1000
+            )
 
 
 @pytest.mark.parametrize("method", ["nuts", "smc"])

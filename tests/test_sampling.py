@@ -57,25 +57,28 @@ def small_post():
     return posterior(3, 2, 10, "softmax", ba.Prior(1.0, 100.0, 10.0))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(method="gibbs"), "method='gibbs'"),
-    (dict(backend="stan"), "backend='stan'"),
-    (dict(backend="numpyro", method="hmc"), "numpyro supports only"),
-    (dict(init="warm"), "init='warm'"),
-    (dict(init=np.zeros((4, 4))), r"init has shape \(4, 4\)"),
-    (dict(init=np.zeros((3, 3, 3)), num_chains=2), r"init has shape \(3, 3, 3\)"),
-    (dict(init=np.full((3, 3), np.nan)), "NaN"),
-    (dict(num_chains=0), "num_chains=0"),
-    (dict(num_warmup=-1), "num_warmup=-1"),
-    (dict(num_samples=0), "num_samples=0"),
-    (dict(num_samples=10.5), "num_samples=10.5"),
-    (dict(thin=0), "thin=0"),
-    (dict(chains_per_batch=0), "chains_per_batch=0"),
-    (dict(num_samples=10, thin=5), "num_samples // thin >= 4"),
-    (dict(step_size=0.1), "not understood"),
-    (dict(method="hmc", num_integration_steps=0), "num_integration_steps=0"),
-    (dict(target_acceptance_rate=1.5), "target_acceptance_rate=1.5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(method="gibbs"), "method='gibbs'"),
+        (dict(backend="stan"), "backend='stan'"),
+        (dict(backend="numpyro", method="hmc"), "numpyro supports only"),
+        (dict(init="warm"), "init='warm'"),
+        (dict(init=np.zeros((4, 4))), r"init has shape \(4, 4\)"),
+        (dict(init=np.zeros((3, 3, 3)), num_chains=2), r"init has shape \(3, 3, 3\)"),
+        (dict(init=np.full((3, 3), np.nan)), "NaN"),
+        (dict(num_chains=0), "num_chains=0"),
+        (dict(num_warmup=-1), "num_warmup=-1"),
+        (dict(num_samples=0), "num_samples=0"),
+        (dict(num_samples=10.5), "num_samples=10.5"),
+        (dict(thin=0), "thin=0"),
+        (dict(chains_per_batch=0), "chains_per_batch=0"),
+        (dict(num_samples=10, thin=5), "num_samples // thin >= 4"),
+        (dict(step_size=0.1), "not understood"),
+        (dict(method="hmc", num_integration_steps=0), "num_integration_steps=0"),
+        (dict(target_acceptance_rate=1.5), "target_acceptance_rate=1.5"),
+    ],
+)
 def test_bad_input_raises_value_error(small_post, kwargs, match):
     with pytest.raises(ValueError, match=match):
         ba.sample(small_post, jax.random.key(0), **kwargs)
@@ -186,8 +189,9 @@ def test_unmixed_linear_chains_are_flagged_by_rhat(prior_linear_run):
 @pytest.mark.parametrize("method, backend", [("hmc", "blackjax"), ("mala", "blackjax"), ("nuts", "numpyro")])
 def test_methods_on_gaussian_prior(method, backend):
     post = posterior(2, 1, 0, "linear", ba.Prior(0.5, 100.0, 10.0))
-    s = ba.sample(post, jax.random.key(5), method=method, backend=backend, num_chains=2, num_warmup=200,
-                  num_samples=1500)
+    s = ba.sample(
+        post, jax.random.key(5), method=method, backend=backend, num_chains=2, num_warmup=200, num_samples=1500
+    )
     L = s.L.reshape(2, s.num_draws, -1)
     for j in range(L.shape[-1]):
         x = L[..., j]
@@ -267,8 +271,12 @@ def test_joint_model_density_matches_reference():
         data = ba.CopyTask(T=4, d=3, boundary=boundary).sample(jax.random.key(7), 5)
         rng = np.random.default_rng(0)
         L, V = rng.standard_normal((4, 4)), rng.standard_normal((3, 3))
-        lp, _ = numpyro_log_density(joint_model, (), dict(X=data.X, Y=data.Y, task=data.task, attention=attention,
-                                                          prior=prior), {"L": L, "V": V})
+        lp, _ = numpyro_log_density(
+            joint_model,
+            (),
+            dict(X=data.X, Y=data.Y, task=data.task, attention=attention, prior=prior),
+            {"L": L, "V": V},
+        )
         ref = ba.joint_log_density(jnp.asarray(L), jnp.asarray(V), data, attention, prior)
         assert float(lp) == pytest.approx(float(ref), rel=1e-10, abs=1e-8)
 
@@ -278,8 +286,15 @@ def joint_vs_marginal(T, d, P, beta, num_warmup, num_samples, seed):
     data = ba.CopyTask(T=T, d=d).sample(jax.random.key(seed), P)
     post = ba.Posterior(data, "softmax", prior)
     marg = ba.sample(post, jax.random.key(seed + 1), num_chains=4, num_warmup=num_warmup, num_samples=num_samples)
-    joint = ba.sample_joint(data, jax.random.key(seed + 2), attention="softmax", prior=prior, num_chains=4,
-                            num_warmup=num_warmup, num_samples=num_samples)
+    joint = ba.sample_joint(
+        data,
+        jax.random.key(seed + 2),
+        attention="softmax",
+        prior=prior,
+        num_chains=4,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+    )
     return marg, joint
 
 
@@ -351,8 +366,9 @@ def test_smc_lands_on_the_stable_branch_inside_the_t64_window():
 
     prior = ba.Prior(1.0, 100.0, 400.0)
     post = posterior(64, 8, 1000, "softmax", prior, key=1000)
-    s = ba.sample(post, jax.random.key(7), method="smc", num_chains=1, num_samples=128, num_mcmc_steps=50,
-                  target_ess=0.9)
+    s = ba.sample(
+        post, jax.random.key(7), method="smc", num_chains=1, num_samples=128, num_mcmc_steps=50, target_ess=0.9
+    )
     ref = float(th.phase_curve(post.task, prior, "softmax", np.array([1000.0])).mean["m"][0])
     assert ref > 0.15  # the reference itself is on the copy branch
     m = s.order_parameters["m"]

@@ -53,8 +53,7 @@ def jax_point(point):
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 10.0, 4.0))
     L = jax.random.normal(point_keys(point["seed"], MCMC, point["P"], 0), (4, 4), jnp.float64)
     value, grad = _value_and_grad(post, L)
-    return {"data": data_record(data), "logp": float(value), "grad": np.asarray(grad),
-            "pid_is_not_recorded": True}
+    return {"data": data_record(data), "logp": float(value), "grad": np.asarray(grad), "pid_is_not_recorded": True}
 
 
 def flaky_point(point):
@@ -119,7 +118,9 @@ def test_every_executor_writes_identical_point_files(tmp_path, dask2):
         assert [r["provenance"]["executor"] for r in rs] == [name.split("-")[0]] * 4
         assert all(r["provenance"]["hostname"] for r in rs)
     # the dask points ran in the workers' processes, not here
-    assert {r["result"]["data"]["sha256"] for r in recs["dask"]} == {r["result"]["data"]["sha256"] for r in recs["serial"]}
+    assert {r["result"]["data"]["sha256"] for r in recs["dask"]} == {
+        r["result"]["data"]["sha256"] for r in recs["serial"]
+    }
     files = {name: sorted(p.name for p in (tmp_path / name).glob("*.json")) for name in recs}
     assert all(names == sorted(f"{point_id(p)}.json" for p in points) for names in files.values())
     for f in files["serial"]:
@@ -141,8 +142,13 @@ def test_dask_workers_are_separate_processes(dask2):
 def test_a_raising_point_is_reported_and_the_sweep_goes_on(tmp_path, where, request):
     points = [{"method": "toy", "P": P, "raise_at": 2, "log": str(tmp_path)} for P in range(5)]
     with contextlib.ExitStack() as stack:
-        ex = (request.getfixturevalue("dask2") if where == "dask"
-              else stack.enter_context(sweep_executor("thread", 2)) if where == "thread" else None)
+        ex = (
+            request.getfixturevalue("dask2")
+            if where == "dask"
+            else stack.enter_context(sweep_executor("thread", 2))
+            if where == "thread"
+            else None
+        )
         with pytest.raises(SweepError, match="1 of 5 points failed") as err:
             run_sweep(points, flaky_point, tmp_path / "out", executor=ex, progress=False)
     assert calls(tmp_path) == [0, 1, 2, 3, 4]  # every point was tried
@@ -169,7 +175,7 @@ def test_killed_worker_point_is_rerun_and_no_finished_point_is_touched(tmp_path,
     recs = run_sweep(points, flaky_point, tmp_path / "out", executor=client, progress=False)
     assert (tmp_path / "killed").exists()  # the kill happened
     assert calls(tmp_path).count(3) == 2  # point 3 ran twice: killed, then rerun
-    assert [r["result"]["value"] for r in recs] == [P ** 2 for P in range(6)]
+    assert [r["result"]["value"] for r in recs] == [P**2 for P in range(6)]
     assert not (tmp_path / "out" / FAILURES).exists()
     assert not list((tmp_path / "out").glob(".*"))  # no temporary file left
     client.wait_for_workers(2, timeout=60)  # the nanny has restarted the killed worker: a new process
@@ -197,13 +203,13 @@ def test_point_lost_for_good_is_left_for_the_rerun_which_resumes(tmp_path, clust
     lost = sorted(f["point"]["P"] for f in fails)
     finished = {p.name: p.read_bytes() for p in out.glob("*.json")}
     assert sorted(finished) == sorted(f"{point_id(p)}.json" for p in points if p["P"] not in lost)
-    for name, blob in finished.items():
+    for blob in finished.values():
         rec = json.loads(blob)
         assert rec["result"] == {"value": rec["point"]["P"] ** 2} and rec["provenance"]["executor"] == "dask"
     (tmp_path / "calls.txt").unlink()
     recs = run_sweep(points, flaky_point, out, progress=False)  # the rerun (here: serially)
     assert calls(tmp_path) == lost
-    assert [r["result"]["value"] for r in recs] == [P ** 2 for P in range(5)]
+    assert [r["result"]["value"] for r in recs] == [P**2 for P in range(5)]
     assert {n: (out / n).read_bytes() for n in finished} == finished  # not rewritten
     assert not (out / FAILURES).exists()  # the latest run had no failure
 
@@ -232,8 +238,7 @@ def test_batches_group_by_key_and_chunk(tmp_path, dask2):
 def test_one_progress_bar_counts_all_points_of_all_workers(tmp_path, dask2, capsys):
     points = [{"method": "toy", "P": P} for P in range(4)]
     run_sweep(points[:1], squares_many, tmp_path, batch=Batch(lambda p: 0, squares_many, 2), progress=False)
-    run_sweep(points, None, tmp_path, batch=Batch(lambda p: 0, squares_many, 2), executor=dask2,
-              desc="toybar")
+    run_sweep(points, None, tmp_path, batch=Batch(lambda p: 0, squares_many, 2), executor=dask2, desc="toybar")
     lines = [l for l in capsys.readouterr().err.replace("\r", "\n").splitlines() if "toybar" in l]
     assert "1/4" in lines[0] and "4/4" in lines[-1]
 
@@ -244,10 +249,16 @@ def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
     from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
     from bayesattn.experiments.copy_head import RunConfig, build_points, mcmc_point
 
-    cfg = RunConfig.from_dict({"attention": ["softmax"], "methods": ["mcmc"], "task": {"T": 4, "d": 2},
-                               "prior": {"sigma2": 4.0, "sigma_V2": 10.0}, "P": {"values": [20, 40, 80]},
-                               "mcmc": {"method": "mala", "num_chains": 2, "num_warmup": 30, "num_samples": 8,
-                                        "inits": ["cold", "hot"]}})
+    cfg = RunConfig.from_dict(
+        {
+            "attention": ["softmax"],
+            "methods": ["mcmc"],
+            "task": {"T": 4, "d": 2},
+            "prior": {"sigma2": 4.0, "sigma_V2": 10.0},
+            "P": {"values": [20, 40, 80]},
+            "mcmc": {"method": "mala", "num_chains": 2, "num_warmup": 30, "num_samples": 8, "inits": ["cold", "hot"]},
+        }
+    )
     points = build_points(cfg.validate())["mcmc"]
     assert len({mcmc_group_key(p) for p in points}) == 1
     many = mcmc_points(points)
@@ -284,29 +295,48 @@ def test_sample_many_checks_shapes():
 
 # ----------------------------------------------------------------------------------------------- CLI, executors
 def test_sweep_executor_rejects_bad_combinations():
-    for kw, match in [({"kind": "ray"}, "executor='ray'"), ({"kind": "serial", "workers": 2}, "workers=2"),
-                      ({"kind": "process", "scheduler": "tcp://h:1"}, "scheduler"),
-                      ({"kind": "dask", "workers": 2, "scheduler": "tcp://h:1"}, "own workers"),
-                      ({"kind": "dask", "workers": 0}, "workers=0"),
-                      ({"kind": "thread", "processes": False}, "processes=False"),
-                      ({"kind": "dask", "scheduler": "tcp://h:1", "processes": False}, "processes=False")]:
+    for kw, match in [
+        ({"kind": "ray"}, "executor='ray'"),
+        ({"kind": "serial", "workers": 2}, "workers=2"),
+        ({"kind": "process", "scheduler": "tcp://h:1"}, "scheduler"),
+        ({"kind": "dask", "workers": 2, "scheduler": "tcp://h:1"}, "own workers"),
+        ({"kind": "dask", "workers": 0}, "workers=0"),
+        ({"kind": "thread", "processes": False}, "processes=False"),
+        ({"kind": "dask", "scheduler": "tcp://h:1", "processes": False}, "processes=False"),
+    ]:
         with pytest.raises(ValueError, match=match):
             with sweep_executor(**kw):
                 pass
 
 
 def test_cli_rejects_a_wrong_executor_with_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "bayesattn.cli", "phase-diagram", "--executor", "ray", "--out",
-                        str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "bayesattn.cli", "phase-diagram", "--executor", "ray", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "--executor" in r.stderr and "'ray'" in r.stderr and "dask" in r.stderr
 
 
 def test_cli_unreachable_scheduler_one_line_status_2(tmp_path, capsys):
     t0 = time.perf_counter()
-    code = main(["phase-diagram", "--methods", "theory", "--scheduler", "tcp://127.0.0.1:9", "--out",
-                 str(tmp_path / "o"), "--quiet", "--no-figures"])
+    code = main(
+        [
+            "phase-diagram",
+            "--methods",
+            "theory",
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+            "--no-figures",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "scheduler='tcp://127.0.0.1:9'" in err[0] and "cannot connect within 5 s" in err[0]
@@ -320,9 +350,28 @@ def test_cli_unreachable_scheduler_one_line_status_2(tmp_path, capsys):
 
 def test_slurm_script_builds_a_job_script_without_slurm():
     pytest.importorskip("dask_jobqueue")
-    r = subprocess.run([sys.executable, "scripts/slurm_phase_diagram.py", "--queue", "short", "--cores", "4",
-                        "--memory", "16GB", "--walltime", "02:00:00", "--jobs", "3", "--dry-run"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "scripts/slurm_phase_diagram.py",
+            "--queue",
+            "short",
+            "--cores",
+            "4",
+            "--memory",
+            "16GB",
+            "--walltime",
+            "02:00:00",
+            "--jobs",
+            "3",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     assert "#SBATCH -p short" in r.stdout and "#SBATCH -t 02:00:00" in r.stdout
     assert "#SBATCH --cpus-per-task=4" in r.stdout and "--nthreads 1" in r.stdout and "--nworkers 4" in r.stdout
@@ -339,8 +388,21 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
     ran = []
     monkeypatch.setitem(copy_head.COMPUTE, "theory", broken_theory)
     monkeypatch.setitem(copy_head.COMPUTE, "adam", lambda p: ran.append(p["P"]) or {"x": 1})
-    code = main(["phase-diagram", "--methods", "theory,adam", "--attention", "softmax", "--P", "50,100",
-                 "--out", str(tmp_path), "--quiet", "--no-figures"])
+    code = main(
+        [
+            "phase-diagram",
+            "--methods",
+            "theory,adam",
+            "--attention",
+            "softmax",
+            "--P",
+            "50,100",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--no-figures",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and "1 of 1 points failed" in err[0] and "failures.jsonl" in err[0], err
     assert ran == [50, 100]  # adam ran after theory failed
@@ -351,9 +413,27 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
 
 def test_cli_thread_executor_writes_the_serial_point_files(tmp_path, capsys):
     """--executor thread (2 threads by default): the MCMC point files of a serial run, executor aside."""
-    argv = ["phase-diagram", "--methods", "mcmc", "--attention", "softmax", "--T", "4", "--d", "2", "--P", "30,60,90",
-            "--set", "mcmc.num_chains=2", "--set", "mcmc.num_warmup=30", "--set", "mcmc.num_samples=30", "--quiet",
-            "--no-figures"]
+    argv = [
+        "phase-diagram",
+        "--methods",
+        "mcmc",
+        "--attention",
+        "softmax",
+        "--T",
+        "4",
+        "--d",
+        "2",
+        "--P",
+        "30,60,90",
+        "--set",
+        "mcmc.num_chains=2",
+        "--set",
+        "mcmc.num_warmup=30",
+        "--set",
+        "mcmc.num_samples=30",
+        "--quiet",
+        "--no-figures",
+    ]
     assert main(argv + ["--out", str(tmp_path / "serial")]) == 0, capsys.readouterr().err
     assert main(argv + ["--out", str(tmp_path / "thread"), "--executor", "thread"]) == 0, capsys.readouterr().err
     assert "executor: thread" in capsys.readouterr().out
@@ -370,9 +450,27 @@ def test_cli_joins_a_running_scheduler(tmp_path, cluster2, capsys):
     """--scheduler tcp://HOST:PORT: the points run on that cluster's workers (their pids are recorded nowhere,
     but their processes differ from this one: the executor and the files say dask)."""
     cluster, client = cluster2
-    argv = ["phase-diagram", "--methods", "theory", "--attention", "linear", "--T", "4", "--d", "2", "--P", "50,100",
-            "--set", "theory.num_P=4", "--out", str(tmp_path), "--quiet", "--no-figures",
-            "--scheduler", cluster.scheduler_address]
+    argv = [
+        "phase-diagram",
+        "--methods",
+        "theory",
+        "--attention",
+        "linear",
+        "--T",
+        "4",
+        "--d",
+        "2",
+        "--P",
+        "50,100",
+        "--set",
+        "theory.num_P=4",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--no-figures",
+        "--scheduler",
+        cluster.scheduler_address,
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     rec = read_json(next((tmp_path / "points" / "theory").glob("*.json")))
     assert rec["provenance"]["executor"] == "dask" and rec["result"]["curve"]["transition"]["order"] == "second"

@@ -194,8 +194,9 @@ def test_detection_scores_match_transformerlens(exclude_bos, exclude_current):
             for L in range(2):
                 for H in range(3):
                     ref[L, H] += _tl_score(attn[n, L, H], p, exclude_bos, exclude_current) / N
-        got = S.detection_score(attn, pats[kind][:, None, None], exclude_bos=exclude_bos,
-                                exclude_current=exclude_current).mean(0)
+        got = S.detection_score(
+            attn, pats[kind][:, None, None], exclude_bos=exclude_bos, exclude_current=exclude_current
+        ).mean(0)
         np.testing.assert_allclose(got, ref, rtol=1e-12)
 
 

@@ -36,8 +36,9 @@ def test_cross():
 
 @pytest.mark.slow
 def test_run_small(tmp_path):
-    cfg = BayesLensConfig(T=4, d=3, P=[20, 2000], num_chains=1, num_warmup=50, num_samples=50, probe_N=32,
-                          theory_points=2)
+    cfg = BayesLensConfig(
+        T=4, d=3, P=[20, 2000], num_chains=1, num_warmup=50, num_samples=50, probe_N=32, theory_points=2
+    )
     s = run(cfg, tmp_path, progress=False)
     assert [p["P"] for p in s["points"]] == [20, 2000]
     th = s["theory"]["points"]

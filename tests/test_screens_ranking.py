@@ -3,8 +3,14 @@
 import numpy as np
 import pytest
 
-from bayesattn.diagnostics.screens import (elbow, pr_integral, pr_spread, precision_at_k, rank_heads,
-                                           ranking_over_training)
+from bayesattn.diagnostics.screens import (
+    elbow,
+    pr_integral,
+    pr_spread,
+    precision_at_k,
+    rank_heads,
+    ranking_over_training,
+)
 
 
 def _trapezoid_loop(y, x):
@@ -61,8 +67,12 @@ def test_ranking_over_training_on_constructed_trajectories():
     spread = ranking_over_training(pr, steps, want, "spread")
     # brute force: the top two by the integral up to each checkpoint
     for k in range(1, K):
-        sc = np.array([[_trapezoid_loop(np.maximum(pr[:k + 1, l, h] - 1, 0), steps[:k + 1]) for h in range(2)]
-                       for l in range(2)])
+        sc = np.array(
+            [
+                [_trapezoid_loop(np.maximum(pr[: k + 1, l, h] - 1, 0), steps[: k + 1]) for h in range(2)]
+                for l in range(2)
+            ]
+        )
         top = set(rank_heads(sc)[:2])
         assert integ["match"][k - 1] == (top == set(want))
     assert integ["first_match"] == integ["from_step"]

@@ -43,8 +43,9 @@ def test_screens_from_a_point_law():
     b = a[:, None] ** 2 + (1 - a[:, None]) ** 2 * r[None, :]
     law = np.zeros((7, 5))
     law[5, 2] = 1.0
-    s = screens_from_law({"P": 1.0, "law": law, "a": a, "b": b, "m": 0, "q": 0, "max_dev": 0, "edge_mass": 0,
-                          "dropped_entries": 0}, T, d)
+    s = screens_from_law(
+        {"P": 1.0, "law": law, "a": a, "b": b, "m": 0, "q": 0, "max_dev": 0, "edge_mass": 0, "dropped_entries": 0}, T, d
+    )
     sel = (T - 1) * a[5] / (1 - a[5])
     assert s["m"] == pytest.approx(a[5]) and s["q"] == pytest.approx(b[5, 2])
     assert s["pr_limit_mean"] == pytest.approx(float(pr_onehot_limit(b[5, 2], d)))

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from bayesattn.cli import main
+from bayesattn.diagnostics import screens as S
 from bayesattn.experiments.screens import screen_transformer
 from bayesattn.experiments.screens_trajectory import TrajectoryConfig, pr_rise_step, run
 from bayesattn.models import Transformer, TransformerConfig
 from bayesattn.models.trace import transformer_trace
-from bayesattn.diagnostics import screens as S
 from bayesattn.tasks import RepeatedSequenceTask
 
 
@@ -53,8 +53,20 @@ def test_pr_rise_step():
     assert pr_rise_step([0, 1, 2], [5.0, 4.0, 3.0]) is None
 
 
-TINY = {"name": "tiny", "T": 24, "vocab": 16, "min_period": 4, "max_period": 8, "width": 16, "heads": 2,
-        "steps": 12, "batch_size": 8, "checkpoints": 3, "probe_N": 6, "pair_range": [4, 10]}
+TINY = {
+    "name": "tiny",
+    "T": 24,
+    "vocab": 16,
+    "min_period": 4,
+    "max_period": 8,
+    "width": 16,
+    "heads": 2,
+    "steps": 12,
+    "batch_size": 8,
+    "checkpoints": 3,
+    "probe_N": 6,
+    "pair_range": [4, 10],
+}
 
 
 def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):

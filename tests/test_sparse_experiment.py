@@ -21,7 +21,7 @@ grid = [[4, 1]]
 mixer_S = 4
 mixer_s = [1]
 [train]
-{chr(10).join(f'{k} = {v}' for k, v in TINY.items())}
+{chr(10).join(f"{k} = {v}" for k, v in TINY.items())}
 [bayes]
 grid = [[4, 2]]
 P = [40]
@@ -48,13 +48,13 @@ def test_named_configs_load_and_validate():
 
 def test_config_errors(tmp_path):
     p = tmp_path / "bad.toml"
-    p.write_text('grid = [[4, 5]]\n')
+    p.write_text("grid = [[4, 5]]\n")
     with pytest.raises(ValueError, match="s=5"):
         SparseConfig.from_toml(p)
-    p.write_text('heads = [3]\n[train]\nwidth = 8\n')
+    p.write_text("heads = [3]\n[train]\nwidth = 8\n")
     with pytest.raises(ValueError, match="heads=3"):
         SparseConfig.from_toml(p)
-    p.write_text('colour = 1\n')
+    p.write_text("colour = 1\n")
     with pytest.raises(ValueError, match="colour"):
         SparseConfig.from_toml(p)
 
@@ -62,8 +62,10 @@ def test_config_errors(tmp_path):
 def test_difficulty_and_bayes_summary():
     d = difficulty({"t_star": [10, None, 30], "plateau": [0.7, 0.69, 0.68], "iou_final": [1, 0, 1]})
     assert d["solved"] == 2 and d["t_median"] == 20 and (d["t_min"], d["t_max"]) == (10, 30)
-    recs = [{"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
-            for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]]
+    recs = [
+        {"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
+        for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]
+    ]
     e = bayes_summary(recs)["S=8,s=2"]
     assert e["P"] == [10, 100] and e["mass_mean"] == pytest.approx([0.25, 0.8])
     # excess over uniform (s/S = 1/4): 0 at P = 10, (0.8 - 0.25) / 0.75 at 100; crossing 1/2 log-interpolated
@@ -93,7 +95,7 @@ def test_tiny_run_resumes_and_draws(tmp_path, capsys):
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
     p = tmp_path / "bad.toml"
-    p.write_text('grid = [[4, 0]]\n')
+    p.write_text("grid = [[4, 0]]\n")
     assert main(["sparse", "--config", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "s=0" in err

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import np_design, np_gp_log_evidence, np_log_prior_L
 
 import bayesattn as ba
 from bayesattn.tasks.sparse import ca_step, ca_trajectory, check_rule_tables, sparse_support
-from conftest import np_design, np_gp_log_evidence, np_log_prior_L
 
 
 @pytest.mark.parametrize("S,s", [(1, 1), (5, 1), (8, 3), (16, 3), (12, 12)])
@@ -67,8 +67,10 @@ def test_linear_map_as_a_task():
     assert ba.task_from_config(task.config()) == task
 
 
-@pytest.mark.parametrize("kw,match", [({"S": 4, "s": 5}, "s=5"), ({"S": 4, "s": 0}, "s=0"),
-                                      ({"S": 0, "s": 1}, "S=0"), ({"S": 4, "s": 1.5}, "s=1.5")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [({"S": 4, "s": 5}, "s=5"), ({"S": 4, "s": 0}, "s=0"), ({"S": 0, "s": 1}, "S=0"), ({"S": 4, "s": 1.5}, "s=1.5")],
+)
 def test_bad_sparsity_is_a_clear_error(kw, match):
     with pytest.raises(ValueError, match=match):
         ba.SparseLinearMapTask(**kw)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayesattn.experiments.sparse_training import (SparseTrainConfig, plateau_loss, support_iou, t_star,
-                                                   train_seeds)
+from bayesattn.experiments.sparse_training import SparseTrainConfig, plateau_loss, support_iou, t_star, train_seeds
 
 
 def test_t_star_on_constructed_histories():
@@ -20,7 +19,7 @@ def test_t_star_on_constructed_histories():
     rng = np.random.default_rng(0)
     for _ in range(50):
         a = np.clip(np.cumsum(rng.normal(0.01, 0.05, 200)) + 0.5, 0, 1)
-        ref = next((k for k in range(10, 201) if np.mean(a[k - 10:k]) > 0.95), None)
+        ref = next((k for k in range(10, 201) if np.mean(a[k - 10 : k]) > 0.95), None)
         assert t_star(a) == ref
     assert t_star(np.ones(9)) is None and t_star(np.ones(10)) == 10
     # exactly 0.95 is not enough
@@ -34,8 +33,8 @@ def test_support_iou_on_constructed_patterns():
     sup[3, [0, 1]] = 1
     sup[4, [1, 2]] = 1
     w = np.zeros((T, T))
-    w[3, [0, 1]] = [0.5, 0.4]          # both right: IoU 1
-    w[4, [2, 5]] = [0.6, 0.3]          # one of two: 1 / 3
+    w[3, [0, 1]] = [0.5, 0.4]  # both right: IoU 1
+    w[4, [2, 5]] = [0.6, 0.3]  # one of two: 1 / 3
     assert support_iou(w, sup, [3]) == 1.0
     assert np.isclose(support_iou(w, sup, [4]), 1 / 3)
     assert np.isclose(support_iou(w, sup, [3, 4]), (1 + 1 / 3) / 2)
@@ -49,9 +48,16 @@ def test_plateau_loss():
     assert np.isclose(plateau_loss(loss[:80], None), np.log(2))
 
 
-@pytest.mark.parametrize("kw,match", [({"S": 4, "s": 5}, "s=5"), ({"heads": 3}, "heads=3"),
-                                      ({"model": "rnn"}, "model"), ({"lr": -1.0}, "lr"),
-                                      ({"tokens_per_step": 8}, "tokens_per_step")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"S": 4, "s": 5}, "s=5"),
+        ({"heads": 3}, "heads=3"),
+        ({"model": "rnn"}, "model"),
+        ({"lr": -1.0}, "lr"),
+        ({"tokens_per_step": 8}, "tokens_per_step"),
+    ],
+)
 def test_config_errors(kw, match):
     with pytest.raises(ValueError, match=match):
         SparseTrainConfig(**kw)
@@ -59,14 +65,38 @@ def test_config_errors(kw, match):
 
 def test_full_size_config_is_the_replication():
     c = SparseTrainConfig.full_size()
-    assert (c.width, c.mlp, c.heads, c.lr, c.warmup, c.weight_decay, c.steps, c.tokens_per_step) == \
-        (128, 512, 8, 3e-4, 200, 0.01, 10000, 8192)
+    assert (c.width, c.mlp, c.heads, c.lr, c.warmup, c.weight_decay, c.steps, c.tokens_per_step) == (
+        128,
+        512,
+        8,
+        3e-4,
+        200,
+        0.01,
+        10000,
+        8192,
+    )
     assert c.batch == 256  # S = 16: 32 tokens per sequence
 
 
 def _tiny(**kw):
-    return SparseTrainConfig(**{**dict(S=4, s=1, width=8, heads=2, mlp=16, steps=20, tokens_per_step=64,
-                                       record_every=10, probe=16, warmup=5, stop_after_solved=0), **kw})
+    return SparseTrainConfig(
+        **{
+            **dict(
+                S=4,
+                s=1,
+                width=8,
+                heads=2,
+                mlp=16,
+                steps=20,
+                tokens_per_step=64,
+                record_every=10,
+                probe=16,
+                warmup=5,
+                stop_after_solved=0,
+            ),
+            **kw,
+        }
+    )
 
 
 def test_tiny_training_vmapped_equals_looped():

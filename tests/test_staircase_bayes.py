@@ -61,11 +61,14 @@ def test_ratio_table_and_bad_ratio():
     from bayesattn.experiments.staircase import BayesConfig, ratio_table
 
     def entry(ratio, p1, p2):
-        return {"attention": "softmax", "heads": 2, "init": "cold", "ratio": ratio,
-                "P_k": {"lag1": p1, "lag2": p2}}
+        return {"attention": "softmax", "heads": 2, "init": "cold", "ratio": ratio, "P_k": {"lag1": p1, "lag2": p2}}
 
-    mcmc = {"a": entry(0.8, 500.0, 800.0), "b": entry(0.4, 600.0, None), "c": entry(0.6, 400.0, 1200.0),
-            "d": {**entry(0.6, 1.0, 2.0), "heads": 3}}  # a lone (attention, H, init) series: not a sweep
+    mcmc = {
+        "a": entry(0.8, 500.0, 800.0),
+        "b": entry(0.4, 600.0, None),
+        "c": entry(0.6, 400.0, 1200.0),
+        "d": {**entry(0.6, 1.0, 2.0), "heads": 3},
+    }  # a lone (attention, H, init) series: not a sweep
     rows = ratio_table(mcmc)
     assert [r["ratio"] for r in rows] == [0.4, 0.6, 0.8]
     assert rows[0]["P2/P1"] is None and np.isclose(rows[1]["P2/P1"], 3.0) and np.isclose(rows[2]["P2/P1"], 1.6)
@@ -80,8 +83,18 @@ def test_ratio_figure(tmp_path):
     from bayesattn.plots.staircase import ratio_figure
 
     assert ratio_figure(tmp_path, tmp_path / "r.png") is None  # no summary: no figure
-    rows = [{"attention": "softmax", "heads": 2, "init": "cold", "ratio": r, "P_1": 600.0, "P_2": 600.0 / r**2,
-             "P2/P1": r**-2} for r in (0.4, 0.6, 0.8)]
+    rows = [
+        {
+            "attention": "softmax",
+            "heads": 2,
+            "init": "cold",
+            "ratio": r,
+            "P_1": 600.0,
+            "P_2": 600.0 / r**2,
+            "P2/P1": r**-2,
+        }
+        for r in (0.4, 0.6, 0.8)
+    ]
     (tmp_path / "summary.json").write_text(json.dumps({"ratio_sweep": rows}))
     assert ratio_figure(tmp_path, tmp_path / "r.png").stat().st_size > 1000
 
@@ -103,8 +116,9 @@ def test_pattern_capture_is_a_projection_invariant_under_head_mixing():
         coef = np.linalg.lstsq(A[n].T, p, rcond=None)[0]
         np.testing.assert_allclose(got[n], np.sum((A[n].T @ coef) ** 2) / np.sum(p**2), rtol=1e-10)
     mix = rng.normal(size=(H, H))  # any invertible mixing of the heads leaves it unchanged
-    np.testing.assert_allclose(np.asarray(pattern_capture(np.einsum("gh,nhts->ngts", mix, alpha), pat, qm)), got,
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        np.asarray(pattern_capture(np.einsum("gh,nhts->ngts", mix, alpha), pat, qm)), got, rtol=1e-8
+    )
     # a head equal to the pattern captures all of it; one head: cos^2
     alpha[0, 1] = 2.5 * pat
     assert np.isclose(float(pattern_capture(alpha[:1], pat, qm)[0]), 1.0)
@@ -143,8 +157,17 @@ def test_theory_part_next_to_mcmc(tmp_path):
     from bayesattn.experiments.staircase import BayesConfig, StaircaseConfig, points, run
     from bayesattn.plots.staircase import bayes_figure
 
-    b = BayesConfig(T=8, d=4, heads=[2], attention=["softmax", "linear"], inits=["cold"], P=[60, 120],
-                    num_chains=2, num_warmup=150, num_samples=150)
+    b = BayesConfig(
+        T=8,
+        d=4,
+        heads=[2],
+        attention=["softmax", "linear"],
+        inits=["cold"],
+        P=[60, 120],
+        num_chains=2,
+        num_warmup=150,
+        num_samples=150,
+    )
     cfg = StaircaseConfig(parts=["mcmc", "theory"], bayes=b, theory={"num_samples": 20000})
     assert [p["attention"] for p in points(cfg)["theory"]] == ["softmax"]  # linear: the figure shows capture
     s = run(cfg, tmp_path, progress=False)

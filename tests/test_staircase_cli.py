@@ -20,7 +20,10 @@ def test_staircase_command_runs_and_resumes(tmp_path):
     assert set(summary["mcmc"]) == {"softmax/H=2/w=0.6/cold", "softmax/H=2/w=0.6/hot"}
     assert len(summary["train"]["stages"]) == 1 and len(summary["ode"]["stages"]) == 3
     assert sorted(p.name for p in (out / "figures").iterdir()) == [
-        "staircase_bayes.png", "staircase_ode.png", "staircase_training.png"]
+        "staircase_bayes.png",
+        "staircase_ode.png",
+        "staircase_training.png",
+    ]
     files = sorted((out / "points").rglob("*.json"))
     stamps = [p.stat().st_mtime_ns for p in files]
     assert main(["staircase", "--config", str(cfg), "--out", str(out), "--quiet"]) == 0

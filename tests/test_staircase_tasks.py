@@ -18,8 +18,16 @@ def _softmax(z):
 @pytest.mark.parametrize("boundary", ["cyclic", "causal"])
 @pytest.mark.parametrize("aggregate", ["mean", "sum"])
 def test_multilag_targets_match_loop(boundary, aggregate):
-    task = ba.MultiLagCopyTask(T=7, d=3, spans=((1, 2), (4,)), weights=(1.0, -0.7), aggregate=aggregate,
-                               rotations="orthogonal", seed=3, boundary=boundary)
+    task = ba.MultiLagCopyTask(
+        T=7,
+        d=3,
+        spans=((1, 2), (4,)),
+        weights=(1.0, -0.7),
+        aggregate=aggregate,
+        rotations="orthogonal",
+        seed=3,
+        boundary=boundary,
+    )
     ds = task.sample(jax.random.key(0), 5)
     X, Y = np.asarray(ds.X), np.asarray(ds.Y)
     U = np.asarray(task.rotation_matrices())
@@ -36,8 +44,9 @@ def test_multilag_targets_match_loop(boundary, aggregate):
     np.testing.assert_allclose(Y, ref, atol=1e-12)
     # the readout [w_k U_k] with head k on span k (mean) reproduces Y exactly: the task is realisable by K heads
     if aggregate == "mean":
-        Z = np.concatenate([np.einsum("ts,psi->pti", task.span_matrix(k) / len(s), X)
-                            for k, s in enumerate(task.spans)], axis=-1)
+        Z = np.concatenate(
+            [np.einsum("ts,psi->pti", task.span_matrix(k) / len(s), X) for k, s in enumerate(task.spans)], axis=-1
+        )
         np.testing.assert_allclose(Z @ np.asarray(task.readout()).T, Y, atol=1e-12)
     assert set(task.target_patterns) == {"lags1-2", "lag4"}
     assert task_from_config(task.config()) == task
@@ -86,26 +95,32 @@ def test_markov_teacher_logits_and_restriction():
     assert keys == [[last - 4, last - 3], [last - 2], [last - 1, last]]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(spans=((1,), (9,))), "lag"),              # beyond T - 1 = 7
-    (dict(spans=((1, 2), (2,))), "two spans"),      # overlap
-    (dict(spans=((1,), ())), "empty"),
-    (dict(spans=()), "at least one span"),
-    (dict(weights=(1.0,)), "one per span"),
-    (dict(aggregate="max"), "aggregate"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(spans=((1,), (9,))), "lag"),  # beyond T - 1 = 7
+        (dict(spans=((1, 2), (2,))), "two spans"),  # overlap
+        (dict(spans=((1,), ())), "empty"),
+        (dict(spans=()), "at least one span"),
+        (dict(weights=(1.0,)), "one per span"),
+        (dict(aggregate="max"), "aggregate"),
+    ],
+)
 def test_multilag_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ba.MultiLagCopyTask(T=8, d=2, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(d=1), "vocabulary"),
-    (dict(T=5, span_lengths=(2, 2, 2)), "beyond T"),
-    (dict(span_lengths=(2, 0)), "span_lengths"),
-    (dict(span_lengths=()), "at least one span"),
-    (dict(m=-1.0), "m="),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(d=1), "vocabulary"),
+        (dict(T=5, span_lengths=(2, 2, 2)), "beyond T"),
+        (dict(span_lengths=(2, 0)), "span_lengths"),
+        (dict(span_lengths=()), "at least one span"),
+        (dict(m=-1.0), "m="),
+    ],
+)
 def test_markov_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ba.HighOrderMarkovTask(**kwargs)

@@ -40,8 +40,9 @@ def test_adamw_weight_decay_and_clipping_match_reference():
 
 def test_plateau_halves_the_step_after_patience_bad_steps():
     # optax reduces after `plateau_patience` steps without improvement; the staircase passes torch's patience + 1
-    opt = optax.with_extra_args_support(OptimizerConfig("sgd", 1.0, decay="plateau", plateau_patience=3,
-                                                        plateau_factor=0.5).build(10))
+    opt = optax.with_extra_args_support(
+        OptimizerConfig("sgd", 1.0, decay="plateau", plateau_patience=3, plateau_factor=0.5).build(10)
+    )
     p = jnp.zeros(1)
     st = opt.init(p)
     steps = []
@@ -105,13 +106,21 @@ def _general(net, tokens, q0):
 @pytest.mark.parametrize("q0", [0, 3])
 def test_gather_forward_and_gradient_equal_the_general_path(q0):
     V, T, H = 7, 9, 2
-    cfg = MultiHeadConfig(T=T, d_in=V, heads=H, positions="onehot", decoder="identity", mask="causal",
-                          init="xavier", init_scale=3.0, score_scale=1 / np.sqrt(V + T))
+    cfg = MultiHeadConfig(
+        T=T,
+        d_in=V,
+        heads=H,
+        positions="onehot",
+        decoder="identity",
+        mask="causal",
+        init="xavier",
+        init_scale=3.0,
+        score_scale=1 / np.sqrt(V + T),
+    )
     net = cfg.build(jax.random.key(1))
     tokens = jax.random.randint(jax.random.key(2), (5, T), 0, V)
     target = jax.random.normal(jax.random.key(3), (5, T - q0, V))
-    y, a = jax.jit(minimal_logits, static_argnums=(3, 4, 5))(net.W_Q, net.W_V, tokens, cfg.score_scale, q0,
-                                                              jnp.float64)
+    y, a = jax.jit(minimal_logits, static_argnums=(3, 4, 5))(net.W_Q, net.W_V, tokens, cfg.score_scale, q0, jnp.float64)
     y0, a0 = eqx.filter_jit(_general)(net, tokens, q0)
     np.testing.assert_allclose(np.asarray(y), np.asarray(y0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(a), np.asarray(a0), rtol=1e-12, atol=1e-14)
@@ -133,8 +142,17 @@ def test_gather_forward_and_gradient_equal_the_general_path(q0):
 
 def test_gather_forward_float32_close_to_float64():
     V, T = 6, 8
-    cfg = MultiHeadConfig(T=T, d_in=V, heads=3, positions="onehot", decoder="identity", mask="causal",
-                          init="xavier", init_scale=1.0, score_scale=1 / np.sqrt(V + T))
+    cfg = MultiHeadConfig(
+        T=T,
+        d_in=V,
+        heads=3,
+        positions="onehot",
+        decoder="identity",
+        mask="causal",
+        init="xavier",
+        init_scale=1.0,
+        score_scale=1 / np.sqrt(V + T),
+    )
     net = cfg.build(jax.random.key(0))
     tokens = jax.random.randint(jax.random.key(1), (4, T), 0, V)
     f = jax.jit(minimal_logits, static_argnums=(3, 4, 5))
@@ -150,12 +168,24 @@ def test_gather_forward_bad_shapes():
 
 
 # ---------------------------------------------------------------- the training part and its variants
-_TINY = dict(vocab=6, span_lengths=(1, 1), generated=6, heads=2, train=40, val=20, batch_size=16, steps=6,
-             record_every=3, probe=10)
+_TINY = dict(
+    vocab=6,
+    span_lengths=(1, 1),
+    generated=6,
+    heads=2,
+    train=40,
+    val=20,
+    batch_size=16,
+    steps=6,
+    record_every=3,
+    probe=10,
+)
 
 
-@pytest.mark.parametrize("variant", [dict(), dict(optimizer="sgd", lr=0.5, momentum=0.9),
-                                     dict(model="transformer", width=12, mlp=8, lr=0.003)])
+@pytest.mark.parametrize(
+    "variant",
+    [dict(), dict(optimizer="sgd", lr=0.5, momentum=0.9), dict(model="transformer", width=12, mlp=8, lr=0.003)],
+)
 def test_training_variants_record_what_they_should(variant):
     cfg = TrainingConfig(**_TINY, **variant)
     out = train_minimal(cfg, 0)
@@ -185,11 +215,18 @@ def test_training_record_matches_the_general_network():
     assert abs(out["val_loss"][0] - ref) < 1e-5
 
 
-@pytest.mark.parametrize("bad, name", [(dict(model="mlp"), "model"), (dict(optimizer="adam"), "optimizer"),
-                                       (dict(momentum=0.5), "momentum"),
-                                       (dict(optimizer="sgd", momentum=1.5), "momentum"),
-                                       (dict(model="transformer", width=10), "width"), (dict(probe=5000), "probe"),
-                                       (dict(batch_size=0), "batch_size")])
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        (dict(model="mlp"), "model"),
+        (dict(optimizer="adam"), "optimizer"),
+        (dict(momentum=0.5), "momentum"),
+        (dict(optimizer="sgd", momentum=1.5), "momentum"),
+        (dict(model="transformer", width=10), "width"),
+        (dict(probe=5000), "probe"),
+        (dict(batch_size=0), "batch_size"),
+    ],
+)
 def test_training_config_bad_input(bad, name):
     with pytest.raises(ValueError, match=name):
         TrainingConfig(**bad)
@@ -211,8 +248,21 @@ def test_transformer_variant_layout_against_numpy():
     from bayesattn.models.transformer import TransformerConfig
 
     V, T, width, H, mlp = 5, 6, 12, 3, 4
-    cfg = TransformerConfig(T=T, width=width, layers=1, heads=H, mlp=mlp, norm="layernorm", norm_position="post",
-                            positions="learned", vocab=V, d_out=V, activation="relu", mlp_bias=True, init="xavier")
+    cfg = TransformerConfig(
+        T=T,
+        width=width,
+        layers=1,
+        heads=H,
+        mlp=mlp,
+        norm="layernorm",
+        norm_position="post",
+        positions="learned",
+        vocab=V,
+        d_out=V,
+        activation="relu",
+        mlp_bias=True,
+        init="xavier",
+    )
     net = cfg.build(jax.random.key(0))
     E, U = np.asarray(net.embedding.W_E), np.asarray(net.embedding.W_U)
     np.testing.assert_allclose(E @ E.T, np.eye(V), atol=1e-12)  # orthonormal token embeddings
@@ -252,8 +302,10 @@ def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tm
     from bayesattn.experiments.staircase import StaircaseConfig, points
 
     path = tmp_path / "v.toml"
-    path.write_text('name = "v"\nparts = ["train"]\ntrain_seeds = 2\n[train]\nbatch_size = 600\n'
-                    '[train_variants.sgd]\noptimizer = "sgd"\nlr = 0.5\nmomentum = 0.9\nseeds = 3\n')
+    path.write_text(
+        'name = "v"\nparts = ["train"]\ntrain_seeds = 2\n[train]\nbatch_size = 600\n'
+        '[train_variants.sgd]\noptimizer = "sgd"\nlr = 0.5\nmomentum = 0.9\nseeds = 3\n'
+    )
     cfg = StaircaseConfig.from_toml(path)
     pts = points(cfg)["train"]
     assert [(p["variant"], p["seed"]) for p in pts] == [("main", 0), ("main", 1), ("sgd", 0), ("sgd", 1), ("sgd", 2)]

@@ -36,8 +36,11 @@ def test_draws_above_256_rows_are_the_plain_draw_bit_for_bit(tokens):
     for key in (jax.random.key(3), jax.random.PRNGKey(3)):
         for P in (257, 301, 1000):
             got = draw_tokens(key, (P, 7), 5, tokens)
-            ref = (jax.random.normal(key, (P, 7, 5), dtype=jnp.float64) if tokens == "gaussian"
-                   else jax.nn.one_hot(jax.random.randint(key, (P, 7), 0, 5), 5, dtype=jnp.float64))
+            ref = (
+                jax.random.normal(key, (P, 7, 5), dtype=jnp.float64)
+                if tokens == "gaussian"
+                else jax.nn.one_hot(jax.random.randint(key, (P, 7), 0, 5), 5, dtype=jnp.float64)
+            )
             assert got.shape == (P, 7, 5)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
 
@@ -50,8 +53,10 @@ def test_without_partitionable_threefry_every_P_is_drawn_as_it_is():
     key = jax.random.key(4)
     with jax.threefry_partitionable(False):
         assert _draw_rows(1000) == 1000
-        np.testing.assert_array_equal(np.asarray(draw_tokens(key, (300, 3), 2, "gaussian")),
-                                      np.asarray(jax.random.normal(key, (300, 3, 2), dtype=jnp.float64)))
+        np.testing.assert_array_equal(
+            np.asarray(draw_tokens(key, (300, 3), 2, "gaussian")),
+            np.asarray(jax.random.normal(key, (300, 3, 2), dtype=jnp.float64)),
+        )
 
 
 @pytest.mark.parametrize("tokens,boundary,offset", ALL)

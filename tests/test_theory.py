@@ -26,10 +26,14 @@ def prior_at(beta, P=P_REF, d=D_TOK, **kw):
 
 # --- docs/model.md section 4 table (LDP / Beta-law column), to 0.005 ----------------------------------
 
-@pytest.mark.parametrize("T, betas, ref", [
-    (8, [5, 10], [0.247, 0.414]),
-    (32, [4, 6, 7, 8, 12, 20], [0.037, 0.044, 0.052, 0.207, 0.318, 0.402]),
-])
+
+@pytest.mark.parametrize(
+    "T, betas, ref",
+    [
+        (8, [5, 10], [0.247, 0.414]),
+        (32, [4, 6, 7, 8, 12, 20], [0.037, 0.044, 0.052, 0.207, 0.318, 0.402]),
+    ],
+)
 def test_softmax_reproduces_checked_table(T, betas, ref):
     task = ba.CopyTask(T=T, d=D_TOK)
     got = [th.phase_curve(task, prior_at(b), "softmax", [P_REF]).stable["m"][0] for b in betas]
@@ -45,6 +49,7 @@ def test_linear_reproduces_checked_table():
 
 
 # --- linear: exact laws ---------------------------------------------------------------------------
+
 
 def test_linear_mean_u_matches_beta_law_quadrature():
     """q >> eps (huge sigma_V2): log p(u) = ((D-3)/2) log(1-u) - log(u)/2 + T beta u, integrated by scipy."""
@@ -95,6 +100,7 @@ def test_linear_landscape_single_well_bifurcates():
 
 
 # --- softmax -------------------------------------------------------------------------------------
+
 
 def test_softmax_row_cgf_matches_brute_force():
     """Lambda(h, g) and its gradient (m, q) from the table vs direct Monte Carlo of full rows (other seed)."""
@@ -194,6 +200,7 @@ def test_softmax_finite_size_scaling_fields_against_landscape():
     assert len(w) == 2 and abs(f["jump"][1] - (w[1] - w[0])) < 0.005, (f["jump"], w)
     lo, hi = th.phase_curve(task, pr, "softmax", P).transition["spinodals"]
     assert abs(f["window"][1] - (hi - lo) / Pc) < 1e-12
+
     # the copy well appears at lo, the uniform-like well (m < 0.1) disappears after hi (a flat well can show
     # grid ripples, so wells are counted on each side of m = 0.1)
     def sides(p):
@@ -206,6 +213,7 @@ def test_softmax_finite_size_scaling_fields_against_landscape():
 
 
 # --- bookkeeping and input validation --------------------------------------------------------------
+
 
 def test_to_dict_roundtrip():
     pr = ba.Prior(1.0, 100.0, 400.0)
@@ -225,15 +233,18 @@ def test_to_dict_roundtrip():
     np.testing.assert_allclose(pdg.mean[1], one.mean["u"], rtol=1e-10)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(P_values=[]), "non-empty"),
-    (dict(P_values=[10, 5]), "increasing"),
-    (dict(P_values=[0, 5]), "positive"),
-    (dict(P_values=[1, float("nan")]), "positive"),
-    (dict(attention="relu"), "attention"),
-    (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "covers"),
-    (dict(prior=(1, 2, 3)), "Prior"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(P_values=[]), "non-empty"),
+        (dict(P_values=[10, 5]), "increasing"),
+        (dict(P_values=[0, 5]), "positive"),
+        (dict(P_values=[1, float("nan")]), "positive"),
+        (dict(attention="relu"), "attention"),
+        (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "covers"),
+        (dict(prior=(1, 2, 3)), "Prior"),
+    ],
+)
 def test_bad_input(bad, match):
     args = dict(task=ba.CopyTask(T=8, d=8), prior=ba.Prior(), attention="linear", P_values=[100, 200])
     args.update(bad)
@@ -249,6 +260,7 @@ def test_bad_vary():
 
 
 # --- against exact-posterior MCMC -----------------------------------------------------------------
+
 
 def _mcmc_mean(task, attention, prior, P, key, init="cold", chains=2, warmup=300, draws=300):
     data = task.sample(jax.random.key(key), P)
@@ -282,7 +294,7 @@ SLOW_BETAS = {
 SLOW_CASES = [(T, att, float(b)) for (T, att), bs in SLOW_BETAS.items() for b in bs]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _slow_theory(T, attention):
     """The theory on the test's P grid (means, branches) and on a fine grid (the coexistence window)."""
     pr = ba.Prior(1.0, 100.0, 400.0)

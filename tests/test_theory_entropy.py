@@ -26,8 +26,10 @@ def _brute_force_row_entropy(T, sigma_A2, h, g, n=400_000, seed=12345):
     return float(np.sum(w * H) / w.sum()), ess
 
 
-@pytest.mark.parametrize("T,sigma_A2,h,g", [(8, 1.0, 0.0, 0.0), (8, 1.0, 6.0, -2.0), (8, 1.0, 12.0, -6.0),
-                                            (8, 1.0, -1.0, -4.0), (4, 2.5, 5.0, -1.0)])
+@pytest.mark.parametrize(
+    "T,sigma_A2,h,g",
+    [(8, 1.0, 0.0, 0.0), (8, 1.0, 6.0, -2.0), (8, 1.0, 12.0, -6.0), (8, 1.0, -1.0, -4.0), (4, 2.5, 5.0, -1.0)],
+)
 def test_tilted_row_entropy_matches_brute_force(T, sigma_A2, h, g):
     ref, ess = _brute_force_row_entropy(T, sigma_A2, h, g)
     assert ess > 5000  # the reference itself is precise (standard error < ~0.01 nats)

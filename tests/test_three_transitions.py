@@ -80,8 +80,9 @@ def test_mcmc_point_on_a_small_case_records_keys_and_lands_near_the_theory():
     from bayesattn.experiments.three_transitions import _P_grid, _summary
     from bayesattn.experiments.three_transitions_mcmc import mcmc_transition
 
-    cfg = ThreeTransitionsConfig(mcmc_warmup=100, mcmc_samples=150, mcmc_chains=1, mcmc_grid=3, mcmc_refine=1,
-                                 mcmc_span=1.35)
+    cfg = ThreeTransitionsConfig(
+        mcmc_warmup=100, mcmc_samples=150, mcmc_chains=1, mcmc_grid=3, mcmc_refine=1, mcmc_span=1.35
+    )
     res = mcmc_transition(cfg, "linear", 4, _P_grid(cfg, 4, "linear"), _summary)
     assert res["theory_order"] == "second" and res["observable"] == "u"
     assert res["P"] == pytest.approx(res["theory"], rel=0.35)
@@ -98,9 +99,19 @@ def test_small_run_end_to_end_is_resumable(tmp_path):
     """Linear attention at T = 4 (theory, Adam, NUTS), tiny settings: every point is a file with its config and
     keys; a second run computes nothing; the MCMC transition is near the theory's (second order, P_c known in
     closed form)."""
-    cfg = ThreeTransitionsConfig(T_values=[4], attentions=["linear"], steps=300, grid_points=4, mcmc_warmup=100,
-                                 mcmc_samples=150, mcmc_chains=2, mcmc_grid=3, mcmc_refine=1, workers=1,
-                                 mcmc_span=1.35)
+    cfg = ThreeTransitionsConfig(
+        T_values=[4],
+        attentions=["linear"],
+        steps=300,
+        grid_points=4,
+        mcmc_warmup=100,
+        mcmc_samples=150,
+        mcmc_chains=2,
+        mcmc_grid=3,
+        mcmc_refine=1,
+        workers=1,
+        mcmc_span=1.35,
+    )
     s1 = run(cfg, tmp_path, progress=False)
     files = sorted((tmp_path / "points").glob("*.json"))
     assert len(files) == len(cfg.points()) == 4

@@ -28,6 +28,7 @@ def small_problem(attention="softmax", P=100, sigma2=1.0, boundary="cyclic", see
 # the objective is minus the joint log density (direct O(P) reference), per row and times sigma2
 # ---------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 @pytest.mark.parametrize("boundary", ["cyclic", "causal"])
 def test_objective_is_scaled_minus_joint_log_density(attention, boundary):
@@ -53,6 +54,7 @@ def test_objective_is_scaled_minus_joint_log_density(attention, boundary):
 # Adam reaches the joint MAP; reference: scipy on the closed-form profile max_V log p(L, V, D)
 # ---------------------------------------------------------------------------------------------------
 
+
 def profile_map(post, L0):
     """argmax_L of max_V log p(L, V, D) = log p(L, D) + log p(V* | L, D), V* = conditional mode.
 
@@ -65,8 +67,14 @@ def profile_map(post, L0):
 
     vg = jax.jit(jax.value_and_grad(neg))
     hess = jax.jit(jax.hessian(neg))
-    res = so.minimize(lambda x: [np.asarray(a) for a in vg(jnp.asarray(x))], np.ravel(L0), jac=True,
-                      hess=lambda x: np.asarray(hess(jnp.asarray(x))), method="trust-exact", options={"gtol": 1e-9})
+    res = so.minimize(
+        lambda x: [np.asarray(a) for a in vg(jnp.asarray(x))],
+        np.ravel(L0),
+        jac=True,
+        hess=lambda x: np.asarray(hess(jnp.asarray(x))),
+        method="trust-exact",
+        options={"gtol": 1e-9},
+    )
     L = res.x.reshape(post.T, post.T)
     return L, np.asarray(post.readout_posterior(jnp.asarray(L))[0])
 
@@ -76,8 +84,7 @@ def test_adam_reaches_joint_map(attention):
     task, prior, data = small_problem(attention)
     post = ba.Posterior(data, attention, prior)
     sched = optax.exponential_decay(3e-2, 12000, 0.003)  # anneal so that Adam settles on the mode
-    res = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=12000, init_scale=0.3,
-                   record_every=1000)
+    res = ba.train(data, prior, attention, jax.random.key(1), lr=sched, steps=12000, init_scale=0.3, record_every=1000)
     L_ref, V_ref = profile_map(post, 0.5 * task.target_pattern)
     L, V = res.final_params
     if attention == "linear" and np.sum(L * L_ref) < 0:  # (L, V) -> (-L, -V) is an exact symmetry
@@ -91,6 +98,7 @@ def test_adam_reaches_joint_map(attention):
 # Langevin samples the posterior: order parameters against NUTS on the closed form (V integrated out)
 # ---------------------------------------------------------------------------------------------------
 
+
 def nuts_order_parameter(post, key, name):
     """NUTS on the closed form: draws of ``name`` (chains, draws) and their ESS."""
     s = ba.sample(post, key, num_chains=4, num_warmup=400, num_samples=1500)
@@ -100,8 +108,21 @@ def nuts_order_parameter(post, key, name):
 def langevin_order_parameter(data, prior, attention, name, lr, steps, chains=4, burn=100):
     from numpyro.diagnostics import effective_sample_size
 
-    x = np.array([ba.train(data, prior, attention, jax.random.key(100 + c), optimizer="langevin", lr=lr,
-                           steps=steps, record_every=steps // 500).history[name][burn:] for c in range(chains)])
+    x = np.array(
+        [
+            ba.train(
+                data,
+                prior,
+                attention,
+                jax.random.key(100 + c),
+                optimizer="langevin",
+                lr=lr,
+                steps=steps,
+                record_every=steps // 500,
+            ).history[name][burn:]
+            for c in range(chains)
+        ]
+    )
     return x, float(effective_sample_size(x[:, :, None])[0])
 
 
@@ -137,8 +158,14 @@ def test_langevin_matches_nuts_canonical():
     task, prior = ba.CopyTask(T=16, d=8), ba.Prior(1.0, 100.0, 400.0)
     data = task.sample(jax.random.key(0), 1000)
     y, ess_y = nuts_order_parameter(ba.Posterior(data, "softmax", prior), jax.random.key(1), "m")
-    x = np.array([ba.train(data, prior, "softmax", jax.random.key(10 + c), optimizer="langevin", steps=40000,
-                           record_every=40).history["m"][250:] for c in range(4)])
+    x = np.array(
+        [
+            ba.train(
+                data, prior, "softmax", jax.random.key(10 + c), optimizer="langevin", steps=40000, record_every=40
+            ).history["m"][250:]
+            for c in range(4)
+        ]
+    )
     from numpyro.diagnostics import effective_sample_size
 
     ess_x = float(effective_sample_size(x[:, :, None])[0])
@@ -149,6 +176,7 @@ def test_langevin_matches_nuts_canonical():
 # ---------------------------------------------------------------------------------------------------
 # determinism, vmap == loop, minibatches
 # ---------------------------------------------------------------------------------------------------
+
 
 def test_same_key_same_run_and_different_key_differs():
     task, prior, data = small_problem("softmax")
@@ -162,11 +190,14 @@ def test_same_key_same_run_and_different_key_differs():
     np.testing.assert_array_equal(a.history["step"], np.arange(0, 301, 50))
 
 
-@pytest.mark.parametrize("kw", [
-    dict(optimizer="adam", init="hot", runs_per_batch=3),  # lax.map over batches of 3 runs, one left over
-    dict(optimizer="langevin", init="small", lr=0.02, runs_per_batch=100),  # one vmap over all runs
-    dict(optimizer="adam", init="small", batch_size=8, runs_per_batch=1),  # sequential, minibatches
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(optimizer="adam", init="hot", runs_per_batch=3),  # lax.map over batches of 3 runs, one left over
+        dict(optimizer="langevin", init="small", lr=0.02, runs_per_batch=100),  # one vmap over all runs
+        dict(optimizer="adam", init="small", batch_size=8, runs_per_batch=1),  # sequential, minibatches
+    ],
+)
 def test_sweep_equals_loop(kw):
     runs_per_batch = kw.pop("runs_per_batch")
     task = ba.CopyTask(**SMALL)
@@ -204,8 +235,9 @@ def test_initial_loss_and_trained_loss():
     transition training drives train and test loss far below it."""
     task = ba.CopyTask(T=8, d=4)
     data = task.sample(jax.random.key(0), 2000)
-    res = ba.train(data, ba.Prior(1.0, 100.0, 50.0), "softmax", jax.random.key(1), steps=1500, init_scale=1e-6,
-                   test_size=2000)
+    res = ba.train(
+        data, ba.Prior(1.0, 100.0, 50.0), "softmax", jax.random.key(1), steps=1500, init_scale=1e-6, test_size=2000
+    )
     assert res.history["loss"][0] == pytest.approx(float(jnp.mean(data.Y**2)), rel=1e-4)
     assert res.history["test_loss"][0] == pytest.approx(1.0, abs=0.05)
     assert res.history["loss"][-1] < 0.2 and res.history["test_loss"][-1] < 0.2
@@ -217,13 +249,25 @@ def test_initial_loss_and_trained_loss():
 # bad input and divergence
 # ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(lr=0.0), "lr"), (dict(lr=-1e-3), "lr"), (dict(steps=0), "steps"), (dict(steps=2.5), "steps"),
-    (dict(optimizer="sgd"), "optimizer"), (dict(init="cold"), "init"), (dict(init=np.zeros((3, 3))), "init"),
-    (dict(init_scale=-1.0), "init_scale"), (dict(batch_size=0), "batch_size"), (dict(batch_size=10**6), "batch_size"),
-    (dict(record_every=0), "record_every"), (dict(test_size=0), "test_size"),
-    (dict(optimizer="langevin", lr=optax.constant_schedule(1e-3)), "schedule"),
-])
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(lr=0.0), "lr"),
+        (dict(lr=-1e-3), "lr"),
+        (dict(steps=0), "steps"),
+        (dict(steps=2.5), "steps"),
+        (dict(optimizer="sgd"), "optimizer"),
+        (dict(init="cold"), "init"),
+        (dict(init=np.zeros((3, 3))), "init"),
+        (dict(init_scale=-1.0), "init_scale"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=10**6), "batch_size"),
+        (dict(record_every=0), "record_every"),
+        (dict(test_size=0), "test_size"),
+        (dict(optimizer="langevin", lr=optax.constant_schedule(1e-3)), "schedule"),
+    ],
+)
 def test_bad_arguments(kw, match):
     task, prior, data = small_problem()
     with pytest.raises(ValueError, match=match):
@@ -283,6 +327,7 @@ def test_divergent_run_is_reported_and_others_continue():
 # emergence and comparisons: exact answers on synthetic curves
 # ---------------------------------------------------------------------------------------------------
 
+
 def test_emergence_of_a_logistic_rise():
     steps = np.arange(0, 10001, 1)
     t0, w, lo, hi = 3000.0, 150.0, 1 / 16, 0.7
@@ -301,9 +346,16 @@ def _fake_sweep(finals, P, attention="softmax", T=16):
     nP, nS = finals.shape
     hist = {"step": np.tile(np.array([0, 10]), (nP, nS, 1)), "m": np.stack([np.full_like(finals, 1 / T), finals], -1)}
     hist["u"] = hist["m"]
-    return tr.SweepResult(np.asarray(P), np.arange(nS), hist, {"m": finals, "u": finals, "q": finals},
-                          np.zeros((nP, nS, T, T)), np.zeros((nP, nS, 2, 2)), [],
-                          {"attention": attention, "task": {"T": T}})
+    return tr.SweepResult(
+        np.asarray(P),
+        np.arange(nS),
+        hist,
+        {"m": finals, "u": finals, "q": finals},
+        np.zeros((nP, nS, T, T)),
+        np.zeros((nP, nS, 2, 2)),
+        [],
+        {"attention": attention, "task": {"T": T}},
+    )
 
 
 def test_final_vs_P_onsets_and_theory_reference():
@@ -334,11 +386,11 @@ def test_final_vs_P_onsets_and_theory_reference():
 # the numbers of issue 5 on the canonical model (fast: 4 seeds; slow: 8 seeds, 5000 steps)
 # ---------------------------------------------------------------------------------------------------
 
+
 def _canonical(seeds, steps):
     task = ba.CopyTask(T=16, d=8)
     prior = ba.Prior(1.0, 100.0, 400.0)
-    return ba.train_sweep(task, prior, "softmax", [100, 4000], seeds, jax.random.key(0), steps=steps,
-                          record_every=250)
+    return ba.train_sweep(task, prior, "softmax", [100, 4000], seeds, jax.random.key(0), steps=steps, record_every=250)
 
 
 def test_canonical_far_below_and_far_above():
@@ -360,8 +412,17 @@ def test_training_curves_plateau_then_rise():
     """Softmax at T = 8: far below the transition m stays at ~1/T and the loss at ~1; far above, m rises and
     the loss falls (an emergence step inside the run, a 10-90% width shorter than the run)."""
     task = ba.CopyTask(T=8, d=4)
-    out = ba.training_curves(task, ba.Prior(1.0, 100.0, 50.0), "softmax", [5, 2000], jax.random.key(0),
-                             seeds=(0, 1), steps=1500, record_every=25, init_scale=1e-3)
+    out = ba.training_curves(
+        task,
+        ba.Prior(1.0, 100.0, 50.0),
+        "softmax",
+        [5, 2000],
+        jax.random.key(0),
+        seeds=(0, 1),
+        steps=1500,
+        record_every=25,
+        init_scale=1e-3,
+    )
     c = out["curves"]
     assert c["m"].shape == (2, 2, 61)
     assert np.all(np.abs(c["m"][0, :, -1] - 1 / 8) < 0.05) and np.all(np.isnan(out["emergence_step"][0]))
@@ -374,6 +435,7 @@ def test_training_curves_plateau_then_rise():
 # ---------------------------------------------------------------------------------------------------
 # user data: a task that cannot sample, a user test set
 # ---------------------------------------------------------------------------------------------------
+
 
 def test_train_on_user_data_with_and_without_a_test_set():
     from dataclasses import dataclass

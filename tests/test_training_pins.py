@@ -49,8 +49,9 @@ def test_first_adam_step_moves_each_coordinate_by_lr(attention, lr):
     # every gradient coordinate well away from 0, so its sign is sure and Adam's eps (1e-8) is negligible
     assert min(np.abs(gL).min(), np.abs(gV).min()) > 1e-4
 
-    res = ba.train(data, prior, attention, jax.random.key(2), optimizer="adam", lr=lr, steps=1,
-                   init=(L0, V0), record_every=1)
+    res = ba.train(
+        data, prior, attention, jax.random.key(2), optimizer="adam", lr=lr, steps=1, init=(L0, V0), record_every=1
+    )
     assert res.failure is None
     L1, V1 = (np.asarray(p) for p in res.final_params)
     for step, g in ((L1 - L0, gL), (V1 - V0, gV)):
@@ -67,5 +68,6 @@ def test_objective_value_equals_numpy_reference_with_unequal_variances(attention
     rng = np.random.default_rng(4)
     for _ in range(3):
         L, V = rng.standard_normal((T, T)), rng.standard_normal((data.task.d_out, D))
-        np.testing.assert_allclose(float(training_objective(L, V, post)), np_objective(L, V, data, attention, prior),
-                                   rtol=1e-11)
+        np.testing.assert_allclose(
+            float(training_objective(L, V, post)), np_objective(L, V, data, attention, prior), rtol=1e-11
+        )

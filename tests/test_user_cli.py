@@ -31,6 +31,7 @@ def _run_main(argv, capsys):
 # ----------------------------------------------------------------------------------------------- output paths
 def _no_work(monkeypatch):
     """Make every method's work fail loudly, so a test sees whether it started."""
+
     def boom(*a, **k):
         raise AssertionError("work started before the output path was checked")
 
@@ -39,11 +40,14 @@ def _no_work(monkeypatch):
     monkeypatch.setattr("bayesattn.experiments.run_phase_diagram", boom)
 
 
-@pytest.mark.parametrize("argv", [
-    ["sample", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
-    ["train", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
-    ["phase-diagram", "--methods", "theory", "--out", "/proc/forbidden"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sample", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
+        ["train", "--P", "1000", "--T", "8", "--out", "/proc/x.json"],
+        ["phase-diagram", "--methods", "theory", "--out", "/proc/forbidden"],
+    ],
+)
 def test_unwritable_output_fails_before_any_work(argv, monkeypatch, capsys):
     _no_work(monkeypatch)
     code, cap = _run_main(argv, capsys)
@@ -111,8 +115,9 @@ def test_point_files_record_code_version_and_device(tmp_path):
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0 and (ROOT / ".git").exists():
         assert prov["git_commit"] == head.stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
         assert prov["git_dirty"] is bool(dirty)
     assert prov["jax_backend"] == jax.default_backend()
     assert prov["jax_devices"] and prov["platform"] and rec["versions"]["jax"] == jax.__version__
@@ -122,8 +127,13 @@ def test_point_files_record_code_version_and_device(tmp_path):
 
 def test_code_version_outside_a_checkout_is_unknown(tmp_path):
     shutil.copytree(ROOT / "bayesattn", tmp_path / "bayesattn", ignore=shutil.ignore_patterns("__pycache__"))
-    r = subprocess.run([sys.executable, "-c", "import json, bayesattn.sweep as s; print(json.dumps(s.code_version()))"],
-                       cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    r = subprocess.run(
+        [sys.executable, "-c", "import json, bayesattn.sweep as s; print(json.dumps(s.code_version()))"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"git_commit": "unknown", "git_dirty": "unknown"}
 
@@ -190,8 +200,16 @@ def test_every_method_at_a_point_sees_the_same_recorded_data():
     # Adam's runs are ba.train on exactly that data set, from the documented keys
     for i, init in enumerate(cfg.adam.inits):
         for r in range(2):
-            ref = ba.train(data, cfg.prior, "softmax", copy_head.point_keys(3, copy_head.ADAM, 60, i, r),
-                           steps=30, lr=cfg.adam.lr, init=init, record_every=10)
+            ref = ba.train(
+                data,
+                cfg.prior,
+                "softmax",
+                copy_head.point_keys(3, copy_head.ADAM, 60, i, r),
+                steps=30,
+                lr=cfg.adam.lr,
+                init=init,
+                record_every=10,
+            )
             got = ad["inits"][init]["final_order_parameters"]["m"][r]
             assert got == pytest.approx(ref.final_order_parameters["m"], rel=1e-10)
     # a different seed gives different data, recorded as such
@@ -205,6 +223,12 @@ def test_figures_draw_the_latest_record_of_a_point(tmp_path):
     folder = tmp_path / "points" / "theory"
     # the newer record sorts first by file name: the choice must come from finished_at
     for name, when, v in (("a.json", "2026-01-02T00:00:00", "new"), ("b.json", "2026-01-01T00:00:00", "old")):
-        write_json_atomic(folder / name, {"point": {"method": "theory", "attention": "softmax", "task": {}},
-                                          "result": {"v": v}, "finished_at": when})
+        write_json_atomic(
+            folder / name,
+            {
+                "point": {"method": "theory", "attention": "softmax", "task": {}},
+                "result": {"v": v},
+                "finished_at": when,
+            },
+        )
     assert [r["result"]["v"] for r in load_run(tmp_path)["theory"]["softmax"]] == ["new"]

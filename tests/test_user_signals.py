@@ -14,13 +14,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-TINY = ["--T", "8", "--d", "4", "--set", "mcmc.num_chains=1", "--set", "mcmc.num_warmup=50",
-        "--set", "theory.num_P=40", "--set", "theory.vary_name=", "--no-figures", "--quiet"]
+TINY = [
+    "--T",
+    "8",
+    "--d",
+    "4",
+    "--set",
+    "mcmc.num_chains=1",
+    "--set",
+    "mcmc.num_warmup=50",
+    "--set",
+    "theory.num_P=40",
+    "--set",
+    "theory.vary_name=",
+    "--no-figures",
+    "--quiet",
+]
 
 
 def _start(args, tmp_path):
-    return subprocess.Popen([sys.executable, "-m", "bayesattn.cli", "phase-diagram", *args], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bayesattn.cli", "phase-diagram", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
 
 
 def _wait_for(cond, proc, timeout=180.0):
@@ -56,8 +76,19 @@ def test_sigint_during_compilation_and_theory(tmp_path, delay):
 
 
 def test_sigint_during_mcmc_keeps_finished_points_and_resumes(tmp_path):
-    args = [*TINY, "--methods", "mcmc", "--attention", "softmax", "--P", "100,200",
-            "--set", "mcmc.num_samples=1000", "--out", "run"]
+    args = [
+        *TINY,
+        "--methods",
+        "mcmc",
+        "--attention",
+        "softmax",
+        "--P",
+        "100,200",
+        "--set",
+        "mcmc.num_samples=1000",
+        "--out",
+        "run",
+    ]
     pts = tmp_path / "run" / "points" / "mcmc"
     proc = _start(args, tmp_path)
     _wait_for(lambda: len(list(pts.glob("*.json"))) >= 1, proc)
@@ -68,11 +99,17 @@ def test_sigint_during_mcmc_keeps_finished_points_and_resumes(tmp_path):
     assert len(done) < 2 and all(after[n] == b for n, b in done.items())  # finished points kept, unchanged
     for b in after.values():
         json.loads(b)  # every file on disk is complete
-    r = subprocess.run([sys.executable, "-m", "bayesattn.cli", "phase-diagram", *args], cwd=tmp_path,
-                       capture_output=True, text=True, env=ENV)
+    r = subprocess.run(
+        [sys.executable, "-m", "bayesattn.cli", "phase-diagram", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     assert r.returncode == 0, r.stderr
-    assert len(list(pts.glob("*.json"))) == 2 and all(p.read_bytes() == b for p, b in
-                                                       ((pts / n, b) for n, b in done.items()))
+    assert len(list(pts.glob("*.json"))) == 2 and all(
+        p.read_bytes() == b for p, b in ((pts / n, b) for n, b in done.items())
+    )
 
 
 SNIPPET = """
@@ -99,8 +136,13 @@ print("not interrupted")
 def test_sigint_while_writing_finishes_the_file_then_exits_130(tmp_path):
     target = tmp_path / "point.json"
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(SNIPPET), str(target)], capture_output=True, text=True,
-                       env=ENV, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SNIPPET), str(target)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "not interrupted" not in r.stdout and "Traceback" not in r.stderr
     assert json.loads(target.read_text())["finished"] is True  # written in full, under its final name
@@ -124,11 +166,16 @@ def test_interrupt_while_importing_exits_130_without_a_traceback(tmp_path):
     import sys
     import time
 
-    code = ("import sys, bayesattn_launcher; sys.argv = ['bayesattn', 'phase-diagram', '--out', sys.argv[1]]; "
-            "sys.exit(bayesattn_launcher.main())")
+    code = (
+        "import sys, bayesattn_launcher; sys.argv = ['bayesattn', 'phase-diagram', '--out', sys.argv[1]]; "
+        "sys.exit(bayesattn_launcher.main())"
+    )
     for delay in (0.2, 0.6):
-        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / f"out{delay}")], stderr=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path / f"out{delay}")],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)

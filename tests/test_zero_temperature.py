@@ -29,8 +29,13 @@ def direct_mode(post, L0, objective):
         return -lp
 
     vg = jax.jit(jax.value_and_grad(f))
-    r = so.minimize(lambda x: [np.asarray(a, np.float64) for a in vg(jnp.asarray(x))], np.ravel(L0), jac=True,
-                    method="L-BFGS-B", options=dict(maxiter=5000, gtol=1e-9, ftol=1e-15))
+    r = so.minimize(
+        lambda x: [np.asarray(a, np.float64) for a in vg(jnp.asarray(x))],
+        np.ravel(L0),
+        jac=True,
+        method="L-BFGS-B",
+        options=dict(maxiter=5000, gtol=1e-9, ftol=1e-15),
+    )
     L = jnp.asarray(r.x.reshape(post.L_shape))
     return {k: float(v) for k, v in post.order_parameters(L).items()}
 
@@ -90,8 +95,9 @@ def test_mode_action_is_the_reduced_action_with_the_prior_as_energy():
     ref = np.asarray(action(a, q, cost, beta=beta, eps=eps, d=8, T_q=16))
     np.testing.assert_allclose(ba.theory.mode_action(task, prior, "softmax", P, delta), ref, rtol=1e-12)
     occam = 64 / 32 * np.log1p(q / eps)
-    np.testing.assert_allclose(ba.theory.mode_action(task, prior, "softmax", P, delta, objective="joint"), ref - occam,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        ba.theory.mode_action(task, prior, "softmax", P, delta, objective="joint"), ref - occam, rtol=1e-12
+    )
 
 
 def test_softmax_spinodals_bound_the_two_minima_window():

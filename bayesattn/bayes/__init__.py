@@ -4,12 +4,29 @@ and the order-parameter theory. It knows no network and no command line."""
 from . import theory
 from .joint import joint_model, sample_joint
 from .modes import ModeWeights, branch_evidences, mode_weights
-from .posterior import (Posterior, Prior, SufficientStats, gp_log_evidence, joint_log_density,
-                        sufficient_statistics)
+from .posterior import Posterior, Prior, SufficientStats, gp_log_evidence, joint_log_density, sufficient_statistics
 from .samples import Samples
 from .sampling import BACKENDS, METHODS, SAMPLER_INITS, initial_positions, sample
 from .smc import tempered_smc
 
-__all__ = ["theory", "Posterior", "Prior", "SufficientStats", "gp_log_evidence", "joint_log_density", "sufficient_statistics",
-           "Samples", "sample", "sample_joint", "initial_positions", "joint_model", "tempered_smc",
-           "METHODS", "BACKENDS", "SAMPLER_INITS", "ModeWeights", "branch_evidences", "mode_weights"]
+__all__ = [
+    "theory",
+    "Posterior",
+    "Prior",
+    "SufficientStats",
+    "gp_log_evidence",
+    "joint_log_density",
+    "sufficient_statistics",
+    "Samples",
+    "sample",
+    "sample_joint",
+    "initial_positions",
+    "joint_model",
+    "tempered_smc",
+    "METHODS",
+    "BACKENDS",
+    "SAMPLER_INITS",
+    "ModeWeights",
+    "branch_evidences",
+    "mode_weights",
+]

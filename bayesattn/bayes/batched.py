@@ -18,7 +18,8 @@ lockstep, :mod:`bayesattn.bayes.ensemble`) are batched here.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -26,9 +27,9 @@ import numpy as np
 from .._batching import default_batch, map_batched
 from .._validate import check_int
 from ._program import _compiled, _split
+from .ensemble import ENSEMBLE_METHODS, _ensemble_program, _ensemble_starts, _run_options
 from .posterior import Posterior
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
-from .ensemble import ENSEMBLE_METHODS, _ensemble_program, _ensemble_starts, _run_options
 from .sampling import _check_options, _mcmc_program, initial_positions
 
 BATCHED_METHODS = ("nuts", "hmc", "mala", *ENSEMBLE_METHODS)
@@ -36,14 +37,23 @@ BATCHED_METHODS = ("nuts", "hmc", "mala", *ENSEMBLE_METHODS)
 
 def _many_program(points_per_batch, *static_key):
     one = (_ensemble_program if static_key[0] in ENSEMBLE_METHODS else _mcmc_program)(*static_key)
-    return lambda dynamic, keys, positions: map_batched(lambda a: one(*a), (dynamic, keys, positions),
-                                                       points_per_batch)
+    return lambda dynamic, keys, positions: map_batched(lambda a: one(*a), (dynamic, keys, positions), points_per_batch)
 
 
-def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, method: str = "nuts",
-                num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000, init: Any = "cold",
-                thin: int = 1, chains_per_batch: int | None = None, points_per_batch: int | None = None,
-                **method_options) -> list[Samples]:
+def sample_many(
+    posteriors: Sequence[Posterior],
+    keys: Sequence[jax.Array],
+    *,
+    method: str = "nuts",
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 1000,
+    init: Any = "cold",
+    thin: int = 1,
+    chains_per_batch: int | None = None,
+    points_per_batch: int | None = None,
+    **method_options,
+) -> list[Samples]:
     """``[sample(p, k, method=..., ...) for p, k in zip(posteriors, keys)]`` as one compiled program.
 
     All posteriors must share the task, the attention model and the statistics' shapes (same T, d, heads; P
@@ -83,14 +93,23 @@ def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, m
         dynamics.append(dynamic)
         statics.add((static, tuple(np.shape(x) for x in jax.tree.leaves(dynamic))))
     if len(statics) != 1:
-        raise ValueError("posteriors: expected the same task, attention model and statistics shapes (T, d, heads) "
-                         "for all; group posteriors by shape first")
+        raise ValueError(
+            "posteriors: expected the same task, attention model and statistics shapes (T, d, heads) "
+            "for all; group posteriors by shape first"
+        )
     static = posteriors[0].tree_flatten()[1]
     stack = lambda xs: jax.tree.map(lambda *a: jax.numpy.stack(a), *xs)  # noqa: E731
     args = (stack(dynamics), stack(chain_keys), stack(positions))
-    static_key = (points_per_batch, method, num_warmup, num_samples // thin, thin,
-                  _run_options(opts) if ensemble else tuple(sorted(opts.items())),
-                  num_chains if ensemble else chains_per_batch, *static)
+    static_key = (
+        points_per_batch,
+        method,
+        num_warmup,
+        num_samples // thin,
+        thin,
+        _run_options(opts) if ensemble else tuple(sorted(opts.items())),
+        num_chains if ensemble else chains_per_batch,
+        *static,
+    )
     compiled, compile_s = _compiled(_many_program, static_key, *args)
     t0 = time.perf_counter()
     out = jax.tree.map(np.asarray, jax.block_until_ready(compiled(*args)))
@@ -99,16 +118,39 @@ def sample_many(posteriors: Sequence[Posterior], keys: Sequence[jax.Array], *, m
     results = []
     for i, (post, key) in enumerate(zip(posteriors, keys)):
         o = jax.tree.map(lambda a: a[i], out)
-        config = {"method": method, "backend": "blackjax", "num_chains": num_chains, "num_warmup": num_warmup,
-                  "num_samples": num_samples, "thin": thin, "init": init if isinstance(init, str) else "array",
-                  "method_options": opts, "key": _key_data(key), **_problem_config(post)}
-        diag = {"wall_time_s": wall, "compile_time_s": compile_s, "num_grad_evals": int(o["num_grad_evals"].sum()),
-                "acceptance_rate": float(np.mean(o["acceptance_rate"])),
-                "num_divergent": int(o["num_divergent"].sum()),
-                "num_divergent_warmup": int(o["num_divergent_warmup"].sum()), "step_size": o["step_size"]}
+        config = {
+            "method": method,
+            "backend": "blackjax",
+            "num_chains": num_chains,
+            "num_warmup": num_warmup,
+            "num_samples": num_samples,
+            "thin": thin,
+            "init": init if isinstance(init, str) else "array",
+            "method_options": opts,
+            "key": _key_data(key),
+            **_problem_config(post),
+        }
+        diag = {
+            "wall_time_s": wall,
+            "compile_time_s": compile_s,
+            "num_grad_evals": int(o["num_grad_evals"].sum()),
+            "acceptance_rate": float(np.mean(o["acceptance_rate"])),
+            "num_divergent": int(o["num_divergent"].sum()),
+            "num_divergent_warmup": int(o["num_divergent_warmup"].sum()),
+            "step_size": o["step_size"],
+        }
         if ensemble:
             diag["trajectory_length"] = float(o["trajectory_length"])
-        results.append(_assemble(post, o["L"], o["logdensity"], diag, method, config,
-                                 sample_stats={"lp": o["logdensity"], **o["draw_stats"]},
-                                 superchains=superchains[i] if ensemble else None))
+        results.append(
+            _assemble(
+                post,
+                o["L"],
+                o["logdensity"],
+                diag,
+                method,
+                config,
+                sample_stats={"lp": o["logdensity"], **o["draw_stats"]},
+                superchains=superchains[i] if ensemble else None,
+            )
+        )
     return results

@@ -37,8 +37,13 @@ from ._program import _rebuild
 ENSEMBLE_METHODS = ("chees", "meads")
 ENSEMBLE_JITTER = 0.1  # chains started at one point are spread by this many prior standard deviations
 ENSEMBLE_OPTIONS = {
-    "chees": {"target_acceptance_rate": 0.651, "initial_step_size": 0.1, "learning_rate": 0.025,
-              "max_leapfrog_steps": 1000, "num_superchains": None},
+    "chees": {
+        "target_acceptance_rate": 0.651,
+        "initial_step_size": 0.1,
+        "learning_rate": 0.025,
+        "max_leapfrog_steps": 1000,
+        "num_superchains": None,
+    },
     "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
 
@@ -58,13 +63,17 @@ def _ensemble_starts(method, posterior, init_key, init, positions, opts):
     if num_chains < 2:
         raise ValueError(f"num_chains={num_chains}: method={method!r} adapts across chains; expected >= 2")
     if method == "meads" and num_chains % opts["num_folds"]:
-        raise ValueError(f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
-                         f"{opts['num_folds']} folds; expected a multiple of it")
+        raise ValueError(
+            f"num_chains={num_chains}: method='meads' splits the chains into num_folds="
+            f"{opts['num_folds']} folds; expected a multiple of it"
+        )
     G = opts["num_superchains"]
     if G is not None:
         if init != "prior":
-            raise ValueError(f"num_superchains={G} with init={init!r}: superchains start from distinct prior "
-                             "draws; expected init='prior'")
+            raise ValueError(
+                f"num_superchains={G} with init={init!r}: superchains start from distinct prior "
+                "draws; expected init='prior'"
+            )
         G = check_int("num_superchains", G, minimum=2)
         if num_chains % G:
             raise ValueError(f"num_superchains={G}: expected a divisor of num_chains={num_chains}")
@@ -73,7 +82,8 @@ def _ensemble_starts(method, posterior, init_key, init, positions, opts):
     if np.unique(superchains).size < num_chains:
         jkey = jax.random.fold_in(init_key, 1)
         positions = positions + ENSEMBLE_JITTER * math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(
-            jkey, positions.shape, jnp.float64)
+            jkey, positions.shape, jnp.float64
+        )
     return positions, superchains
 
 
@@ -98,8 +108,9 @@ def _lockstep_dynamic_hmc(logdensity, params):
         n = steps_fn(states.random_generator_arg[0], *steps_params)  # the same for every chain
         one = lambda k, st: hmc(k, st, logdensity, params["step_size"], params["inverse_mass_matrix"], n)  # noqa: E731
         new, info = jax.vmap(one)(keys, HMCState(states.position, states.logdensity, states.logdensity_grad))
-        return DynamicHMCState(new.position, new.logdensity, new.logdensity_grad,
-                               params["next_random_arg_fn"](states.random_generator_arg)), info
+        return DynamicHMCState(
+            new.position, new.logdensity, new.logdensity_grad, params["next_random_arg_fn"](states.random_generator_arg)
+        ), info
 
     return step
 
@@ -116,17 +127,26 @@ def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, t
         wkey, skey = jax.random.split(key)
         if method == "chees":
             warmup = blackjax.chees_adaptation(
-                logdensity, num_chains, target_acceptance_rate=opts["target_acceptance_rate"],
-                max_leapfrog_steps=opts["max_leapfrog_steps"], mass_matrix_estimation="diagonal",
-                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
-            (states, params), winfo = warmup.run(wkey, positions, opts["initial_step_size"],
-                                                 optax.adam(opts["learning_rate"]), num_warmup)
+                logdensity,
+                num_chains,
+                target_acceptance_rate=opts["target_acceptance_rate"],
+                max_leapfrog_steps=opts["max_leapfrog_steps"],
+                mass_matrix_estimation="diagonal",
+                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
+            )
+            (states, params), winfo = warmup.run(
+                wkey, positions, opts["initial_step_size"], optax.adam(opts["learning_rate"]), num_warmup
+            )
             step = _lockstep_dynamic_hmc(logdensity, params)
             trajectory = params["integration_steps_params"][0] * params["step_size"]
         else:
             warmup = blackjax.meads_adaptation(
-                logdensity, num_chains, num_folds=opts["num_folds"], step_size_multiplier=opts["step_size_multiplier"],
-                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}))
+                logdensity,
+                num_chains,
+                num_folds=opts["num_folds"],
+                step_size_multiplier=opts["step_size_multiplier"],
+                adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
+            )
             (states, params), winfo = warmup.run(wkey, positions, num_warmup)
             step = jax.vmap(blackjax.ghmc(logdensity, **params).step)
             trajectory = params["step_size"]
@@ -136,8 +156,13 @@ def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, t
             def inner(carry, kk):
                 st, acc, div, grads, _ = carry
                 st, info = step(jax.random.split(kk, num_chains), st)
-                return (st, acc + info.acceptance_rate, div + info.is_divergent, grads + info.num_integration_steps,
-                        info.energy), None
+                return (
+                    st,
+                    acc + info.acceptance_rate,
+                    div + info.is_divergent,
+                    grads + info.num_integration_steps,
+                    info.energy,
+                ), None
 
             zc = jnp.zeros((num_chains,))
             zero = (states, zc, jnp.zeros((num_chains,), jnp.int64), jnp.zeros((num_chains,), jnp.int64), zc)
@@ -147,13 +172,20 @@ def _ensemble_program(method, num_warmup, num_kept, thin, options, num_chains, t
         _, (draws, logdens, acc, div, grads, energy) = jax.lax.scan(kept, states, jax.random.split(skey, num_kept))
         chain_first = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  (kept, chains, ...) -> (chains, kept, ...)
         return {
-            "L": chain_first(draws).reshape(num_chains, num_kept, *shape), "logdensity": chain_first(logdens),
-            "acceptance_rate": acc.sum(0) / (num_kept * thin), "num_divergent": div.sum(0),
-            "num_divergent_warmup": jnp.sum(wdiv, axis=0), "num_grad_evals": grads.sum(0) + jnp.sum(wgrads, axis=0),
+            "L": chain_first(draws).reshape(num_chains, num_kept, *shape),
+            "logdensity": chain_first(logdens),
+            "acceptance_rate": acc.sum(0) / (num_kept * thin),
+            "num_divergent": div.sum(0),
+            "num_divergent_warmup": jnp.sum(wdiv, axis=0),
+            "num_grad_evals": grads.sum(0) + jnp.sum(wgrads, axis=0),
             "step_size": jnp.broadcast_to(params["step_size"], (num_chains,)),
             "trajectory_length": trajectory,
-            "draw_stats": {"acceptance_rate": chain_first(acc) / thin, "diverging": chain_first(div) > 0,
-                           "n_steps": chain_first(grads), "energy": chain_first(energy)},
+            "draw_stats": {
+                "acceptance_rate": chain_first(acc) / thin,
+                "diverging": chain_first(div) > 0,
+                "n_steps": chain_first(grads),
+                "energy": chain_first(energy),
+            },
         }
 
     return run

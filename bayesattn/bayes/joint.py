@@ -12,35 +12,55 @@ import numpyro
 import numpyro.distributions as dist
 
 from ..models.attention import AttentionModel
-from .posterior import Posterior, Prior
 from ..tasks import Dataset
+from .posterior import Posterior, Prior
 from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
 
 
 def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_samples, thin, progress, model_kwargs):
     """Run numpyro's MCMC (vectorised chains) with warmup fields collected; return (draws, diagnostics,
     per-draw statistics (chains, draws) in ArviZ's names)."""
-    mcmc = numpyro.infer.MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                              chain_method="vectorized", thinning=thin, progress_bar=progress)
+    mcmc = numpyro.infer.MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="vectorized",
+        thinning=thin,
+        progress_bar=progress,
+    )
     wkey, skey = jax.random.split(key)
     t0 = time.perf_counter()
-    mcmc.warmup(wkey, init_params=init_params, extra_fields=("num_steps", "diverging"), collect_warmup=True,
-                **model_kwargs)
+    mcmc.warmup(
+        wkey, init_params=init_params, extra_fields=("num_steps", "diverging"), collect_warmup=True, **model_kwargs
+    )
     wf = mcmc.get_extra_fields(group_by_chain=True)
-    mcmc.run(skey, extra_fields=("num_steps", "diverging", "accept_prob", "energy", "adapt_state.step_size"), **model_kwargs)
+    mcmc.run(
+        skey, extra_fields=("num_steps", "diverging", "accept_prob", "energy", "adapt_state.step_size"), **model_kwargs
+    )
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     wall = time.perf_counter() - t0
     f = mcmc.get_extra_fields(group_by_chain=True)
     # numpyro thins the extra fields with the draws: with thin > 1 the sampling-phase counts are estimates
-    draw_stats = {"acceptance_rate": f["accept_prob"], "diverging": f["diverging"], "n_steps": f["num_steps"],
-                  "energy": f["energy"]}
-    return samples, {
-        "num_divergent": int(np.sum(f["diverging"])), "num_divergent_warmup": int(np.sum(wf["diverging"])),
-        "acceptance_rate": float(np.mean(f["accept_prob"])),
-        "step_size": np.asarray(f["adapt_state.step_size"])[:, -1],
-        "num_grad_evals": int(np.sum(f["num_steps"]) * thin + np.sum(wf["num_steps"])),
-        "wall_time_s": wall, "compile_time_s": math.nan,  # numpyro compiles inside the timed run
-    }, {k: np.asarray(v) for k, v in draw_stats.items()}
+    draw_stats = {
+        "acceptance_rate": f["accept_prob"],
+        "diverging": f["diverging"],
+        "n_steps": f["num_steps"],
+        "energy": f["energy"],
+    }
+    return (
+        samples,
+        {
+            "num_divergent": int(np.sum(f["diverging"])),
+            "num_divergent_warmup": int(np.sum(wf["diverging"])),
+            "acceptance_rate": float(np.mean(f["accept_prob"])),
+            "step_size": np.asarray(f["adapt_state.step_size"])[:, -1],
+            "num_grad_evals": int(np.sum(f["num_steps"]) * thin + np.sum(wf["num_steps"])),
+            "wall_time_s": wall,
+            "compile_time_s": math.nan,  # numpyro compiles inside the timed run
+        },
+        {k: np.asarray(v) for k, v in draw_stats.items()},
+    )
 
 
 def joint_model(X, Y, task, attention, prior, heads: int | None = None):
@@ -50,8 +70,12 @@ def joint_model(X, Y, task, attention, prior, heads: int | None = None):
     V: (d_out, H d). ``attention``: a kind string (with ``heads``) or an AttentionModel."""
     model = AttentionModel.coerce(attention, heads)
     T, d, H = task.T, task.d, model.heads
-    L = numpyro.sample("L", dist.Normal(0.0, math.sqrt(prior.sigma_A2)).expand(list(model.logit_shape(T))).to_event(
-        len(model.logit_shape(T))))
+    L = numpyro.sample(
+        "L",
+        dist.Normal(0.0, math.sqrt(prior.sigma_A2))
+        .expand(list(model.logit_shape(T)))
+        .to_event(len(model.logit_shape(T))),
+    )
     V = numpyro.sample("V", dist.Normal(0.0, math.sqrt(prior.sigma_V2 / d)).expand([task.d_out, H * d]).to_event(2))
     rows = np.flatnonzero(task.query_mask)
     alpha = model.weights(L, task.key_mask).reshape(H, T, T)[:, rows]
@@ -59,9 +83,19 @@ def joint_model(X, Y, task, attention, prior, heads: int | None = None):
     numpyro.sample("Y", dist.Normal(Z @ V.T, math.sqrt(prior.sigma2)).to_event(3), obs=Y[:, rows])
 
 
-def sample_joint(dataset: Dataset, key: jax.Array, *, attention="softmax", prior: Prior | None = None,
-                 heads: int | None = None, num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000,
-                 thin: int = 1, progress: bool = False) -> Samples:
+def sample_joint(
+    dataset: Dataset,
+    key: jax.Array,
+    *,
+    attention="softmax",
+    prior: Prior | None = None,
+    heads: int | None = None,
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 1000,
+    thin: int = 1,
+    progress: bool = False,
+) -> Samples:
     """Reference sampler: numpyro NUTS on :func:`joint_model` (L and V together; cost grows with P).
     Returns the L draws as :class:`Samples` (method "joint_nuts"), with the same observables as
     :func:`~bayesattn.sample`."""
@@ -71,12 +105,27 @@ def sample_joint(dataset: Dataset, key: jax.Array, *, attention="softmax", prior
     post = Posterior(dataset, attention, prior, heads=heads)  # only for the observables and validation
     num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
     kernel = numpyro.infer.NUTS(joint_model)
-    samples, diag, stats = _numpyro_nuts(kernel, key, None, num_chains=num_chains, num_warmup=num_warmup,
-                                  num_samples=num_samples, thin=thin, progress=progress,
-                                  model_kwargs=dict(X=dataset.X, Y=dataset.Y, task=dataset.task,
-                                                    attention=post.model, prior=prior))
+    samples, diag, stats = _numpyro_nuts(
+        kernel,
+        key,
+        None,
+        num_chains=num_chains,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        thin=thin,
+        progress=progress,
+        model_kwargs=dict(X=dataset.X, Y=dataset.Y, task=dataset.task, attention=post.model, prior=prior),
+    )
     L = np.asarray(samples["L"])
     logdens = np.zeros(L.shape[:2])  # finiteness of L is what is checked for the reference
-    config = {"method": "joint_nuts", "backend": "numpyro", "num_chains": num_chains, "num_warmup": num_warmup,
-              "num_samples": num_samples, "thin": thin, "key": _key_data(key), **_problem_config(post)}
+    config = {
+        "method": "joint_nuts",
+        "backend": "numpyro",
+        "num_chains": num_chains,
+        "num_warmup": num_warmup,
+        "num_samples": num_samples,
+        "thin": thin,
+        "key": _key_data(key),
+        **_problem_config(post),
+    }
     return _assemble(post, L, logdens, diag, "joint_nuts", config, sample_stats=stats)

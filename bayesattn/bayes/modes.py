@@ -59,9 +59,23 @@ class ModeWeights:
     config: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return to_plain({k: getattr(self, k) for k in ("names", "log_evidence", "log_evidence_se",
-                                                        "log_evidence_runs", "weights", "weights_se", "log_odds",
-                                                        "observable_range", "config")}, nonfinite="string")
+        return to_plain(
+            {
+                k: getattr(self, k)
+                for k in (
+                    "names",
+                    "log_evidence",
+                    "log_evidence_se",
+                    "log_evidence_runs",
+                    "weights",
+                    "weights_se",
+                    "log_odds",
+                    "observable_range",
+                    "config",
+                )
+            },
+            nonfinite="string",
+        )
 
 
 def _reference(name: str, ref: Any, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -71,19 +85,23 @@ def _reference(name: str, ref: Any, shape: tuple) -> tuple[np.ndarray, np.ndarra
     if isinstance(ref, tuple) and len(ref) == 2:
         mean, std = (np.asarray(x, np.float64) for x in ref)
         if mean.shape != shape or std.shape != shape:
-            raise ValueError(f"branches[{name!r}] = (mean, std) of shapes {mean.shape}, {std.shape}: expected {shape} "
-                             "each")
+            raise ValueError(
+                f"branches[{name!r}] = (mean, std) of shapes {mean.shape}, {std.shape}: expected {shape} each"
+            )
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
             raise ValueError(f"branches[{name!r}]: expected a finite mean and a positive finite std")
         return mean, std
     try:
         draws = np.asarray(ref, np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"branches[{name!r}]={type(ref).__name__}: expected Samples, draws (n, {shape}) or a "
-                         "(mean, std) pair") from None
+        raise ValueError(
+            f"branches[{name!r}]={type(ref).__name__}: expected Samples, draws (n, {shape}) or a (mean, std) pair"
+        ) from None
     if draws.ndim != len(shape) + 1 or draws.shape[1:] != shape or draws.shape[0] < 2:
-        raise ValueError(f"branches[{name!r}] has shape {draws.shape}: expected draws (n >= 2, "
-                         f"{', '.join(map(str, shape))}), Samples or a (mean, std) pair")
+        raise ValueError(
+            f"branches[{name!r}] has shape {draws.shape}: expected draws (n >= 2, "
+            f"{', '.join(map(str, shape))}), Samples or a (mean, std) pair"
+        )
     if not np.all(np.isfinite(draws)):
         raise ValueError(f"branches[{name!r}] contains NaN or inf draws")
     return draws.mean(axis=0), np.maximum(draws.std(axis=0), MIN_STD)
@@ -93,12 +111,24 @@ def _log_q(mean, std):
     def log_q(x):
         z = (x - mean) / std
         return -0.5 * jnp.sum(z**2 + 2 * jnp.log(std) + jnp.log(2 * jnp.pi))
+
     return log_q
 
 
-def branch_evidences(logdensity_fn, key: jax.Array, branches: dict, *, runs: int = 4, num_particles: int = 256,
-                     num_mcmc_steps: int = 50, target_ess: float = 0.9, num_integration_steps: int = 8,
-                     initial_step_size: float = 0.1, max_steps: int = 500, observable_fn=None) -> ModeWeights:
+def branch_evidences(
+    logdensity_fn,
+    key: jax.Array,
+    branches: dict,
+    *,
+    runs: int = 4,
+    num_particles: int = 256,
+    num_mcmc_steps: int = 50,
+    target_ess: float = 0.9,
+    num_integration_steps: int = 8,
+    initial_step_size: float = 0.1,
+    max_steps: int = 500,
+    observable_fn=None,
+) -> ModeWeights:
     """Log evidence and weight of each branch of an unnormalised density ``logdensity_fn`` (jax-traceable, of
     one position). branches: {name: (mean, std)} of diagonal Gaussian references (arrays of the position's
     shape). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG key). observable_fn:
@@ -115,9 +145,17 @@ def branch_evidences(logdensity_fn, key: jax.Array, branches: dict, *, runs: int
         log_q = _log_q(mean, std)
         k0, k1 = jax.random.split(k)
         x0 = mean + std * jax.random.normal(k0, (num_particles, *mean.shape), jnp.float64)
-        res = tempered_smc(log_q, lambda x: logdensity_fn(x) - log_q(x), k1, x0, target_ess=target_ess,
-                           num_mcmc_steps=num_mcmc_steps, num_integration_steps=num_integration_steps,
-                           initial_step_size=initial_step_size, max_steps=max_steps)
+        res = tempered_smc(
+            log_q,
+            lambda x: logdensity_fn(x) - log_q(x),
+            k1,
+            x0,
+            target_ess=target_ess,
+            num_mcmc_steps=num_mcmc_steps,
+            num_integration_steps=num_integration_steps,
+            initial_step_size=initial_step_size,
+            max_steps=max_steps,
+        )
         obs = jax.vmap(observable_fn)(res["particles"]) if observable_fn is not None else jnp.zeros(num_particles)
         return res["log_evidence"], res["tempering_param"], jnp.min(obs), jnp.max(obs)
 
@@ -143,17 +181,38 @@ def branch_evidences(logdensity_fn, key: jax.Array, branches: dict, *, runs: int
     jac = np.diag(w) - np.outer(w, w)
     w_se = np.sqrt((jac**2) @ (se_vec**2))
     return ModeWeights(
-        names=names, log_evidence=lz, log_evidence_se=se, log_evidence_runs={b: v.tolist() for b, v in lz_runs.items()},
-        weights={b: float(x) for b, x in zip(names, w)}, weights_se={b: float(x) for b, x in zip(names, w_se)},
+        names=names,
+        log_evidence=lz,
+        log_evidence_se=se,
+        log_evidence_runs={b: v.tolist() for b, v in lz_runs.items()},
+        weights={b: float(x) for b, x in zip(names, w)},
+        weights_se={b: float(x) for b, x in zip(names, w_se)},
         log_odds={b: lz[b] - lz[names[0]] for b in names},
         observable_range=out["range"] if observable_fn is not None else {},
-        config={"runs": runs, "num_particles": num_particles, "num_mcmc_steps": num_mcmc_steps,
-                "target_ess": target_ess, "num_integration_steps": num_integration_steps,
-                "initial_step_size": initial_step_size, "max_steps": max_steps, "key": _key_data(key)})
+        config={
+            "runs": runs,
+            "num_particles": num_particles,
+            "num_mcmc_steps": num_mcmc_steps,
+            "target_ess": target_ess,
+            "num_integration_steps": num_integration_steps,
+            "initial_step_size": initial_step_size,
+            "max_steps": max_steps,
+            "key": _key_data(key),
+        },
+    )
 
 
-def mode_weights(posterior: Posterior, key: jax.Array, branches: dict, *, runs: int = 4, num_particles: int = 256,
-                 num_mcmc_steps: int = 50, target_ess: float = 0.9, **smc_options) -> ModeWeights:
+def mode_weights(
+    posterior: Posterior,
+    key: jax.Array,
+    branches: dict,
+    *,
+    runs: int = 4,
+    num_particles: int = 256,
+    num_mcmc_steps: int = 50,
+    target_ess: float = 0.9,
+    **smc_options,
+) -> ModeWeights:
     """Weight of each branch of the posterior over L (e.g. the uniform and the copy branch inside a coexistence
     window): ``branch_evidences`` on ``posterior.log_density``.
 
@@ -181,20 +240,32 @@ def mode_weights(posterior: Posterior, key: jax.Array, branches: dict, *, runs: 
         x = mean + std * rng.standard_normal((512, *shape))
         obs = draw_observables(posterior, x)
         if by not in obs:
-            raise ValueError(f"the task {type(posterior.task).__name__} declares no {by!r}: mode weights need an "
-                             "order parameter that tells the branches apart")
+            raise ValueError(
+                f"the task {type(posterior.task).__name__} declares no {by!r}: mode weights need an "
+                "order parameter that tells the branches apart"
+            )
         span[name] = np.quantile(obs[by], [0.05, 0.95])
     names = list(refs)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             if span[a][0] <= span[b][1] and span[b][0] <= span[a][1]:
-                raise ValueError(f"branches {a!r} and {b!r} overlap: {by} in [{span[a][0]:.4g}, {span[a][1]:.4g}] and "
-                                 f"[{span[b][0]:.4g}, {span[b][1]:.4g}] under their references; expected references "
-                                 "fitted to distinct branches")
+                raise ValueError(
+                    f"branches {a!r} and {b!r} overlap: {by} in [{span[a][0]:.4g}, {span[a][1]:.4g}] and "
+                    f"[{span[b][0]:.4g}, {span[b][1]:.4g}] under their references; expected references "
+                    "fitted to distinct branches"
+                )
     order_parameter = declared(posterior.task, posterior.model)[by]
     obs_fn = lambda L: order_parameter(posterior.model.weights(L, posterior.task.key_mask))  # noqa: E731
-    mw = branch_evidences(posterior.log_density, key, refs, runs=runs, num_particles=num_particles,
-                          num_mcmc_steps=num_mcmc_steps, target_ess=target_ess, observable_fn=obs_fn, **smc_options)
+    mw = branch_evidences(
+        posterior.log_density,
+        key,
+        refs,
+        runs=runs,
+        num_particles=num_particles,
+        num_mcmc_steps=num_mcmc_steps,
+        target_ess=target_ess,
+        observable_fn=obs_fn,
+        **smc_options,
+    )
     mw.config.update({"by": by, "reference_range": {k: v.tolist() for k, v in span.items()}})
     return mw
-

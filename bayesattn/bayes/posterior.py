@@ -72,7 +72,7 @@ class Prior:
         """Ridge of the readout, lam = d sigma2 / sigma_V2."""
         return d * self.sigma2 / self.sigma_V2
 
-    def replace(self, **changes) -> "Prior":
+    def replace(self, **changes) -> Prior:
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
@@ -102,7 +102,7 @@ class SufficientStats(NamedTuple):
         return jnp.trace(self.YY)
 
     @classmethod
-    def from_data(cls, X: jax.Array, Y: jax.Array, query_mask: np.ndarray) -> "SufficientStats":
+    def from_data(cls, X: jax.Array, Y: jax.Array, query_mask: np.ndarray) -> SufficientStats:
         """Statistics of X: (P, T, d) and Y: (P, T, d_out); rows outside ``query_mask`` (T,) are ignored."""
         qm = np.asarray(query_mask, bool)
         Y = jnp.asarray(Y, jnp.float64) * jnp.asarray(qm, jnp.float64)[None, :, None]
@@ -193,8 +193,13 @@ class Posterior:
     (2, 8, 8)
     """
 
-    def __init__(self, dataset: Dataset, attention: AttentionKind | AttentionModel = "softmax",
-                 prior: Prior | None = None, heads: int | None = None):
+    def __init__(
+        self,
+        dataset: Dataset,
+        attention: AttentionKind | AttentionModel = "softmax",
+        prior: Prior | None = None,
+        heads: int | None = None,
+    ):
         if not isinstance(dataset, Dataset):
             raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
         model = AttentionModel.coerce(attention, heads)
@@ -220,7 +225,7 @@ class Posterior:
         obj._init(aux[0], aux[1], *children)
         return obj
 
-    def with_prior(self, prior: Prior) -> "Posterior":
+    def with_prior(self, prior: Prior) -> Posterior:
         """The same data under another prior (statistics reused)."""
         return Posterior.tree_unflatten((self.task, self.model), (self.stats, prior))
 
@@ -282,15 +287,18 @@ class Posterior:
     def _check_L(self, L):
         shape = self.L_shape
         if tuple(np.shape(L)) != shape:
-            raise ValueError(f"L has shape {tuple(np.shape(L))}: expected {shape} for heads={self.heads}, "
-                             f"T={self.T} (no broadcasting)")
+            raise ValueError(
+                f"L has shape {tuple(np.shape(L))}: expected {shape} for heads={self.heads}, "
+                f"T={self.T} (no broadcasting)"
+            )
         return jnp.asarray(check_array("L", L, shape), jnp.float64)
 
     def _check_batch_L(self, L):
         shape, want = tuple(np.shape(L)), self.L_shape
-        if len(shape) < len(want) or shape[len(shape) - len(want):] != want:
-            raise ValueError(f"L has shape {shape}: expected (..., {', '.join(map(str, want))}) for "
-                             f"heads={self.heads}, T={self.T}")
+        if len(shape) < len(want) or shape[len(shape) - len(want) :] != want:
+            raise ValueError(
+                f"L has shape {shape}: expected (..., {', '.join(map(str, want))}) for heads={self.heads}, T={self.T}"
+            )
         check_array("L", L, (None,) * (len(shape) - len(want)) + want)  # NaN / inf
         return jnp.asarray(L, jnp.float64)
 
@@ -353,7 +361,9 @@ class Posterior:
         k = G.shape[0]
         fit, logdet_K = _ridge_terms(G + lam * jnp.eye(k), C)
         logdet = logdet_K - k * jnp.log(lam)  # log det(I + G / lam)
-        return (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))
+        return (
+            (fit - self.yy) / (2 * s2) - 0.5 * self.d_out * logdet - 0.5 * self.n * self.d_out * (LOG_2PI + jnp.log(s2))
+        )
 
     def log_density(self, L: jax.Array) -> jax.Array:
         """log p(L, D) = log prior + log evidence; equals log p(L | D) up to the L-independent log p(D).
@@ -395,8 +405,14 @@ def _direct_features(model: AttentionModel, task, L, X) -> jax.Array:
     return Z.reshape(*Z.shape[:2], -1)
 
 
-def joint_log_density(L: jax.Array, V: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel,
-                      prior: Prior, heads: int | None = None) -> jax.Array:
+def joint_log_density(
+    L: jax.Array,
+    V: jax.Array,
+    dataset: Dataset,
+    attention: AttentionKind | AttentionModel,
+    prior: Prior,
+    heads: int | None = None,
+) -> jax.Array:
     """Reference: log p(L, V, D) computed directly from the data (cost grows with P).
 
     L: (T, T) or (H, T, T), V: (d_out, H d). Integrating exp of this over V gives ``Posterior.log_density``.
@@ -408,14 +424,18 @@ def joint_log_density(L: jax.Array, V: jax.Array, dataset: Dataset, attention: A
     r2 = jnp.sum(((dataset.Y - F) * qm) ** 2)
     s2, sA2, sV = prior.sigma2, prior.sigma_A2, prior.sigma_V2 / task.d
     return (
-        -0.5 * jnp.sum(L**2) / sA2 - 0.5 * L.size * (LOG_2PI + jnp.log(sA2))
-        - 0.5 * jnp.sum(V**2) / sV - 0.5 * V.size * (LOG_2PI + jnp.log(sV))
-        - 0.5 * r2 / s2 - 0.5 * dataset.n * task.d_out * (LOG_2PI + jnp.log(s2))
+        -0.5 * jnp.sum(L**2) / sA2
+        - 0.5 * L.size * (LOG_2PI + jnp.log(sA2))
+        - 0.5 * jnp.sum(V**2) / sV
+        - 0.5 * V.size * (LOG_2PI + jnp.log(sV))
+        - 0.5 * r2 / s2
+        - 0.5 * dataset.n * task.d_out * (LOG_2PI + jnp.log(s2))
     )
 
 
-def gp_log_evidence(L: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel, prior: Prior,
-                    heads: int | None = None) -> jax.Array:
+def gp_log_evidence(
+    L: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel, prior: Prior, heads: int | None = None
+) -> jax.Array:
     """Baseline: the n x n Gaussian-process evidence log p(D | L) by a dense Cholesky (cost O(n^3)), on the
     concatenated features of all heads (each readout entry with prior variance sigma_V2 / d).
 

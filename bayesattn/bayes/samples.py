@@ -11,11 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
-from .._validate import check_int
 from .._json import to_plain
+from .._validate import check_int
 from ..diagnostics.observables import declared, evaluate
 from .posterior import Posterior
-
 
 MAX_SUMMARY_DRAWS = 1000  # per chain, in Samples.summary()["draws"]
 
@@ -81,10 +80,15 @@ class Samples:
         stats = {k: np.asarray(v) for k, v in self.sample_stats.items()}
         step = self.diagnostics.get("step_size")
         if step is not None and stats:
-            stats["step_size"] = np.broadcast_to(np.asarray(step, np.float64).reshape(-1, 1), (self.num_chains,
-                                                                                              self.num_draws))
-        return az.from_dict(posterior=posterior, sample_stats=stats or None, dims=dims,
-                            attrs={"method": self.method, "inference_library": "bayesattn"})
+            stats["step_size"] = np.broadcast_to(
+                np.asarray(step, np.float64).reshape(-1, 1), (self.num_chains, self.num_draws)
+            )
+        return az.from_dict(
+            posterior=posterior,
+            sample_stats=stats or None,
+            dims=dims,
+            attrs={"method": self.method, "inference_library": "bayesattn"},
+        )
 
     def summary(self) -> dict:
         """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
@@ -103,8 +107,11 @@ class Samples:
                 "se": std / math.sqrt(ess) if ess > 0 and math.isfinite(ess) else math.nan,
                 "ess_bulk": ess,
                 "r_hat": float(self.diagnostics[name]["r_hat"]),
-                **({"nested_r_hat": float(self.diagnostics[name]["nested_r_hat"])}
-                   if "nested_r_hat" in self.diagnostics[name] else {}),
+                **(
+                    {"nested_r_hat": float(self.diagnostics[name]["nested_r_hat"])}
+                    if "nested_r_hat" in self.diagnostics[name]
+                    else {}
+                ),
                 "chain_means": [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan for c in x],
             }
         out["diagnostics"] = to_plain({k: v for k, v in self.diagnostics.items() if k not in names})
@@ -128,14 +135,24 @@ def _check_counts(num_chains, num_warmup, num_samples, thin):
     num_samples = check_int("num_samples", num_samples, minimum=1)
     thin = check_int("thin", thin, minimum=1)
     if num_samples // thin < 4:
-        raise ValueError(f"num_samples={num_samples}, thin={thin}: expected num_samples // thin >= 4 "
-                         "(split R-hat needs 4 kept draws per chain)")
+        raise ValueError(
+            f"num_samples={num_samples}, thin={thin}: expected num_samples // thin >= 4 "
+            "(split R-hat needs 4 kept draws per chain)"
+        )
     return num_chains, num_warmup, num_samples, thin
 
 
 def _problem_config(post: Posterior) -> dict:
-    return {"task": post.task.config(), "attention": post.attention, "heads": post.heads,
-            "model": post.model.config(), "prior": post.prior.config(), "n": int(post.n), "T": post.T, "d": post.d}
+    return {
+        "task": post.task.config(),
+        "attention": post.attention,
+        "heads": post.heads,
+        "model": post.model.config(),
+        "prior": post.prior.config(),
+        "n": int(post.n),
+        "T": post.T,
+        "d": post.d,
+    }
 
 
 def draw_observables(post: Posterior, L) -> dict:
@@ -151,7 +168,7 @@ def split_ess(x: np.ndarray) -> float:
     ``ess(method="mean")``, and low when a chain drifts."""
     x = np.asarray(x)
     half = x.shape[1] // 2
-    return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)))
+    return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
 
 
 def nested_r_hat(x: np.ndarray, superchains) -> float:
@@ -172,8 +189,10 @@ def nested_r_hat(x: np.ndarray, superchains) -> float:
         return math.nan
     n = x.shape[1]
     means = np.array([g.mean() for g in groups])
-    within = [(np.var(g.mean(axis=1), ddof=1) if len(g) > 1 else 0.0)
-              + (np.mean(np.var(g, axis=1, ddof=1)) if n > 1 else 0.0) for g in groups]
+    within = [
+        (np.var(g.mean(axis=1), ddof=1) if len(g) > 1 else 0.0) + (np.mean(np.var(g, axis=1, ddof=1)) if n > 1 else 0.0)
+        for g in groups
+    ]
     return float(np.sqrt(1.0 + np.var(means, ddof=1) / np.mean(within)))
 
 
@@ -182,8 +201,9 @@ def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=N
     ops = draw_observables(post, L)
     event = tuple(range(L.ndim - len(post.L_shape), L.ndim))
     bad = ~np.isfinite(L).all(axis=event) | ~np.isfinite(np.asarray(logdens))
-    diagnostics = {name: {"ess_bulk": split_ess(ops[name]),
-                          "r_hat": float(split_gelman_rubin(ops[name]))} for name in ops}
+    diagnostics = {
+        name: {"ess_bulk": split_ess(ops[name]), "r_hat": float(split_gelman_rubin(ops[name]))} for name in ops
+    }
     if superchains is not None:
         for name in ops:
             diagnostics[name]["nested_r_hat"] = nested_r_hat(ops[name], superchains)
@@ -191,5 +211,12 @@ def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=N
     diagnostics["num_nan"] = int(bad.sum())
     diagnostics.update(diag)
     stats = {k: np.asarray(v) for k, v in (sample_stats or {}).items()}
-    return Samples(L=L, order_parameters=ops, diagnostics=diagnostics, method=method, config=config,
-                   extra=extra or {}, sample_stats=stats)
+    return Samples(
+        L=L,
+        order_parameters=ops,
+        diagnostics=diagnostics,
+        method=method,
+        config=config,
+        extra=extra or {},
+        sample_stats=stats,
+    )

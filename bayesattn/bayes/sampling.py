@@ -48,16 +48,15 @@ import numpyro
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 from blackjax.adaptation.step_size import dual_averaging_adaptation
 
-from .._validate import check_choice, check_int, check_positive
 from .._batching import default_batch, map_batched
+from .._validate import check_choice, check_int, check_positive
 from ..models.attention import hot_logits
-from .posterior import Posterior
 from ._program import _compiled, _rebuild, _split
-from .joint import _numpyro_nuts
-from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
 from .ensemble import ENSEMBLE_METHODS, ENSEMBLE_OPTIONS, _ensemble_program, _ensemble_starts, _run_options
+from .joint import _numpyro_nuts
+from .posterior import Posterior
+from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
 from .smc import _assemble_smc, _smc_program
-
 
 Method = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]
 Backend = Literal["blackjax", "numpyro"]
@@ -71,8 +70,14 @@ _OPTIONS = {
     "nuts": {"target_acceptance_rate": 0.8, "max_num_doublings": 10, "initial_step_size": 0.1},
     "hmc": {"target_acceptance_rate": 0.8, "num_integration_steps": 16, "initial_step_size": 0.1},
     "mala": {"target_acceptance_rate": 0.574, "initial_step_size": 1e-3},
-    "smc": {"target_ess": 0.5, "num_mcmc_steps": 10, "num_integration_steps": 8, "initial_step_size": 0.1,
-            "max_steps": 500, "mode_threshold": None},
+    "smc": {
+        "target_ess": 0.5,
+        "num_mcmc_steps": 10,
+        "num_integration_steps": 8,
+        "initial_step_size": 0.1,
+        "max_steps": 500,
+        "mode_threshold": None,
+    },
 }
 _NUMPYRO_OPTIONS = {"target_acceptance_rate": 0.8, "max_num_doublings": 10}
 
@@ -80,8 +85,6 @@ _NUMPYRO_OPTIONS = {"target_acceptance_rate": 0.8, "max_num_doublings": 10}
 # ---------------------------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------------------------
-
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -123,8 +126,10 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
     if arr.shape == shape:
         arr = np.broadcast_to(arr, (num_chains, *shape))
     if arr.shape != (num_chains, *shape):
-        raise ValueError(f"init has shape {arr.shape}: expected {shape} or {(num_chains, *shape)} "
-                         f"(heads={posterior.heads}, T={posterior.T})")
+        raise ValueError(
+            f"init has shape {arr.shape}: expected {shape} or {(num_chains, *shape)} "
+            f"(heads={posterior.heads}, T={posterior.T})"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError("init contains NaN or inf: expected finite numbers")
     return jnp.asarray(arr)
@@ -154,7 +159,8 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
                     return (st, da_update(da, acc)), (jnp.zeros((), bool), jnp.ones((), jnp.int64))
 
                 (state, da), (wdiv, wgrads) = jax.lax.scan(
-                    warm, (state, da_init(opts["initial_step_size"])), jax.random.split(wkey, num_warmup))
+                    warm, (state, da_init(opts["initial_step_size"])), jax.random.split(wkey, num_warmup)
+                )
                 step_size = da_final(da)
 
                 def step(k, st):
@@ -163,13 +169,19 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
                     return st, info.acceptance_rate, jnp.zeros((), bool), jnp.ones((), jnp.int64), jnp.nan
             else:
                 algo = blackjax.nuts if method == "nuts" else blackjax.hmc
-                extra = ({"max_num_doublings": opts["max_num_doublings"]} if method == "nuts"
-                         else {"num_integration_steps": opts["num_integration_steps"]})
+                extra = (
+                    {"max_num_doublings": opts["max_num_doublings"]}
+                    if method == "nuts"
+                    else {"num_integration_steps": opts["num_integration_steps"]}
+                )
                 warmup = blackjax.window_adaptation(
-                    algo, logdensity, initial_step_size=opts["initial_step_size"],
+                    algo,
+                    logdensity,
+                    initial_step_size=opts["initial_step_size"],
                     target_acceptance_rate=opts["target_acceptance_rate"],
                     adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
-                    **extra)
+                    **extra,
+                )
                 (state, params), winfo = warmup.run(wkey, position, num_warmup)
                 wdiv, wgrads = winfo.info.is_divergent, winfo.info.num_integration_steps
                 step_size = params["step_size"]
@@ -191,14 +203,16 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
                 (st, acc, div, grads, energy), _ = jax.lax.scan(inner, zero, jax.random.split(k, thin))
                 return st, (st.position, st.logdensity, acc, div, grads, energy)
 
-            _, (draws, logdens, acc, div, grads, energy) = jax.lax.scan(
-                kept, state, jax.random.split(skey, num_kept))
+            _, (draws, logdens, acc, div, grads, energy) = jax.lax.scan(kept, state, jax.random.split(skey, num_kept))
             return {
-                "L": draws, "logdensity": logdens, "acceptance_rate": acc.sum() / (num_kept * thin),
-                "num_divergent": div.sum(), "num_divergent_warmup": jnp.sum(wdiv),
-                "num_grad_evals": grads.sum() + jnp.sum(wgrads), "step_size": step_size,
-                "draw_stats": {"acceptance_rate": acc / thin, "diverging": div > 0, "n_steps": grads,
-                               "energy": energy},
+                "L": draws,
+                "logdensity": logdens,
+                "acceptance_rate": acc.sum() / (num_kept * thin),
+                "num_divergent": div.sum(),
+                "num_divergent_warmup": jnp.sum(wdiv),
+                "num_grad_evals": grads.sum() + jnp.sum(wgrads),
+                "step_size": step_size,
+                "draw_stats": {"acceptance_rate": acc / thin, "diverging": div > 0, "n_steps": grads, "energy": energy},
             }
 
         return map_batched(lambda kp: one_chain(*kp), (keys, positions), chains_per_batch)
@@ -211,15 +225,9 @@ def _mcmc_program(method, num_warmup, num_kept, thin, options, chains_per_batch,
 # ---------------------------------------------------------------------------------------------------------
 
 
-
-
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Adaptive tempered SMC (blackjax) from the prior to the posterior
 # ---------------------------------------------------------------------------------------------------------
-
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -231,11 +239,19 @@ def _check_options(method, backend, method_options):
     allowed = _NUMPYRO_OPTIONS if backend == "numpyro" else _OPTIONS[method]
     unknown = sorted(set(method_options) - set(allowed))
     if unknown:
-        raise ValueError(f"method_options {unknown} not understood by method={method!r}, backend={backend!r}: "
-                         f"expected some of {sorted(allowed)}")
+        raise ValueError(
+            f"method_options {unknown} not understood by method={method!r}, backend={backend!r}: "
+            f"expected some of {sorted(allowed)}"
+        )
     opts = {**allowed, **method_options}
-    for name in ("max_num_doublings", "num_integration_steps", "num_mcmc_steps", "max_steps", "num_folds",
-                 "max_leapfrog_steps"):
+    for name in (
+        "max_num_doublings",
+        "num_integration_steps",
+        "num_mcmc_steps",
+        "max_steps",
+        "num_folds",
+        "max_leapfrog_steps",
+    ):
         if name in opts:
             opts[name] = check_int(name, opts[name], minimum=1)
     for name in ("initial_step_size", "learning_rate", "step_size_multiplier"):
@@ -250,14 +266,21 @@ def _check_options(method, backend, method_options):
     return opts
 
 
-
-
-
-
-def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", backend: Backend = "blackjax",
-           num_chains: int = 4, num_warmup: int = 500, num_samples: int = 1000, init: Any = "cold",
-           thin: int = 1, chains_per_batch: int | None = None, progress: bool = False,
-           **method_options) -> Samples:
+def sample(
+    posterior: Posterior,
+    key: jax.Array,
+    *,
+    method: Method = "nuts",
+    backend: Backend = "blackjax",
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 1000,
+    init: Any = "cold",
+    thin: int = 1,
+    chains_per_batch: int | None = None,
+    progress: bool = False,
+    **method_options,
+) -> Samples:
     """Sample the posterior over L with the closed form (V integrated out).
 
     posterior: a :class:`~bayesattn.Posterior`; key: a PRNG key (the same key gives the same draws).
@@ -304,26 +327,49 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     opts = _check_options(method, backend, method_options)
     init_key, run_key = jax.random.split(key)
     positions = initial_positions(posterior, init_key, init, num_chains) if method != "smc" else None
-    config = {"method": method, "backend": backend, "num_chains": num_chains, "num_warmup": num_warmup,
-              "num_samples": num_samples, "thin": thin,
-              "init": init if isinstance(init, str) else "array", "method_options": opts,
-              "key": _key_data(key), **_problem_config(posterior)}
+    config = {
+        "method": method,
+        "backend": backend,
+        "num_chains": num_chains,
+        "num_warmup": num_warmup,
+        "num_samples": num_samples,
+        "thin": thin,
+        "init": init if isinstance(init, str) else "array",
+        "method_options": opts,
+        "key": _key_data(key),
+        **_problem_config(posterior),
+    }
     dynamic, static = _split(posterior)
     keys = jax.random.split(run_key, num_chains)
 
     if backend == "numpyro":
-        kernel = numpyro.infer.NUTS(potential_fn=lambda L: -posterior.log_density(L),
-                                    target_accept_prob=opts["target_acceptance_rate"],
-                                    max_tree_depth=opts["max_num_doublings"])
-        samples, diag, stats = _numpyro_nuts(kernel, run_key, positions, num_chains=num_chains, num_warmup=num_warmup,
-                                      num_samples=num_samples, thin=thin, progress=progress, model_kwargs={})
+        kernel = numpyro.infer.NUTS(
+            potential_fn=lambda L: -posterior.log_density(L),
+            target_accept_prob=opts["target_acceptance_rate"],
+            max_tree_depth=opts["max_num_doublings"],
+        )
+        samples, diag, stats = _numpyro_nuts(
+            kernel,
+            run_key,
+            positions,
+            num_chains=num_chains,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            thin=thin,
+            progress=progress,
+            model_kwargs={},
+        )
         L = np.asarray(samples)
         logdens = np.asarray(jax.vmap(jax.vmap(posterior.log_density))(jnp.asarray(L)))
         return _assemble(posterior, L, logdens, diag, method, config, sample_stats={"lp": logdens, **stats})
 
     if method == "smc":
-        static_key = ("smc", num_samples, tuple(sorted((k, v) for k, v in opts.items() if k != "mode_threshold")),
-                      *static)
+        static_key = (
+            "smc",
+            num_samples,
+            tuple(sorted((k, v) for k, v in opts.items() if k != "mode_threshold")),
+            *static,
+        )
         builder = lambda _m, n, o, task, att: _smc_program(n, o, task, att)  # noqa: E731
         args = (dynamic, keys)
     elif method in ENSEMBLE_METHODS:
@@ -332,8 +378,15 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
         builder = _ensemble_program
         args = (dynamic, run_key, positions)
     else:
-        static_key = (method, num_warmup, num_samples // thin, thin, tuple(sorted(opts.items())), chains_per_batch,
-                      *static)
+        static_key = (
+            method,
+            num_warmup,
+            num_samples // thin,
+            thin,
+            tuple(sorted(opts.items())),
+            chains_per_batch,
+            *static,
+        )
         builder = _mcmc_program
         args = (dynamic, keys, positions)
     if progress:
@@ -345,16 +398,30 @@ def sample(posterior: Posterior, key: jax.Array, *, method: Method = "nuts", bac
     out = jax.block_until_ready(compiled(*args))
     wall = time.perf_counter() - t0
     out = jax.tree.map(np.asarray, out)
-    diag = {"wall_time_s": wall, "compile_time_s": compile_s, "num_grad_evals": int(out["num_grad_evals"].sum()),
-            "acceptance_rate": float(np.mean(out["acceptance_rate"]))}
+    diag = {
+        "wall_time_s": wall,
+        "compile_time_s": compile_s,
+        "num_grad_evals": int(out["num_grad_evals"].sum()),
+        "acceptance_rate": float(np.mean(out["acceptance_rate"])),
+    }
     if method == "smc":
         return _assemble_smc(posterior, out, diag, opts, config)
-    diag.update({"num_divergent": int(out["num_divergent"].sum()),
-                 "num_divergent_warmup": int(out["num_divergent_warmup"].sum()),
-                 "step_size": out["step_size"]})
+    diag.update(
+        {
+            "num_divergent": int(out["num_divergent"].sum()),
+            "num_divergent_warmup": int(out["num_divergent_warmup"].sum()),
+            "step_size": out["step_size"],
+        }
+    )
     if "trajectory_length" in out:
         diag["trajectory_length"] = float(out["trajectory_length"])
-    return _assemble(posterior, out["L"], out["logdensity"], diag, method, config,
-                     sample_stats={"lp": out["logdensity"], **out["draw_stats"]},
-                     superchains=superchains if method in ENSEMBLE_METHODS else None)
-
+    return _assemble(
+        posterior,
+        out["L"],
+        out["logdensity"],
+        diag,
+        method,
+        config,
+        sample_stats={"lp": out["logdensity"], **out["draw_stats"]},
+        superchains=superchains if method in ENSEMBLE_METHODS else None,
+    )

@@ -17,9 +17,18 @@ from ._program import _rebuild
 from .samples import Samples, _assemble, draw_observables
 
 
-def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.Array, *, target_ess: float = 0.5,
-                 num_mcmc_steps: int = 10, num_integration_steps: int = 8, initial_step_size: float = 0.1,
-                 max_steps: int = 500) -> dict:
+def tempered_smc(
+    logprior_fn,
+    loglikelihood_fn,
+    key: jax.Array,
+    particles: jax.Array,
+    *,
+    target_ess: float = 0.5,
+    num_mcmc_steps: int = 10,
+    num_integration_steps: int = 8,
+    initial_step_size: float = 0.1,
+    max_steps: int = 500,
+) -> dict:
     """blackjax adaptive tempered SMC from the prior (``particles`` drawn from it) to prior x likelihood.
 
     The mutation kernel is HMC with a diagonal inverse mass matrix set to the particles' variances and
@@ -38,14 +47,17 @@ def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.A
     # the kernel is built once and takes the tuned parameters at every step (as blackjax's tempered.py does);
     # blackjax.inner_kernel_tuning would do the tuning too, but its update hook cannot see the previous step sizes
     kernel = blackjax.smc.adaptive_tempered.build_kernel(
-        logprior_fn, loglikelihood_fn, step_fn, blackjax.hmc.init, blackjax.smc.resampling.systematic, target_ess)
+        logprior_fn, loglikelihood_fn, step_fn, blackjax.hmc.init, blackjax.smc.resampling.systematic, target_ess
+    )
 
     def smc_step(k, st, params):
         st, info = kernel(k, st, num_mcmc_steps, params)
         acc = jnp.mean(info.update_info.acceptance_rate, axis=-1)
         acc = jnp.where(jnp.isfinite(acc), acc, 0.0)
-        params = {"step_size": update_scale_from_acceptance_rate(params["step_size"], acc, 0.65),
-                  "inverse_mass_matrix": particles_stds(st.particles)[None] ** 2}
+        params = {
+            "step_size": update_scale_from_acceptance_rate(params["step_size"], acc, 0.65),
+            "inverse_mass_matrix": particles_stds(st.particles)[None] ** 2,
+        }
         return st, params, info
 
     def cond(carry):
@@ -56,16 +68,37 @@ def tempered_smc(logprior_fn, loglikelihood_fn, key: jax.Array, particles: jax.A
         k, st, params, logz, steps, _ = carry
         k, sub = jax.random.split(k)
         st, params, info = smc_step(sub, st, params)
-        return k, st, params, logz + info.log_likelihood_increment, steps + 1, jnp.mean(info.update_info.acceptance_rate)
+        return (
+            k,
+            st,
+            params,
+            logz + info.log_likelihood_increment,
+            steps + 1,
+            jnp.mean(info.update_info.acceptance_rate),
+        )
 
-    params = {"step_size": jnp.full((n,), initial_step_size),
-              "inverse_mass_matrix": particles_stds(particles)[None] ** 2}
-    init = (key, blackjax.adaptive_tempered_smc.init(particles), params, jnp.zeros(()),
-            jnp.zeros((), jnp.int64), jnp.zeros(()))
+    params = {
+        "step_size": jnp.full((n,), initial_step_size),
+        "inverse_mass_matrix": particles_stds(particles)[None] ** 2,
+    }
+    init = (
+        key,
+        blackjax.adaptive_tempered_smc.init(particles),
+        params,
+        jnp.zeros(()),
+        jnp.zeros((), jnp.int64),
+        jnp.zeros(()),
+    )
     _, st, _, logz, steps, acc = jax.lax.while_loop(cond, body, init)
-    return {"particles": st.particles, "weights": st.weights, "log_evidence": logz, "tempering_steps": steps,
-            "tempering_param": st.tempering_param, "acceptance_rate": acc,
-            "num_grad_evals": steps * n * num_mcmc_steps * num_integration_steps}
+    return {
+        "particles": st.particles,
+        "weights": st.weights,
+        "log_evidence": logz,
+        "tempering_steps": steps,
+        "tempering_param": st.tempering_param,
+        "acceptance_rate": acc,
+        "num_grad_evals": steps * n * num_mcmc_steps * num_integration_steps,
+    }
 
 
 def _smc_program(num_particles, options, task, model):
@@ -78,10 +111,17 @@ def _smc_program(num_particles, options, task, model):
         def one_run(key):
             pkey, skey, rkey = jax.random.split(key, 3)
             particles = sA * jax.random.normal(pkey, (num_particles, *model.logit_shape(task.T)), jnp.float64)
-            out = tempered_smc(post.log_prior, post.log_likelihood, skey, particles,
-                               target_ess=opts["target_ess"], num_mcmc_steps=opts["num_mcmc_steps"],
-                               num_integration_steps=opts["num_integration_steps"],
-                               initial_step_size=opts["initial_step_size"], max_steps=opts["max_steps"])
+            out = tempered_smc(
+                post.log_prior,
+                post.log_likelihood,
+                skey,
+                particles,
+                target_ess=opts["target_ess"],
+                num_mcmc_steps=opts["num_mcmc_steps"],
+                num_integration_steps=opts["num_integration_steps"],
+                initial_step_size=opts["initial_step_size"],
+                max_steps=opts["max_steps"],
+            )
             # equal-weight draws for the returned samples; the mode weights use the exact weights
             idx = blackjax.smc.resampling.systematic(rkey, out["weights"], num_particles)
             out["L"] = out["particles"][idx]
@@ -104,14 +144,29 @@ def _assemble_smc(post, out, diag, opts, config) -> Samples:
     w = out["weights"]
     high = np.sum(w * (obs[by] > thr), axis=1) if by in obs else np.full(w.shape[0], np.nan)
     logz = out["log_evidence"]
-    diag.update({"num_divergent": 0, "num_divergent_warmup": 0, "step_size": None,
-                 "tempering_steps": out["tempering_steps"], "tempering_param": out["tempering_param"]})
+    diag.update(
+        {
+            "num_divergent": 0,
+            "num_divergent_warmup": 0,
+            "step_size": None,
+            "tempering_steps": out["tempering_steps"],
+            "tempering_param": out["tempering_param"],
+        }
+    )
     extra = {
-        "log_evidence": {"mean": float(np.mean(logz)), "std": float(np.std(logz, ddof=1)) if logz.size > 1 else math.nan,
-                         "runs": logz},
-        "mode_weights": {"low": float(np.mean(1 - high)), "high": float(np.mean(high)),
-                         "high_runs": high, "std_high": float(np.std(high, ddof=1)) if high.size > 1 else math.nan,
-                         "by": by, "threshold": float(thr)},
+        "log_evidence": {
+            "mean": float(np.mean(logz)),
+            "std": float(np.std(logz, ddof=1)) if logz.size > 1 else math.nan,
+            "runs": logz,
+        },
+        "mode_weights": {
+            "low": float(np.mean(1 - high)),
+            "high": float(np.mean(high)),
+            "high_runs": high,
+            "std_high": float(np.std(high, ddof=1)) if high.size > 1 else math.nan,
+            "by": by,
+            "threshold": float(thr),
+        },
         "complete": bool(np.all(out["tempering_param"] >= 1.0)),
     }
     return _assemble(post, out["L"], out["logdensity"], diag, "smc", config, extra)

@@ -33,7 +33,7 @@ def detect_spikes(loss, *, window: int = 10, rel: float = 1.0, abs_tol: float = 
     for t in range(1, len(x)):
         if not np.isfinite(x[t]):
             continue
-        prev = x[max(0, t - window):t]
+        prev = x[max(0, t - window) : t]
         prev = prev[np.isfinite(prev)]
         if prev.size == 0:
             continue
@@ -106,14 +106,15 @@ def entropy_phases(entropy, *, min_drop: float = 0.05, smooth: int = 1, flat: fl
         if abs(ch) >= min_drop:
             # trim flat shoulders: the phase runs from the last time the curve is still at its starting level to
             # the first time it reaches its final level (within a fraction ``flat`` of the change)
-            seg = x[a:b + 1]
+            seg = x[a : b + 1]
             tol = flat * abs(ch)
             near_a = np.nonzero(np.abs(seg - x[a]) > tol)[0]
             start = a + int(near_a[0]) - 1 if near_a.size else a
             near_b = np.nonzero(np.abs(seg - x[b]) <= tol)[0]
             end = a + int(near_b[0]) if near_b.size else b
-            phases.append({"stage": "focus" if ch < 0 else "dilution", "start": int(max(start, a)), "end": int(end),
-                           "change": ch})
+            phases.append(
+                {"stage": "focus" if ch < 0 else "dilution", "start": int(max(start, a)), "end": int(end), "change": ch}
+            )
     return phases
 
 
@@ -132,10 +133,19 @@ def detect_stages(entropy, rank, *, rank_one: float = 1.3, min_drop: float = 0.0
     first = phases[0]["start"] if phases else len(ent) - 1
     low = np.nonzero(rk[: first + 1] < rank_one)[0]
     cond = [int(low[0]), int(first)] if low.size else None
-    restarts = [p["start"] for q, p in zip(phases[:-1], phases[1:]) if q["stage"] == "dilution" and p["stage"] == "focus"]
-    cycle_starts = [p["start"] for p, q in zip(phases[:-1], phases[1:]) if p["stage"] == "focus" and q["stage"] == "dilution"]
-    return {"phases": phases, "condensation": cond, "restarts": restarts, "cycles": len(cycle_starts),
-            "cycle_starts": cycle_starts}
+    restarts = [
+        p["start"] for q, p in zip(phases[:-1], phases[1:]) if q["stage"] == "dilution" and p["stage"] == "focus"
+    ]
+    cycle_starts = [
+        p["start"] for p, q in zip(phases[:-1], phases[1:]) if p["stage"] == "focus" and q["stage"] == "dilution"
+    ]
+    return {
+        "phases": phases,
+        "condensation": cond,
+        "restarts": restarts,
+        "cycles": len(cycle_starts),
+        "cycle_starts": cycle_starts,
+    }
 
 
 # ------------------------------------------------------------------------------------------ curvature

@@ -91,8 +91,9 @@ def declared(task, model) -> dict[str, Observable]:
         pat = next(iter(pats.values()))
         if H == 1:
             for name in ("m", "q", "u"):
-                out[name] = (lambda a, name=name: order_parameters(a, pat, qm)[name])
+                out[name] = lambda a, name=name: order_parameters(a, pat, qm)[name]
         else:
+
             def best(a, name):
                 op = order_parameters(a, pat, qm)
                 i = jnp.argmax(op["m"], axis=-1)[..., None]
@@ -103,22 +104,23 @@ def declared(task, model) -> dict[str, Observable]:
             out["u"] = lambda a: best(a, "u")
             for h in range(H):
                 for name in ("m", "q", "u"):
-                    out[f"{name}_h{h}"] = (lambda a, h=h, name=name: order_parameters(a[..., h, :, :], pat, qm)[name])
+                    out[f"{name}_h{h}"] = lambda a, h=h, name=name: order_parameters(a[..., h, :, :], pat, qm)[name]
     elif pats:
         for p, pat in pats.items():
             if H == 1:
-                out[f"mass:{p}"] = (lambda a, pat=pat: pattern_mass(a, pat, qm))
+                out[f"mass:{p}"] = lambda a, pat=pat: pattern_mass(a, pat, qm)
             else:
-                out[f"mass_max:{p}"] = (lambda a, pat=pat: jnp.max(pattern_mass(a, pat, qm), axis=-1))
+                out[f"mass_max:{p}"] = lambda a, pat=pat: jnp.max(pattern_mass(a, pat, qm), axis=-1)
                 for h in range(H):
-                    out[f"mass_h{h}:{p}"] = (lambda a, h=h, pat=pat: pattern_mass(a[..., h, :, :], pat, qm))
+                    out[f"mass_h{h}:{p}"] = lambda a, h=h, pat=pat: pattern_mass(a[..., h, :, :], pat, qm)
                 if model.kind == "linear":
-                    out[f"capture:{p}"] = (lambda a, pat=pat: pattern_capture(a, pat, qm))
+                    out[f"capture:{p}"] = lambda a, pat=pat: pattern_capture(a, pat, qm)
     if H > 1:
         out["overlap"] = lambda a: head_overlap(a, qm)
     if model.kind == "softmax":
-        out["entropy"] = ((lambda a: attention_entropy(a, qm)) if H == 1
-                          else (lambda a: jnp.mean(attention_entropy(a, qm), axis=-1)))
+        out["entropy"] = (
+            (lambda a: attention_entropy(a, qm)) if H == 1 else (lambda a: jnp.mean(attention_entropy(a, qm), axis=-1))
+        )
     return out
 
 

@@ -109,8 +109,17 @@ def _fixed_targets(N: int, queries: np.ndarray) -> dict:
     }
 
 
-def repeated_pair_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_range=None, pair_range=None,
-                        bos: int | None = None, n_other: int = N_OTHER) -> ProbeBatch:
+def repeated_pair_batch(
+    N: int,
+    T: int,
+    vocab: int,
+    seed: int = 0,
+    *,
+    token_range=None,
+    pair_range=None,
+    bos: int | None = None,
+    n_other: int = N_OTHER,
+) -> ProbeBatch:
     """N sequences of T tokens drawn uniformly from ``token_range`` (default [min(100, vocab/4), vocab)), with
     ``A B`` at positions (p, p + 1), p uniform in ``pair_range`` = [lo, hi) (default [min(20, T // 6), T // 2)),
     and A again
@@ -122,8 +131,10 @@ def repeated_pair_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_rang
     plo, phi = (min(20, T // 6), T // 2) if pair_range is None else (int(pair_range[0]), int(pair_range[1]))
     first = 1 if bos is not None else 0
     if not (first <= plo < phi and phi + 1 < T - 1 - max(LOCAL_LAGS)):
-        raise ValueError(f"pair_range=({plo}, {phi}): expected {first} <= lo < hi and the pair (hi, hi + 1) "
-                         f"before the local window of the last query (hi < {T - 2 - max(LOCAL_LAGS)}) for T={T}")
+        raise ValueError(
+            f"pair_range=({plo}, {phi}): expected {first} <= lo < hi and the pair (hi, hi + 1) "
+            f"before the local window of the last query (hi < {T - 2 - max(LOCAL_LAGS)}) for T={T}"
+        )
     rng = np.random.default_rng(check_int("seed", seed, minimum=0))
     tokens = rng.integers(lo, hi, size=(N, T))
     ab = rng.integers(plo, phi, size=N)
@@ -140,13 +151,23 @@ def repeated_pair_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_rang
     queries = np.array([T - 1])
     targets = {"induction": (ab + 1)[:, None, None], "duplicate": ab[:, None, None], **_fixed_targets(N, queries)}
     targets = {c: np.ascontiguousarray(targets[c]) for c in CLASSES}
-    cfg = {"kind": "repeated_pair", "N": N, "T": T, "vocab": vocab, "token_range": [lo, hi],
-           "pair_range": [plo, phi], "bos": bos, "n_other": n_other, "seed": seed}
+    cfg = {
+        "kind": "repeated_pair",
+        "N": N,
+        "T": T,
+        "vocab": vocab,
+        "token_range": [lo, hi],
+        "pair_range": [plo, phi],
+        "bos": bos,
+        "n_other": n_other,
+        "seed": seed,
+    }
     return ProbeBatch("repeated_pair", tokens, queries, targets, _others(rng, T, queries, targets, n_other), cfg)
 
 
-def repeated_sequence_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_range=None, bos: int | None = None,
-                            n_other: int = N_OTHER) -> ProbeBatch:
+def repeated_sequence_batch(
+    N: int, T: int, vocab: int, seed: int = 0, *, token_range=None, bos: int | None = None, n_other: int = N_OTHER
+) -> ProbeBatch:
     """N sequences [bos] r r (r: n = (T - [bos]) // 2 tokens, distinct when the range allows; an odd leftover
     position at the end gets a random token and is not queried). Queries: every position of the second copy;
     at query t the earlier occurrence of the current token is t - n (duplicate), the induction target t - n + 1."""
@@ -161,16 +182,26 @@ def repeated_sequence_batch(N: int, T: int, vocab: int, seed: int = 0, *, token_
     distinct = hi - lo >= n
     r = np.stack([rng.choice(np.arange(lo, hi), size=n, replace=not distinct) for _ in range(N)])
     tokens = rng.integers(lo, hi, size=(N, T))
-    tokens[:, off:off + n] = r
-    tokens[:, off + n:off + 2 * n] = r
+    tokens[:, off : off + n] = r
+    tokens[:, off + n : off + 2 * n] = r
     if bos is not None:
         tokens[:, 0] = bos
     queries = off + n + np.arange(n)
     q = np.broadcast_to(queries[None, :, None], (N, n, 1))
     targets = {"induction": q - n + 1, "duplicate": q - n, **_fixed_targets(N, queries)}
     targets = {c: np.ascontiguousarray(targets[c]) for c in CLASSES}
-    cfg = {"kind": "repeated_sequence", "N": N, "T": T, "vocab": vocab, "token_range": [lo, hi], "period": n,
-           "distinct": bool(distinct), "bos": bos, "n_other": n_other, "seed": seed}
+    cfg = {
+        "kind": "repeated_sequence",
+        "N": N,
+        "T": T,
+        "vocab": vocab,
+        "token_range": [lo, hi],
+        "period": n,
+        "distinct": bool(distinct),
+        "bos": bos,
+        "n_other": n_other,
+        "seed": seed,
+    }
     return ProbeBatch("repeated_sequence", tokens, queries, targets, _others(rng, T, queries, targets, n_other), cfg)
 
 
@@ -264,14 +295,19 @@ class ScreenResult:
         for layer in range(L):
             for head in range(H):
                 sel = {c: float(self.selectivity[c][layer, head]) for c in CLASSES}
-                recs.append({
-                    "layer": layer, "head": head, "selectivity": sel,
-                    "attention": {c: float(v[layer, head]) for c, v in self.attention.items()},
-                    "pr": None if self.pr is None else float(self.pr[layer, head]),
-                    "classes": [c for c in CLASSES if sel[c] >= threshold], "best_class": best[layer, head],
-                    "induction_circuit": sel["induction"] >= CIRCUIT_THRESHOLD,
-                    "detection": {k: float(v[layer, head]) for k, v in self.detection.items()},
-                })
+                recs.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "selectivity": sel,
+                        "attention": {c: float(v[layer, head]) for c, v in self.attention.items()},
+                        "pr": None if self.pr is None else float(self.pr[layer, head]),
+                        "classes": [c for c in CLASSES if sel[c] >= threshold],
+                        "best_class": best[layer, head],
+                        "induction_circuit": sel["induction"] >= CIRCUIT_THRESHOLD,
+                        "detection": {k: float(v[layer, head]) for k, v in self.detection.items()},
+                    }
+                )
         return recs
 
 
@@ -293,8 +329,7 @@ class ScreenAccumulator:
         b = self.batch
         n = attn.shape[0]
         if attn.ndim != 5 or attn.shape[3] != len(b.queries) or attn.shape[4] < b.T:
-            raise ValueError(f"attn has shape {attn.shape}: expected (n, layers, heads, Q={len(b.queries)}, "
-                             f"K>={b.T})")
+            raise ValueError(f"attn has shape {attn.shape}: expected (n, layers, heads, Q={len(b.queries)}, K>={b.T})")
         if start != self._seen or start + n > b.N:
             raise ValueError(f"start={start}: chunks must come in order (next {self._seen}) within N={b.N}")
         sl = slice(start, start + n)
@@ -383,9 +418,13 @@ def pr_integral_ranking(pr, steps) -> dict:
     order by :func:`pr_spread` for comparison."""
     integ, spread = pr_integral(pr, steps), pr_spread(pr)
     order = rank_heads(integ)
-    return {"order": [list(h) for h in order], "integral": [float(integ[h]) for h in order],
-            "spread": [float(spread[h]) for h in order], "elbow_k": elbow([integ[h] for h in order]),
-            "order_by_spread": [list(h) for h in rank_heads(spread)]}
+    return {
+        "order": [list(h) for h in order],
+        "integral": [float(integ[h]) for h in order],
+        "spread": [float(spread[h]) for h in order],
+        "elbow_k": elbow([integ[h] for h in order]),
+        "order_by_spread": [list(h) for h in rank_heads(spread)],
+    }
 
 
 def precision_at_k(ranked, positives, ks) -> dict:
@@ -405,13 +444,18 @@ def ranking_over_training(pr, steps, heads, signal: str = "integral") -> dict:
     n = len(want)
     top, match = [], []
     for k in range(1, len(steps)):
-        sc = pr_integral(pr[:k + 1], steps[:k + 1]) if signal == "integral" else pr_spread(pr[:k + 1])
+        sc = pr_integral(pr[: k + 1], steps[: k + 1]) if signal == "integral" else pr_spread(pr[: k + 1])
         t = rank_heads(sc)[:n]
         top.append([list(h) for h in t])
         match.append(set(t) == want)
     match = np.array(match)
     later = np.flatnonzero(~match)
     start = 0 if later.size == 0 else int(later[-1]) + 1
-    return {"signal": signal, "steps": steps[1:].tolist(), "top": top, "match": match.tolist(),
-            "first_match": int(steps[1:][np.argmax(match)]) if match.any() else None,
-            "from_step": int(steps[1:][start]) if start < match.size else None}
+    return {
+        "signal": signal,
+        "steps": steps[1:].tolist(),
+        "top": top,
+        "match": match.tolist(),
+        "first_match": int(steps[1:][np.argmax(match)]) if match.any() else None,
+        "from_step": int(steps[1:][start]) if start < match.size else None,
+    }

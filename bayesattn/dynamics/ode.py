@@ -94,15 +94,29 @@ def solve(cfg: ODEConfig) -> dict:
     ts = np.concatenate([[0.0], np.geomspace(1e-2, cfg.t_final, cfg.num_times - 1)])
     ts = jnp.asarray(np.minimum(ts, cfg.t_final))  # geomspace may round its end point past t1
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field), diffrax.Dopri5(), t0=0.0, t1=cfg.t_final, dt0=1e-3, y0=(S0, D0),
-        args=(Delta, cfg.squared), saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=cfg.rtol, atol=cfg.atol), max_steps=2_000_000)
+        diffrax.ODETerm(vector_field),
+        diffrax.Dopri5(),
+        t0=0.0,
+        t1=cfg.t_final,
+        dt0=1e-3,
+        y0=(S0, D0),
+        args=(Delta, cfg.squared),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=cfg.rtol, atol=cfg.atol),
+        max_steps=2_000_000,
+    )
     S, D = sol.ys
     loss = jnp.sum((Delta[None] - jnp.einsum("nrh,nsh->nrs", D, S)) ** 2, axis=(1, 2))
     s2 = cfg.strengths**2
     plateaus = np.array([s2[k:].sum() for k in range(cfg.groups + 1)])
-    return {"t": np.asarray(sol.ts), "S": np.asarray(S), "D": np.asarray(D), "loss": np.asarray(loss),
-            "plateaus": plateaus, "num_steps": int(sol.stats["num_steps"])}
+    return {
+        "t": np.asarray(sol.ts),
+        "S": np.asarray(S),
+        "D": np.asarray(D),
+        "loss": np.asarray(loss),
+        "plateaus": plateaus,
+        "num_steps": int(sol.stats["num_steps"]),
+    }
 
 
 def solved_model(cfg: ODEConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -11,10 +11,10 @@ from typing import Any, get_type_hints
 import numpy as np
 
 from .._validate import check_choice, check_int, check_positive
-from ..models.attention import ATTENTIONS
 from ..bayes.posterior import Prior
 from ..bayes.sampling import BACKENDS, SAMPLER_INITS
 from ..bayes.sampling import METHODS as SAMPLERS
+from ..models.attention import ATTENTIONS
 from ..tasks import CopyTask
 from ..training import TRAIN_INITS
 from ._configs import config_dirs, load_toml
@@ -123,14 +123,14 @@ class RunConfig:
 
     # --- construction ---
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         return _from_dict(cls, data, "")
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> "RunConfig":
+    def from_toml(cls, path: str | Path) -> RunConfig:
         return cls.from_dict(load_toml(path, CONFIG_DIRS)[1])
 
-    def override(self, dotted: str, value: Any) -> "RunConfig":
+    def override(self, dotted: str, value: Any) -> RunConfig:
         """Return a copy with ``section.key`` (or ``key``) set to ``value`` (coerced to the field's type)."""
         data = dataclasses.asdict(self)
         *path, last = dotted.split(".")
@@ -150,7 +150,7 @@ class RunConfig:
         node[last] = value
         return RunConfig.from_dict(data)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         if not self.attention:
             raise ValueError(f"attention=[]: expected at least one of {', '.join(map(repr, ATTENTIONS))}")
         for a in self.attention:
@@ -163,7 +163,8 @@ class RunConfig:
         check_int("workers", self.workers, minimum=1)
         self.P.grid()
         for where, m in [("mcmc", dataclasses.asdict(self.mcmc))] + [
-                (f"mcmc.by_attention.{a}", self.mcmc.effective(a)) for a in self.mcmc.by_attention]:
+            (f"mcmc.by_attention.{a}", self.mcmc.effective(a)) for a in self.mcmc.by_attention
+        ]:
             check_choice(f"{where}.method", m["method"], SAMPLERS)
             check_choice(f"{where}.backend", m["backend"], BACKENDS)
             for i in m["inits"]:

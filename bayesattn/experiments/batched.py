@@ -38,9 +38,15 @@ def mcmc_points(points: list[dict]) -> list[dict]:
     errors = [held_out_error(cfg, post, P) for post, P in zip(posts, Ps)]
     inits: list[dict] = [{} for _ in points]
     for i, init in enumerate(cfg.mcmc.inits):
-        samples = sample_many(posts, [point_keys(cfg.seed, MCMC, P, i) for P in Ps], method=cfg.mcmc.method,
-                              num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
-                              num_samples=cfg.mcmc.num_samples, init=init)
+        samples = sample_many(
+            posts,
+            [point_keys(cfg.seed, MCMC, P, i) for P in Ps],
+            method=cfg.mcmc.method,
+            num_chains=cfg.mcmc.num_chains,
+            num_warmup=cfg.mcmc.num_warmup,
+            num_samples=cfg.mcmc.num_samples,
+            init=init,
+        )
         for j, s in enumerate(samples):
             inits[j][init] = chain_summary(s, alphas[j], att, errors[j])
     return [{"data": data_record(d), "inits": ini} for d, ini in zip(datas, inits)]

@@ -141,14 +141,17 @@ def epoch_metrics(model: ClusterNet, Xtr, ytr, Xte, yte, k: int, p: int) -> dict
     znorm = jnp.linalg.norm(parts["z"], axis=-1)
     pre1 = jnp.linalg.norm(model.tok[:, None, :] + model.pos[None], axis=-1)  # every (token, position) input
     return {
-        "loss": jnp.mean(ce(parts["logits"], ytr)), "acc": jnp.mean(jnp.argmax(parts["logits"], -1) == ytr),
-        "test_loss": jnp.mean(ce(logits_te, yte)), "test_acc": jnp.mean(jnp.argmax(logits_te, -1) == yte),
+        "loss": jnp.mean(ce(parts["logits"], ytr)),
+        "acc": jnp.mean(jnp.argmax(parts["logits"], -1) == ytr),
+        "test_loss": jnp.mean(ce(logits_te, yte)),
+        "test_acc": jnp.mean(jnp.argmax(logits_te, -1) == yte),
         "mass_first_k": jnp.mean(jnp.sum(parts["attn"][:, :k], -1)),
         "separation": class_separation(parts["z"], ytr, p),
         # the clustering head: z clusters by the sum of the first k tokens (the count that the MLP maps to y)
         "separation_sum": class_separation(parts["z"], jnp.sum(Xtr[:, :k], 1), k * (p - 1) + 1),
         "separation_out": class_separation(parts["out"], ytr, p),
-        "z_norm_min": jnp.min(znorm), "z_norm_q05": jnp.quantile(znorm, 0.05),
+        "z_norm_min": jnp.min(znorm),
+        "z_norm_q05": jnp.quantile(znorm, 0.05),
         "h_norm_min": jnp.min(pre1[:p]),
     }
 
@@ -166,8 +169,12 @@ def make_trainer(cfg: ClusterConfig):
         Xtr, ytr = modular_data(k_data, cfg.n_train, cfg.p, cfg.k, cfg.seq_len)
         Xte, yte = modular_data(k_test, cfg.n_test, cfg.p, cfg.k, cfg.seq_len)
         model = ClusterNet(k_model, cfg.num_emb, cfg.seq_len, cfg.emb_dim, cfg.ffn_dim)
-        return {"model": model, "opt": opt.init(eqx.filter(model, eqx.is_array)), "key": k_shuf,
-                "data": (Xtr, ytr, Xte, yte)}
+        return {
+            "model": model,
+            "opt": opt.init(eqx.filter(model, eqx.is_array)),
+            "key": k_shuf,
+            "data": (Xtr, ytr, Xte, yte),
+        }
 
     def one_epoch(state, _):
         Xtr, ytr, Xte, yte = state["data"]
@@ -278,24 +285,38 @@ def run_point(point: dict, progress: bool = False) -> dict:
         near = sorted({e for t in spikes for e in (t - 2, t - 1, t) if 0 <= e < cfg.epochs})
         curv_epochs = sorted(set(grid) | set(near)) if div is None else []
         kk = jax.random.fold_in(key, s)
-        curv = [float(top(jnp.asarray(W[i][e]), st["data"][0], st["data"][1], jax.random.fold_in(kk, e)))
-                for e in curv_epochs]
+        curv = [
+            float(top(jnp.asarray(W[i][e]), st["data"][0], st["data"][1], jax.random.fold_in(kk, e)))
+            for e in curv_epochs
+        ]
         lam = dict(zip(curv_epochs, curv))
-        per_seed.append({
-            "seed": s, "diverged_at": div,
-            "curves": {k: [float(x) for x in v[i]] for k, v in rec.items()},
-            "spikes": [{"epoch": t, "loss_before": float(loss[max(t - 1, 0)]), "loss": float(loss[t]),
+        per_seed.append(
+            {
+                "seed": s,
+                "diverged_at": div,
+                "curves": {k: [float(x) for x in v[i]] for k, v in rec.items()},
+                "spikes": [
+                    {
+                        "epoch": t,
+                        "loss_before": float(loss[max(t - 1, 0)]),
+                        "loss": float(loss[t]),
                         "z_norm_min": float(rec["z_norm_min"][i][t]),
                         "z_norm_min_before": float(rec["z_norm_min"][i][max(t - 1, 0)]),
-                        "lambda_max_before": lam.get(t - 1), "lambda_max": lam.get(t)} for t in spikes],
-            "curvature": {"epoch": curv_epochs, "lambda_max": curv},
-            "final_test_acc": float(rec["test_acc"][i][-1]),
-            "success": bool(div is None and rec["test_acc"][i][-1] > cfg.success_acc),
-        })
+                        "lambda_max_before": lam.get(t - 1),
+                        "lambda_max": lam.get(t),
+                    }
+                    for t in spikes
+                ],
+                "curvature": {"epoch": curv_epochs, "lambda_max": curv},
+                "final_test_acc": float(rec["test_acc"][i][-1]),
+                "success": bool(div is None and rec["test_acc"][i][-1] > cfg.success_acc),
+            }
+        )
     frames = sorted(set(np.linspace(0, cfg.epochs - 1, int(point.get("frames", 40))).astype(int).tolist()))
     # the sandbox follows the first successful seed of the batch (else the first that did not diverge)
-    order = [i for i, r in enumerate(per_seed) if r["success"]] + [i for i, r in enumerate(per_seed)
-                                                                   if r["diverged_at"] is None]
+    order = [i for i, r in enumerate(per_seed) if r["success"]] + [
+        i for i, r in enumerate(per_seed) if r["diverged_at"] is None
+    ]
     sandbox, sb_seed = None, None
     if order:
         i0 = order[0]

@@ -24,19 +24,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..bayes import theory as th
-from ..models.attention import ORDER_PARAMETER
 from ..bayes.posterior import Posterior, Prior
 from ..bayes.sampling import sample
-from ..sweep import (SweepError, point_id, prepare_output_dir, provenance, run_sweep, to_jsonable,
-                     write_json_atomic)
+from ..models.attention import ORDER_PARAMETER
+from ..sweep import SweepError, point_id, prepare_output_dir, provenance, run_sweep, to_jsonable, write_json_atomic
 from ..tasks import Dataset
 from ..training import train
+
 # the config lives in its own module; its names stay importable from here
-from ._copy_head_config import (CONFIG_DIRS, METHODS, AdamConfig, GridConfig, MCMCConfig,  # noqa: F401
-                                RunConfig, TheoryConfig)
+from ._copy_head_config import CONFIG_DIRS, METHODS, AdamConfig, GridConfig, MCMCConfig, RunConfig, TheoryConfig  # noqa: F401
 
 # what each method's grid point depends on, besides attention, task and prior (its cache key; docs: README)
 DEPENDS_ON = {"theory": ("theory", "P"), "mcmc": ("mcmc", "seed"), "adam": ("adam", "seed")}
+
+
 # ----------------------------------------------------------------------------------------------- keys, data
 def point_keys(seed: int, *tags: int) -> jax.Array:
     """A key for one purpose of one grid point: fold the integer tags into the run seed."""
@@ -47,9 +48,12 @@ def point_keys(seed: int, *tags: int) -> jax.Array:
 
 
 DATA, MCMC, ADAM, TEST = 1, 2, 3, 4  # key streams: data, sampler, training, held-out data are independent
-KEY_RULES = {"data": "fold_in(key(seed), 1, P)", "mcmc": "fold_in(key(seed), 2, P, init index)",
-             "adam": "fold_in(key(seed), 3, P, init index, run index)",
-             "test": "fold_in(key(seed), 4, P): MCMC_TEST_SEQUENCES held-out sequences for the test error"}
+KEY_RULES = {
+    "data": "fold_in(key(seed), 1, P)",
+    "mcmc": "fold_in(key(seed), 2, P, init index)",
+    "adam": "fold_in(key(seed), 3, P, init index, run index)",
+    "test": "fold_in(key(seed), 4, P): MCMC_TEST_SEQUENCES held-out sequences for the test error",
+}
 MCMC_TEST_SEQUENCES = 256  # held-out sequences on which each thinned posterior draw's test error is measured
 MCMC_TEST_DRAWS = 64  # thinned draws per init for the test error
 
@@ -91,12 +95,16 @@ def theory_point(point: dict) -> dict:
     land_P = [0.6 * P_mark, P_mark, 1.5 * P_mark]
     # the grid points nearest the transition, where figure 5 overlays the theory's density on the MCMC draws
     near = sorted(P_grid.tolist(), key=lambda p: abs(np.log(p / P_mark)))[:3]
-    out = {"curve": curve.to_dict(),
-           "landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P],
-           "grid_landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in sorted(near)]}
+    out = {
+        "curve": curve.to_dict(),
+        "landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P],
+        "grid_landscapes": [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in sorted(near)],
+    }
     out["losses"] = th.loss_curve(task, prior, att, P_dense, curve=curve)
     if cfg.theory.vary_name:
-        out["plane"] = th.phase_diagram(task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}).to_dict()
+        out["plane"] = th.phase_diagram(
+            task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}
+        ).to_dict()
     if cfg.theory.T_values:
         fs = th.finite_size_scaling(task, prior, att, P_dense, cfg.theory.T_values)
         out["curves_T"] = {str(T): curve.to_dict() for T, curve in fs.pop("curves").items()}
@@ -117,9 +125,16 @@ def mcmc_point(point: dict) -> dict:
     test_error = held_out_error(cfg, post, P)
     inits = {}
     for i, init in enumerate(cfg.mcmc.inits):
-        s = sample(post, point_keys(cfg.seed, MCMC, P, i), method=cfg.mcmc.method, backend=cfg.mcmc.backend,
-                   num_chains=cfg.mcmc.num_chains, num_warmup=cfg.mcmc.num_warmup,
-                   num_samples=cfg.mcmc.num_samples, init=init)
+        s = sample(
+            post,
+            point_keys(cfg.seed, MCMC, P, i),
+            method=cfg.mcmc.method,
+            backend=cfg.mcmc.backend,
+            num_chains=cfg.mcmc.num_chains,
+            num_warmup=cfg.mcmc.num_warmup,
+            num_samples=cfg.mcmc.num_samples,
+            init=init,
+        )
         inits[init] = chain_summary(s, alpha, att, test_error)
     return {"data": data_record(data), "inits": inits}
 
@@ -151,26 +166,47 @@ def chain_summary(s, alpha, att: str, test_error=None) -> dict:
         Ls = np.asarray(s.L).reshape((-1,) + np.asarray(s.L).shape[2:])
         thin = Ls[np.linspace(0, len(Ls) - 1, min(MCMC_TEST_DRAWS, len(Ls))).astype(int)]
         errs = np.asarray(jax.lax.map(test_error, jnp.asarray(thin)))
-        summ["test_error"] = {"mean": float(errs.mean()), "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
-                              "draws": len(errs), "sequences": MCMC_TEST_SEQUENCES}
+        summ["test_error"] = {
+            "mean": float(errs.mean()),
+            "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
+            "draws": len(errs),
+            "sequences": MCMC_TEST_SEQUENCES,
+        }
     return summ
 
 
-def adam_runs(data: Dataset, prior: Prior, attention: str, adam: AdamConfig, seed: int, init_index: int,
-              init: str) -> dict:
+def adam_runs(
+    data: Dataset, prior: Prior, attention: str, adam: AdamConfig, seed: int, init_index: int, init: str
+) -> dict:
     """``adam.seeds`` Adam runs from ``init`` on the same ``data``; runs differ only in their init / noise key.
     Histories are (runs, records) arrays, final order parameters (runs,)."""
-    runs = [train(data, prior, attention, point_keys(seed, ADAM, data.P, init_index, r), optimizer="adam",
-                  lr=adam.lr, steps=adam.steps, init=init, record_every=adam.record_every, log_records=adam.log_records,
-                  seed=r)
-            for r in range(adam.seeds)]
+    runs = [
+        train(
+            data,
+            prior,
+            attention,
+            point_keys(seed, ADAM, data.P, init_index, r),
+            optimizer="adam",
+            lr=adam.lr,
+            steps=adam.steps,
+            init=init,
+            record_every=adam.record_every,
+            log_records=adam.log_records,
+            seed=r,
+        )
+        for r in range(adam.seeds)
+    ]
     hist = {k: np.stack([np.asarray(r.history[k]) for r in runs]) for k in runs[0].history if k != "L"}
     config = {k: v for k, v in runs[0].config.items() if k not in ("seed", "task", "prior", "attention", "P")}
-    return {"runs": list(range(adam.seeds)), "config": config, "history": hist,
-            "final_order_parameters": {k: [r.final_order_parameters[k] for r in runs] for k in ("m", "q", "u")},
-            "final_L": np.stack([np.asarray(r.final_params[0]) for r in runs]),
-            "emergence": [r.emergence("m") for r in runs],
-            "failures": [{"run": i, "message": r.failure} for i, r in enumerate(runs) if r.failure]}
+    return {
+        "runs": list(range(adam.seeds)),
+        "config": config,
+        "history": hist,
+        "final_order_parameters": {k: [r.final_order_parameters[k] for r in runs] for k in ("m", "q", "u")},
+        "final_L": np.stack([np.asarray(r.final_params[0]) for r in runs]),
+        "emergence": [r.emergence("m") for r in runs],
+        "failures": [{"run": i, "message": r.failure} for i, r in enumerate(runs) if r.failure],
+    }
 
 
 def adam_point(point: dict) -> dict:
@@ -178,8 +214,10 @@ def adam_point(point: dict) -> dict:
     cfg = _point_config(point)
     P = int(point["P"])
     data = point_data(cfg.make_task(), cfg.seed, P)
-    inits = {init: adam_runs(data, cfg.make_prior(), point["attention"], cfg.adam, cfg.seed, i, init)
-             for i, init in enumerate(cfg.adam.inits)}
+    inits = {
+        init: adam_runs(data, cfg.make_prior(), point["attention"], cfg.adam, cfg.seed, i, init)
+        for i, init in enumerate(cfg.adam.inits)
+    }
     return {"data": data_record(data), "inits": inits}
 
 
@@ -200,13 +238,20 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
             pts[method] = [{**base, "attention": a} for a in cfg.attention]
         else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)
             per = {a: {"mcmc": cfg.mcmc.effective(a)} if method == "mcmc" else {} for a in cfg.attention}
-            pts[method] = [{**base, **per[a], "attention": a, "P": int(P)} for a in cfg.attention
-                           for P in cfg.P.grid()]
+            pts[method] = [{**base, **per[a], "attention": a, "P": int(P)} for a in cfg.attention for P in cfg.P.grid()]
     return pts
 
 
-def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = True, figures: bool = True,
-                      log=print, executor=None, batch: int = 1) -> dict:
+def run_phase_diagram(
+    cfg: RunConfig,
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+    figures: bool = True,
+    log=print,
+    executor=None,
+    batch: int = 1,
+) -> dict:
     """Run every method of ``cfg`` over its grid, write points, summary.json and figures; return the summary.
 
     ``out_dir`` is created and checked for writing before any work (ValueError naming it otherwise).
@@ -223,9 +268,16 @@ def run_phase_diagram(cfg: RunConfig, out_dir: str | Path, *, progress: bool = T
         folder = out / "points" / method
         resumed += sum((folder / f"{point_id(p)}.json").exists() for p in points)
         try:
-            records[method] = run_sweep(points, COMPUTE[method], folder, workers=cfg.workers, executor=executor,
-                                        progress=progress, desc=method,
-                                        batch=mcmc_batch(batch) if method == "mcmc" else None)
+            records[method] = run_sweep(
+                points,
+                COMPUTE[method],
+                folder,
+                workers=cfg.workers,
+                executor=executor,
+                progress=progress,
+                desc=method,
+                batch=mcmc_batch(batch) if method == "mcmc" else None,
+            )
         except SweepError as e:
             errors.append(e)
     if errors:
@@ -257,17 +309,24 @@ def summarize(cfg: RunConfig, records: dict[str, list[dict]]) -> dict:
         trans[a]["theory"] = rec["result"]["curve"]["transition"]
     for method in ("mcmc", "adam"):
         for a in cfg.attention:
-            recs = sorted((r for r in records.get(method, []) if r["point"]["attention"] == a),
-                          key=lambda r: r["point"]["P"])
+            recs = sorted(
+                (r for r in records.get(method, []) if r["point"]["attention"] == a), key=lambda r: r["point"]["P"]
+            )
             if recs:
                 trans[a][method] = empirical_transition(recs, method, a)
     prov = provenance()
     compute = {m: float(sum(r["wall_time_s"] for r in recs)) for m, recs in records.items()}
-    return {"config": cfg.to_dict(), "seed": cfg.seed,
-            "key_streams": {"data": DATA, "mcmc": MCMC, "adam": ADAM, "rules": KEY_RULES},
-            "transitions": trans, "versions": prov.pop("versions"), "provenance": prov,
-            "points": {m: len(r) for m, r in records.items()},
-            "compute_time_s": float(sum(compute.values())), "compute_time_s_by_method": compute}
+    return {
+        "config": cfg.to_dict(),
+        "seed": cfg.seed,
+        "key_streams": {"data": DATA, "mcmc": MCMC, "adam": ADAM, "rules": KEY_RULES},
+        "transitions": trans,
+        "versions": prov.pop("versions"),
+        "provenance": prov,
+        "points": {m: len(r) for m, r in records.items()},
+        "compute_time_s": float(sum(compute.values())),
+        "compute_time_s_by_method": compute,
+    }
 
 
 def final_values(result: dict, method: str, x: str) -> np.ndarray:
@@ -297,7 +356,8 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
             "rise": float(rise[k]) if k is not None else None,
             "P_jump": float(np.sqrt(P[k] * P[k + 1])) if big else None,
             "below_grid": bool(vals[0] > 0.5),
-            "P": P.tolist(), x: vals.tolist(),
+            "P": P.tolist(),
+            x: vals.tolist(),
         }
     return out
 

@@ -26,7 +26,7 @@ from .._validate import check_choice, check_int
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from . import clustering_head as ch
 from . import focus_dilution as fd
-from ._configs import config_dirs, check_keys, load_toml
+from ._configs import check_keys, config_dirs, load_toml
 
 EXPERIMENTS = ("clustering_head", "focus_dilution")
 CONFIG_DIRS = config_dirs("dynlab")
@@ -65,7 +65,7 @@ class DynlabConfig:
             self.setting_config(s, self.optimizers[0])  # validate early
 
     @classmethod
-    def from_toml(cls, path) -> "DynlabConfig":
+    def from_toml(cls, path) -> DynlabConfig:
         path, data = load_toml(path, CONFIG_DIRS)
         check_keys(cls, data, path)
         return cls(**data)
@@ -90,7 +90,7 @@ def label(cfg) -> str:
 
 def points(cfg: DynlabConfig) -> dict:
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
-    chunks = [seeds[i:i + cfg.seeds_per_point] for i in range(0, len(seeds), cfg.seeds_per_point)]
+    chunks = [seeds[i : i + cfg.seeds_per_point] for i in range(0, len(seeds), cfg.seeds_per_point)]
     out = {"train": []}
     opts = cfg.optimizers if cfg.experiment == "focus_dilution" else ["adam"]
     for s in cfg.settings:
@@ -133,11 +133,20 @@ def equilibrium_point(point: dict) -> dict:
     prior = Prior(point.get("sigma_A2", 1.0), point.get("sigma_V2", 100.0), point.get("sigma2", 400.0))
     k_data, k_mcmc = jax.random.split(jax.random.fold_in(jax.random.key(point["seed"]), point["P"]))
     post = Posterior(task.sample(k_data, point["P"]), "softmax", prior)
-    s = sample(post, k_mcmc, num_chains=int(point.get("num_chains", 2)), num_warmup=int(point.get("num_warmup", 300)),
-               num_samples=int(point.get("num_samples", 300)))
+    s = sample(
+        post,
+        k_mcmc,
+        num_chains=int(point.get("num_chains", 2)),
+        num_warmup=int(point.get("num_warmup", 300)),
+        num_samples=int(point.get("num_samples", 300)),
+    )
     summ = s.summary()
-    return {"entropy": {f: summ["entropy"][f] for f in ("mean", "se", "r_hat")},
-            "m": {f: summ["m"][f] for f in ("mean", "se", "r_hat")}, "T": task.T, "uniform_entropy": float(np.log(task.T))}
+    return {
+        "entropy": {f: summ["entropy"][f] for f in ("mean", "se", "r_hat")},
+        "m": {f: summ["m"][f] for f in ("mean", "se", "r_hat")},
+        "T": task.T,
+        "uniform_entropy": float(np.log(task.T)),
+    }
 
 
 def theory_point(point: dict) -> dict:
@@ -155,8 +164,10 @@ def theory_point(point: dict) -> dict:
 def cluster_summary(records: list) -> dict:
     out: dict = {}
     for r in records:
-        e = out.setdefault(r["point"]["label"], {"runs": 0, "success": 0, "spikes": [], "diverged": [],
-                                                  "final_test_acc": [], "lambda_ratio": []})
+        e = out.setdefault(
+            r["point"]["label"],
+            {"runs": 0, "success": 0, "spikes": [], "diverged": [], "final_test_acc": [], "lambda_ratio": []},
+        )
         for run in r["result"]["runs"]:
             e["runs"] += 1
             e["success"] += int(run["success"])
@@ -181,22 +192,32 @@ def stage_durations(st: dict) -> dict:
     ph = st["phases"]
     f = next((i for i, p in enumerate(ph) if p["stage"] == "focus"), None)
     d = None if f is None else next((i for i in range(f + 1, len(ph)) if ph[i]["stage"] == "dilution"), None)
-    nxt = None if d is None else next((p for p in ph[d + 1:] if p["stage"] == "focus"), None)
+    nxt = None if d is None else next((p for p in ph[d + 1 :] if p["stage"] == "focus"), None)
     c = st["condensation"]
-    return {"condensation": None if c is None else c[1] - c[0],
-            "focus": None if f is None else ph[f]["end"] - ph[f]["start"],
-            "dilution": None if d is None else ph[d]["end"] - ph[d]["start"],
-            "period": None if nxt is None else nxt["start"] - ph[f]["start"]}
+    return {
+        "condensation": None if c is None else c[1] - c[0],
+        "focus": None if f is None else ph[f]["end"] - ph[f]["start"],
+        "dilution": None if d is None else ph[d]["end"] - ph[d]["start"],
+        "period": None if nxt is None else nxt["start"] - ph[f]["start"],
+    }
 
 
 def fd_summary(records: list) -> dict:
     out: dict = {}
     for r in records:
-        e = out.setdefault(r["point"]["label"], {"cycles": [], "first_focus_step": [], "condensation_end": [],
-                                                  "diverged": [], "seeds": [],
-                                                  "pi": r["point"].get("config", {}).get("pi"),
-                                                  "optimizer": r["point"].get("config", {}).get("optimizer"),
-                                                  "durations": []})
+        e = out.setdefault(
+            r["point"]["label"],
+            {
+                "cycles": [],
+                "first_focus_step": [],
+                "condensation_end": [],
+                "diverged": [],
+                "seeds": [],
+                "pi": r["point"].get("config", {}).get("pi"),
+                "optimizer": r["point"].get("config", {}).get("optimizer"),
+                "durations": [],
+            },
+        )
         for run in r["result"]["runs"]:
             if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
                 e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
@@ -218,25 +239,38 @@ def run(cfg: DynlabConfig, out_dir, progress: bool = True) -> dict:
     out = Path(out_dir)
     t0 = time.perf_counter()
     pts = points(cfg)
-    recs = {"train": run_sweep(pts["train"], partial(_train_point, progress=progress), out / "points" / "train",
-                               progress=progress, desc=cfg.experiment)}
+    recs = {
+        "train": run_sweep(
+            pts["train"],
+            partial(_train_point, progress=progress),
+            out / "points" / "train",
+            progress=progress,
+            desc=cfg.experiment,
+        )
+    }
     if pts.get("equilibrium"):
-        recs["equilibrium"] = run_sweep(pts["equilibrium"], equilibrium_point, out / "points" / "equilibrium",
-                                        progress=progress, desc="equilibrium")
-    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(),
-               "wall_time_s": time.perf_counter() - t0,
-               "point_wall_s": [r["wall_time_s"] for r in recs["train"]]}
+        recs["equilibrium"] = run_sweep(
+            pts["equilibrium"], equilibrium_point, out / "points" / "equilibrium", progress=progress, desc="equilibrium"
+        )
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "versions": package_versions(),
+        "wall_time_s": time.perf_counter() - t0,
+        "point_wall_s": [r["wall_time_s"] for r in recs["train"]],
+    }
     if cfg.experiment == "clustering_head":
         summary["clustering_head"] = cluster_summary(recs["train"])
     else:
         summary["focus_dilution"] = fd_summary(recs["train"])
     if "equilibrium" in recs:
         recs["equilibrium"].sort(key=lambda r: (r["point"].get("T", 8), r["point"]["P"]))
-        summary["equilibrium"] = {"T": [r["point"].get("T", 8) for r in recs["equilibrium"]],
-                                  "P": [r["point"]["P"] for r in recs["equilibrium"]],
-                                  "entropy": [r["result"]["entropy"]["mean"] for r in recs["equilibrium"]],
-                                  "entropy_se": [r["result"]["entropy"]["se"] for r in recs["equilibrium"]],
-                                  "m": [r["result"]["m"]["mean"] for r in recs["equilibrium"]]}
+        summary["equilibrium"] = {
+            "T": [r["point"].get("T", 8) for r in recs["equilibrium"]],
+            "P": [r["point"]["P"] for r in recs["equilibrium"]],
+            "entropy": [r["result"]["entropy"]["mean"] for r in recs["equilibrium"]],
+            "entropy_se": [r["result"]["entropy"]["se"] for r in recs["equilibrium"]],
+            "m": [r["result"]["m"]["mean"] for r in recs["equilibrium"]],
+        }
     if pts.get("theory"):
         th = run_sweep(pts["theory"], theory_point, out / "points" / "theory", progress=progress, desc="theory")
         summary["equilibrium_theory"] = {str(r["point"]["T"]): r["result"] for r in th}

@@ -123,14 +123,20 @@ def observe(params, X, V: int) -> dict:
     QK = params["W_Q"] @ params["W_K"].T
     value_entropy = -jnp.sum(jnp.where(mass > 0, mass * jnp.log(jnp.where(mass > 0, mass, 1.0)), 0.0))
     return {
-        "loss": loss, "entropy": ent.mean(), "value_entropy": value_entropy,
+        "loss": loss,
+        "entropy": ent.mean(),
+        "value_entropy": value_entropy,
         "entropy_frequent": jnp.sum(ent * freq) / jnp.maximum(freq.sum(), 1.0),
         "entropy_rare": jnp.sum(ent * (1 - freq)) / jnp.maximum((1 - freq).sum(), 1.0),
         "mass": mass,
-        "norm_E": jnp.linalg.norm(params["E"]), "norm_W_O": jnp.linalg.norm(params["W_O"]),
-        "norm_QK": jnp.linalg.norm(QK), "norm_W_V": jnp.linalg.norm(params["W_V"]),
-        "rank_E": effective_rank(params["E"]), "rank_W_O": effective_rank(params["W_O"]),
-        "rank_QK": effective_rank(QK), "E": params["E"],
+        "norm_E": jnp.linalg.norm(params["E"]),
+        "norm_W_O": jnp.linalg.norm(params["W_O"]),
+        "norm_QK": jnp.linalg.norm(QK),
+        "norm_W_V": jnp.linalg.norm(params["W_V"]),
+        "rank_E": effective_rank(params["E"]),
+        "rank_W_O": effective_rank(params["W_O"]),
+        "rank_QK": effective_rank(QK),
+        "E": params["E"],
     }
 
 
@@ -161,7 +167,9 @@ class FDConfig:
             check_int(name, getattr(self, name), minimum=2 if name == "T" else 1)
         check_int("seed", self.seed, minimum=0)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("stage_signal", self.stage_signal, ("value_entropy", "entropy", "entropy_frequent", "entropy_rare"))
+        check_choice(
+            "stage_signal", self.stage_signal, ("value_entropy", "entropy", "entropy_frequent", "entropy_rare")
+        )
         for name in ("init_scale", "lr", "min_drop", "rank_one"):
             check_positive(name, getattr(self, name))
         if self.record_every > self.steps:
@@ -253,20 +261,29 @@ def run_point(point: dict, progress: bool = False) -> dict:
     for i, s in enumerate(seeds):
         div = first_nonfinite(rec["loss"][i])
         end = len(step) if div is None else div
-        stages = detect_stages(rec[cfg.stage_signal][i][:end], rec["rank_E"][i][:end], rank_one=cfg.rank_one,
-                               min_drop=cfg.min_drop)
+        stages = detect_stages(
+            rec[cfg.stage_signal][i][:end], rec["rank_E"][i][:end], rank_one=cfg.rank_one, min_drop=cfg.min_drop
+        )
         coords, evr = pca_paths(np.asarray(E[i][:end]))
-        runs.append({
-            "seed": s, "diverged_at_step": None if div is None else int(step[div]),
-            "curves": {k: np.asarray(v[i]).tolist() for k, v in rec.items()},
-            "stages": stages, "cycles": stages["cycles"],
-            "stage_steps": {"phases": [{**p, "start": int(step[p["start"]]), "end": int(step[p["end"]])}
-                                       for p in stages["phases"]],
-                            "condensation": None if stages["condensation"] is None
-                            else [int(step[j]) for j in stages["condensation"]],
-                            "restarts": [int(step[j]) for j in stages["restarts"]]},
-            "pca": {"coords": coords.tolist(), "explained": evr.tolist()},
-        })
+        runs.append(
+            {
+                "seed": s,
+                "diverged_at_step": None if div is None else int(step[div]),
+                "curves": {k: np.asarray(v[i]).tolist() for k, v in rec.items()},
+                "stages": stages,
+                "cycles": stages["cycles"],
+                "stage_steps": {
+                    "phases": [
+                        {**p, "start": int(step[p["start"]]), "end": int(step[p["end"]])} for p in stages["phases"]
+                    ],
+                    "condensation": None
+                    if stages["condensation"] is None
+                    else [int(step[j]) for j in stages["condensation"]],
+                    "restarts": [int(step[j]) for j in stages["restarts"]],
+                },
+                "pca": {"coords": coords.tolist(), "explained": evr.tolist()},
+            }
+        )
     return {"step": step.tolist(), "runs": runs, "pi": cfg.pi, "V": cfg.V}
 
 

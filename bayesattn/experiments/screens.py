@@ -14,8 +14,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ..diagnostics.screens import (PROBES, CLASSES, ProbeBatch, ScreenAccumulator, ScreenResult,
-                                   detection_patterns, screen_full_attention)
+from ..diagnostics.screens import (
+    CLASSES,
+    PROBES,
+    ProbeBatch,
+    ScreenAccumulator,
+    ScreenResult,
+    detection_patterns,
+    screen_full_attention,
+)
 from ..models.trace import transformer_trace
 
 
@@ -36,7 +43,7 @@ def screen_llama(model, batch: ProbeBatch, chunk: int = 8, progress=None) -> Scr
         raise ValueError(f"T={batch.T}: probe sequences longer than the model's context ({model.config.context})")
     acc = ScreenAccumulator(batch)
     for start in range(0, batch.N, chunk):
-        tok = batch.tokens[start:start + chunk]
+        tok = batch.tokens[start : start + chunk]
         tr = model.trace(tok, batch.queries, detection_patterns(tok))
         acc.add(start, tr["attn"], tr["outputs"], tr["detection"])
         if progress:
@@ -73,8 +80,10 @@ def copy_losses(nll: np.ndarray, batch: ProbeBatch) -> dict:
     """Mean next-token loss on the first and on the second copy of a repeated-sequence batch (rows predicting
     a token of that copy, except its first)."""
     n, off = batch.config["period"], 1 if batch.config.get("bos") is not None else 0
-    return {"first_copy": float(nll[:, off:off + n - 1].mean()),
-            "second_copy": float(nll[:, off + n:off + 2 * n - 1].mean())}
+    return {
+        "first_copy": float(nll[:, off : off + n - 1].mean()),
+        "second_copy": float(nll[:, off + n : off + 2 * n - 1].mean()),
+    }
 
 
 # ------------------------------------------------------------------------------------- checkpoint directories
@@ -88,8 +97,10 @@ def checkpoint_files(directory) -> list[Path]:
     if not files and (d / "network.eqx").exists():
         files = [d / "network.eqx"]
     if not files:
-        raise ValueError(f"checkpoint directory={str(d)!r}: no checkpoints (expected step_*.eqx, "
-                         f"checkpoints/step_*.eqx or network.eqx with their .json headers)")
+        raise ValueError(
+            f"checkpoint directory={str(d)!r}: no checkpoints (expected step_*.eqx, "
+            f"checkpoints/step_*.eqx or network.eqx with their .json headers)"
+        )
     return files
 
 
@@ -158,8 +169,10 @@ def summarize_heads(result: ScreenResult, threshold: float) -> list[str]:
     lines.append("best class per head (the paper's classification), heads per layer:")
     for c in (*CLASSES, None):
         per_layer = np.sum(best == c, axis=1) if c else np.sum(best == None, axis=1)  # noqa: E711
-        lines.append(f"  {c or 'unclassified'}: {int(per_layer.sum())} ("
-                     f"{' '.join(f'{l}:{n}' for l, n in enumerate(per_layer) if n) or 'none'})")
+        lines.append(
+            f"  {c or 'unclassified'}: {int(per_layer.sum())} ("
+            f"{' '.join(f'{l}:{n}' for l, n in enumerate(per_layer) if n) or 'none'})"
+        )
     return lines
 
 
@@ -169,5 +182,17 @@ def timed(fn, *a, **kw):
     return out, time.perf_counter() - t0
 
 
-__all__ = ["CLASSES", "probe_batch", "screen_llama", "screen_transformer", "transformer_forward", "copy_losses",
-           "checkpoint_files", "load_checkpoints", "vocab_of", "summarize_heads", "series_steps", "series_ranking"]
+__all__ = [
+    "CLASSES",
+    "probe_batch",
+    "screen_llama",
+    "screen_transformer",
+    "transformer_forward",
+    "copy_losses",
+    "checkpoint_files",
+    "load_checkpoints",
+    "vocab_of",
+    "summarize_heads",
+    "series_steps",
+    "series_ranking",
+]

@@ -24,12 +24,12 @@ import jax
 import numpy as np
 
 from ..bayes.posterior import Posterior, Prior
-from ..bayes.theory.common import first_crossing
 from ..bayes.sampling import sample
+from ..bayes.theory.common import first_crossing
 from ..diagnostics.screens import THRESHOLD, participation_ratio
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import CopyTask
-from ._configs import config_dirs, check_keys, load_toml
+from ._configs import check_keys, config_dirs, load_toml
 
 CONFIG_DIRS = config_dirs("screens")
 
@@ -53,7 +53,7 @@ class BayesLensConfig:
     theory_points: int = 25  # P values of the theory line (log-spaced over the range of P; 0: no theory line)
 
     @classmethod
-    def from_toml(cls, path) -> "BayesLensConfig":
+    def from_toml(cls, path) -> BayesLensConfig:
         path, data = load_toml(path, CONFIG_DIRS)
         check_keys(cls, data, path)
         return cls(**data)
@@ -81,8 +81,12 @@ def lens(alpha: np.ndarray, task: CopyTask, probe_X: np.ndarray) -> dict:
     a = np.asarray(alpha, dtype=np.float64)[:, t]  # (S, T)
     sel = a[:, src] / np.maximum(a[:, others].mean(-1), 1e-12)
     outputs = np.einsum("st,ntd->snd", a, np.asarray(probe_X, dtype=np.float64))
-    return {"selectivity": sel, "pr": participation_ratio(outputs), "mass": a[:, src],
-            "pr_limit": pr_onehot_limit(np.sum(a**2, axis=-1), task.d)}
+    return {
+        "selectivity": sel,
+        "pr": participation_ratio(outputs),
+        "mass": a[:, src],
+        "pr_limit": pr_onehot_limit(np.sum(a**2, axis=-1), task.d),
+    }
 
 
 def point(cfg: BayesLensConfig, P: int) -> dict:
@@ -91,20 +95,30 @@ def point(cfg: BayesLensConfig, P: int) -> dict:
     k_data, k_mcmc, k_probe = jax.random.split(key, 3)
     post = Posterior(task.sample(k_data, P), "softmax", Prior(cfg.sigma_A2, cfg.sigma_V2, cfg.sigma2))
     t0 = time.perf_counter()
-    s = sample(post, k_mcmc, num_chains=cfg.num_chains, num_warmup=cfg.num_warmup, num_samples=cfg.num_samples,
-               init="cold")
+    s = sample(
+        post, k_mcmc, num_chains=cfg.num_chains, num_warmup=cfg.num_warmup, num_samples=cfg.num_samples, init="cold"
+    )
     alpha = np.asarray(post.model.weights(jax.numpy.asarray(s.L).reshape(-1, *post.L_shape), task.key_mask))
     res = lens(alpha, task, task.sample(k_probe, cfg.probe_N).X)
     gauss = lens(alpha, task, cfg.task("gaussian").sample(k_probe, cfg.probe_N).X)["pr"]
     sel = res["selectivity"]
-    return {"P": P, "selectivity_mean": float(sel.mean()), "selectivity_median": float(np.median(sel)),
-            "log10_selectivity_mean": float(np.log10(sel).mean()),
-            "frac_above_threshold": float(np.mean(sel >= THRESHOLD)),
-            "pr_mean": float(res["pr"].mean()), "pr_sd": float(res["pr"].std()), "mass_mean": float(res["mass"].mean()),
-            "pr_limit_mean": float(res["pr_limit"].mean()),
-            "m": float(np.mean(s.order_parameters["m"])), "q": float(np.mean(s.order_parameters["q"])),
-            "pr_gaussian_mean": float(gauss.mean()), "pr_gaussian_range": float(gauss.max() - gauss.min()),
-            "draws": int(sel.size), "wall_s": time.perf_counter() - t0}
+    return {
+        "P": P,
+        "selectivity_mean": float(sel.mean()),
+        "selectivity_median": float(np.median(sel)),
+        "log10_selectivity_mean": float(np.log10(sel).mean()),
+        "frac_above_threshold": float(np.mean(sel >= THRESHOLD)),
+        "pr_mean": float(res["pr"].mean()),
+        "pr_sd": float(res["pr"].std()),
+        "mass_mean": float(res["mass"].mean()),
+        "pr_limit_mean": float(res["pr_limit"].mean()),
+        "m": float(np.mean(s.order_parameters["m"])),
+        "q": float(np.mean(s.order_parameters["q"])),
+        "pr_gaussian_mean": float(gauss.mean()),
+        "pr_gaussian_range": float(gauss.max() - gauss.min()),
+        "draws": int(sel.size),
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def _half_rise(P, y):
@@ -123,9 +137,12 @@ def theory_line(cfg: BayesLensConfig) -> dict | None:
     P = np.geomspace(min(cfg.P), max(cfg.P), int(cfg.theory_points))
     t0 = time.perf_counter()
     pts = theory_screens(cfg.task(), _Prior(cfg.sigma_A2, cfg.sigma_V2, cfg.sigma2), P)
-    return {"points": pts, "wall_s": time.perf_counter() - t0,
-            "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
-            "P_pr_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts])}
+    return {
+        "points": pts,
+        "wall_s": time.perf_counter() - t0,
+        "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
+        "P_pr_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts]),
+    }
 
 
 def run(cfg: BayesLensConfig, out_dir, progress: bool = True) -> dict:
@@ -148,12 +165,16 @@ def run(cfg: BayesLensConfig, out_dir, progress: bool = True) -> dict:
         write_json_atomic(ft, {"config": dataclasses.asdict(cfg), "versions": package_versions(), "result": theory})
         if progress and theory:
             print(f"  theory line ({len(theory['points'])} P) done", flush=True)
-    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "wall_s": time.perf_counter() - t0,
-               "points": pts,
-               "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
-               "P_pr_half_rise": _half_rise(P, [p["pr_mean"] for p in pts]),
-               "P_pr_limit_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts]),
-               "theory": theory}
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "versions": package_versions(),
+        "wall_s": time.perf_counter() - t0,
+        "points": pts,
+        "P_selectivity_threshold": first_crossing(P, [p["selectivity_median"] for p in pts], THRESHOLD),
+        "P_pr_half_rise": _half_rise(P, [p["pr_mean"] for p in pts]),
+        "P_pr_limit_half_rise": _half_rise(P, [p["pr_limit_mean"] for p in pts]),
+        "theory": theory,
+    }
     write_json_atomic(out / "summary.json", summary)
     return summary
 
@@ -173,18 +194,29 @@ def figure(out_dir, path=None) -> Path:
     ax[0].plot(P, [10 ** p["log10_selectivity_mean"] for p in pts], "s--", ms=3, label="geometric mean")
     th = (s.get("theory") or {}).get("points")
     if th:
-        ax[0].plot([p["P"] for p in th], [p["selectivity_median"] for p in th], "k-", lw=1,
-                   label="theory: median over the row law")
+        ax[0].plot(
+            [p["P"] for p in th],
+            [p["selectivity_median"] for p in th],
+            "k-",
+            lw=1,
+            label="theory: median over the row law",
+        )
     ax[0].axhline(THRESHOLD, color="k", ls=":", lw=0.8, label=f"{THRESHOLD:.0f}x")
     ax[0].set(xscale="log", yscale="log", xlabel="P", ylabel="previous-token selectivity", title="(a) selectivity")
     ax[0].legend(fontsize=7)
-    ax[1].errorbar(P, [p["pr_mean"] for p in pts], yerr=[p["pr_sd"] for p in pts], fmt="o-",
-                   label=f"NUTS, {s['config']['tokens']}, {s['config']['probe_N']} probe sequences")
+    ax[1].errorbar(
+        P,
+        [p["pr_mean"] for p in pts],
+        yerr=[p["pr_sd"] for p in pts],
+        fmt="o-",
+        label=f"NUTS, {s['config']['tokens']}, {s['config']['probe_N']} probe sequences",
+    )
     if "pr_limit_mean" in pts[0]:
         ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "kx", ms=5, label="NUTS, many-sequence limit")
     if th:
-        ax[1].plot([p["P"] for p in th], [p["pr_limit_mean"] for p in th], "k-", lw=1,
-                   label="theory: mean over the row law")
+        ax[1].plot(
+            [p["P"] for p in th], [p["pr_limit_mean"] for p in th], "k-", lw=1, label="theory: mean over the row law"
+        )
     ax[1].plot(P, [p["pr_gaussian_mean"] for p in pts], "s--", ms=3, label="gaussian tokens")
     for x, st in ((s["P_selectivity_threshold"], "k:"), (s["P_pr_half_rise"], "r:")):
         if x:
@@ -193,8 +225,11 @@ def figure(out_dir, path=None) -> Path:
     ax[1].set(xscale="log", xlabel="P", ylabel="PR", title="(b) PR of the outputs at the last query")
     ax[1].legend(fontsize=7)
     c = s["config"]
-    fig.suptitle(f"Bayesian copy head, T={c['T']}, d={c['d']}, sigma2={c['sigma2']} (NUTS, "
-                 f"{c['num_chains']}x{c['num_samples']} draws per P)", fontsize=9)
+    fig.suptitle(
+        f"Bayesian copy head, T={c['T']}, d={c['d']}, sigma2={c['sigma2']} (NUTS, "
+        f"{c['num_chains']}x{c['num_samples']} draws per P)",
+        fontsize=9,
+    )
     fig.tight_layout()
     path = Path(path) if path else out / "figures" / "bayes_lens.png"
     path.parent.mkdir(parents=True, exist_ok=True)

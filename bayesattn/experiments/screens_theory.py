@@ -45,8 +45,7 @@ def _cic(x, lo, hi, n):
     return i0, pos - i0, lo + dx * np.arange(n)
 
 
-def prior_row_law(T: int, sigma_A2: float, y: np.ndarray, *, num_samples: int, seed: int, nl: int = 200,
-                  nr: int = 160):
+def prior_row_law(T: int, sigma_A2: float, y: np.ndarray, *, num_samples: int, seed: int, nl: int = 200, nr: int = 160):
     """The prior law of one softmax row on the grid (y nodes) x (nr nodes of r): (r grid, log weight (ny, nr)).
 
     From the theory's standard-normal draws of the T - 1 other logits (scaled by sigma_A): a joint cloud-in-cell
@@ -95,18 +94,31 @@ def row_posterior(task, prior, P: float, *, tol: float = 5e-3, numerics: dict | 
     num = dict(NUMERICS, **(numerics or {}))
     beta, eps, Tq = _scales(task, prior, np.array([float(P)]))
     d = occam_d(task)
-    tab = _cached_table(task.T, float(prior.sigma_A2), d, float(beta[0]), num["nh"], num["ng"], num["num_samples"],
-                        num["seed"], num["nl"], num["nc"], num["ny"])
+    tab = _cached_table(
+        task.T,
+        float(prior.sigma_A2),
+        d,
+        float(beta[0]),
+        num["nh"],
+        num["ng"],
+        num["num_samples"],
+        num["seed"],
+        num["nl"],
+        num["nc"],
+        num["ny"],
+    )
     y = np.asarray(tab.mom[0])
-    rgrid, logQ = prior_row_law(task.T, float(prior.sigma_A2), y, num_samples=num["num_samples"], seed=num["seed"],
-                                nl=num["nl"])
+    rgrid, logQ = prior_row_law(
+        task.T, float(prior.sigma_A2), y, num_samples=num["num_samples"], seed=num["seed"], nl=num["nl"]
+    )
     a = 1.0 / (1.0 + np.exp(-y))
     b = a[:, None] ** 2 + (1.0 - a[:, None]) ** 2 * rgrid[None, :]
     p, cond, Ea, Eb = _tilted(tab.h, tab.g, a, b, logQ)
     dev = np.maximum(np.abs(Ea.T - tab.m), np.abs(Eb.T - tab.q))  # (Nh, Ng)
     ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & (dev <= tol)
-    lw = np.asarray(_cell_log_weights(tab.h, tab.g, tab.Lam, tab.m, tab.q, tab.detC, ok, float(beta[0]),
-                                      float(eps[0]), Tq, d))
+    lw = np.asarray(
+        _cell_log_weights(tab.h, tab.g, tab.Lam, tab.m, tab.q, tab.detC, ok, float(beta[0]), float(eps[0]), Tq, d)
+    )
     w = np.exp(lw - lw.max())
     w /= w.sum()
     m, q = np.where(ok, tab.m, 0.5), np.where(ok, tab.q, 0.5)  # w = 0 outside ok
@@ -114,9 +126,19 @@ def row_posterior(task, prior, P: float, *, tol: float = 5e-3, numerics: dict | 
     law = np.einsum("gy,gyr->yr", py, cond)
     border = np.zeros(w.shape, bool)
     border[0, :] = border[-1, :] = border[:, 0] = True
-    return {"P": float(P), "y": y, "a": a, "r": rgrid, "b": b, "law": law / law.sum(),
-            "m": float(np.sum(w * m)), "q": float(np.sum(w * q)), "dropped_entries": int((~ok).sum()),
-            "max_dev": float(dev[ok & (w > 1e-12)].max()), "edge_mass": float(w[border].sum())}
+    return {
+        "P": float(P),
+        "y": y,
+        "a": a,
+        "r": rgrid,
+        "b": b,
+        "law": law / law.sum(),
+        "m": float(np.sum(w * m)),
+        "q": float(np.sum(w * q)),
+        "dropped_entries": int((~ok).sum()),
+        "max_dev": float(dev[ok & (w > 1e-12)].max()),
+        "edge_mass": float(w[border].sum()),
+    }
 
 
 def screens_from_law(rp: dict, T: int, d: int) -> dict:
@@ -136,12 +158,21 @@ def screens_from_law(rp: dict, T: int, d: int) -> dict:
         med = float(np.exp(np.log(sel[k - 1]) + f * (np.log(sel[k]) - np.log(sel[k - 1]))))
     else:
         med = float(sel[min(k, len(a) - 1)])
-    return {"P": rp["P"], "m": float(pa @ a), "q": Eb, "m_daniels": rp["m"], "q_daniels": rp["q"],
-            "pr_limit_mean": float(np.sum(law * pr_onehot_limit(b, d))),
-            "pr_limit_at_mean_q": float(pr_onehot_limit(Eb, d)),
-            "selectivity_median": med, "log10_selectivity_mean": float(pa @ np.log10(np.maximum(sel, 1e-300))),
-            "frac_above_threshold": float(pa[sel >= THRESHOLD].sum()),
-            "max_dev": rp["max_dev"], "edge_mass": rp["edge_mass"], "dropped_entries": rp["dropped_entries"]}
+    return {
+        "P": rp["P"],
+        "m": float(pa @ a),
+        "q": Eb,
+        "m_daniels": rp["m"],
+        "q_daniels": rp["q"],
+        "pr_limit_mean": float(np.sum(law * pr_onehot_limit(b, d))),
+        "pr_limit_at_mean_q": float(pr_onehot_limit(Eb, d)),
+        "selectivity_median": med,
+        "log10_selectivity_mean": float(pa @ np.log10(np.maximum(sel, 1e-300))),
+        "frac_above_threshold": float(pa[sel >= THRESHOLD].sum()),
+        "max_dev": rp["max_dev"],
+        "edge_mass": rp["edge_mass"],
+        "dropped_entries": rp["dropped_entries"],
+    }
 
 
 def theory_screens(task, prior, P_values, **kw) -> list[dict]:

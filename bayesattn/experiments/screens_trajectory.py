@@ -22,12 +22,18 @@ import jax
 import numpy as np
 
 from .._validate import check_int
-from ..diagnostics.screens import (CIRCUIT_THRESHOLD, CLASSES, THRESHOLD, pr_integral_ranking, precision_at_k,
-                                   ranking_over_training)
+from ..diagnostics.screens import (
+    CIRCUIT_THRESHOLD,
+    CLASSES,
+    THRESHOLD,
+    pr_integral_ranking,
+    precision_at_k,
+    ranking_over_training,
+)
 from ..models import TransformerConfig
 from ..sweep import package_versions, read_json, write_json_atomic
 from ..tasks import RepeatedSequenceTask
-from ._configs import config_dirs, check_keys, load_toml
+from ._configs import check_keys, config_dirs, load_toml
 from .screens import copy_losses, probe_batch, screen_transformer
 
 CONFIG_DIRS = config_dirs("screens")
@@ -58,12 +64,12 @@ class TrajectoryConfig:
     pair_range: list = field(default_factory=lambda: [10, 32])
 
     @classmethod
-    def from_toml(cls, path) -> "TrajectoryConfig":
+    def from_toml(cls, path) -> TrajectoryConfig:
         path, data = load_toml(path, CONFIG_DIRS)
         check_keys(cls, data, path)
         return cls(**data).validate()
 
-    def validate(self) -> "TrajectoryConfig":
+    def validate(self) -> TrajectoryConfig:
         for f in ("steps", "batch_size", "checkpoints", "probe_N", "layers", "heads", "width"):
             check_int(f, getattr(self, f), minimum=1)
         self.task()
@@ -74,16 +80,26 @@ class TrajectoryConfig:
         return RepeatedSequenceTask(T=self.T, d=self.vocab, min_period=self.min_period, max_period=self.max_period)
 
     def network(self) -> TransformerConfig:
-        return TransformerConfig(T=self.T, width=self.width, layers=self.layers, heads=self.heads,
-                                 mlp=self.mlp or None, d_in=self.vocab, d_out=self.vocab, positions="learned")
+        return TransformerConfig(
+            T=self.T,
+            width=self.width,
+            layers=self.layers,
+            heads=self.heads,
+            mlp=self.mlp or None,
+            d_in=self.vocab,
+            d_out=self.vocab,
+            positions="learned",
+        )
 
     def probes(self) -> dict:
         kw = {"token_range": (0, self.vocab), "context": self.T}
         T = self.probe_T or self.T - 1
-        return {"repeated_pair": probe_batch("repeated_pair", self.probe_N, T, self.vocab, self.probe_seed,
-                                             pair_range=tuple(self.pair_range), **kw),
-                "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, T, self.vocab,
-                                                 self.probe_seed, **kw)}
+        return {
+            "repeated_pair": probe_batch(
+                "repeated_pair", self.probe_N, T, self.vocab, self.probe_seed, pair_range=tuple(self.pair_range), **kw
+            ),
+            "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, T, self.vocab, self.probe_seed, **kw),
+        }
 
 
 def train(cfg: TrajectoryConfig, out: Path):
@@ -96,9 +112,21 @@ def train(cfg: TrajectoryConfig, out: Path):
         wall = read_json(d / "train_wall.json")["train_wall_s"] if (d / "train_wall.json").exists() else None
         return FitResult.load(d), wall
     t0 = time.perf_counter()
-    res = fit(cfg.network(), cfg.task(), jax.random.key(cfg.seed), loss="xent", lr=cfg.lr, steps=cfg.steps,
-              batch_size=cfg.batch_size, test=None, probe_size=64, record_every=record_every(cfg),
-              log_records=20, checkpoints=cfg.checkpoints, seed=cfg.seed)
+    res = fit(
+        cfg.network(),
+        cfg.task(),
+        jax.random.key(cfg.seed),
+        loss="xent",
+        lr=cfg.lr,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        test=None,
+        probe_size=64,
+        record_every=record_every(cfg),
+        log_records=20,
+        checkpoints=cfg.checkpoints,
+        seed=cfg.seed,
+    )
     wall = time.perf_counter() - t0
     res.save(d)
     write_json_atomic(d / "train_wall.json", {"train_wall_s": wall})
@@ -113,10 +141,13 @@ def screen_point(net, step: int, probes: dict) -> dict:
     out = {"step": int(step)}
     for kind, batch in probes.items():
         res, nll = screen_transformer(net, batch)
-        rec = {"selectivity": {c: v.tolist() for c, v in res.selectivity.items()},
-               "attention": {c: v.tolist() for c, v in res.attention.items()},
-               "pr": res.pr.tolist(), "detection": {k: v.tolist() for k, v in res.detection.items()},
-               "loss": float(nll.mean())}
+        rec = {
+            "selectivity": {c: v.tolist() for c, v in res.selectivity.items()},
+            "attention": {c: v.tolist() for c, v in res.attention.items()},
+            "pr": res.pr.tolist(),
+            "detection": {k: v.tolist() for k, v in res.detection.items()},
+            "loss": float(nll.mean()),
+        }
         if kind == "repeated_sequence":
             rec["copy_loss"] = copy_losses(nll, batch)
         out[kind] = rec
@@ -139,9 +170,16 @@ def run(cfg: TrajectoryConfig, out_dir, progress: bool = True) -> dict:
         points.append(read_json(f)["result"])
     screen_wall = time.perf_counter() - t1
     hist = {k: np.asarray(v).tolist() for k, v in res.history.items() if k in ("step", "loss")}
-    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(), "history": hist,
-               "train_wall_s": train_wall, "screen_wall_s": screen_wall, "wall_s": time.perf_counter() - t0,
-               "probes": {k: b.config for k, b in probes.items()}, **summarize(points, hist, record_every(cfg))}
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "versions": package_versions(),
+        "history": hist,
+        "train_wall_s": train_wall,
+        "screen_wall_s": screen_wall,
+        "wall_s": time.perf_counter() - t0,
+        "probes": {k: b.config for k, b in probes.items()},
+        **summarize(points, hist, record_every(cfg)),
+    }
     write_json_atomic(out / "summary.json", summary)
     return summary
 
@@ -175,9 +213,12 @@ def pr_ranking(steps, pr, sel) -> dict:
     best = np.stack([sel[c][-1] for c in CLASSES]).max(axis=0)  # (L, H) best selectivity at the end
     classified = [tuple(map(int, x)) for x in np.argwhere(best >= THRESHOLD)]
     induction = [tuple(map(int, x)) for x in np.argwhere(sel["induction"][-1] >= THRESHOLD)]
-    out = {**{k: ranked[k] for k in ("order", "integral", "elbow_k")},
-           "precision_at_k": precision_at_k(order, classified, range(1, len(order) + 1)),
-           "classified": [list(h) for h in classified], "induction_heads": [list(h) for h in induction]}
+    out = {
+        **{k: ranked[k] for k in ("order", "integral", "elbow_k")},
+        "precision_at_k": precision_at_k(order, classified, range(1, len(order) + 1)),
+        "classified": [list(h) for h in classified],
+        "induction_heads": [list(h) for h in induction],
+    }
     if induction:
         first = [_first(steps, sel["induction"][:, l, h] >= THRESHOLD) for l, h in induction]
         out["induction_crossing_steps"] = first
@@ -201,10 +242,19 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
             final = [c for c in CLASSES if sel[c][-1, layer, head] >= THRESHOLD]
             crossing = {c: _first(steps, sel[c][:, layer, head] >= THRESHOLD) for c in final}
             rise = pr_rise_step(steps, pr[:, layer, head])
-            heads.append({"layer": layer, "head": head, "classes": final, "crossing_step": crossing,
-                          "pr_rise_step": rise, "pr": pr[:, layer, head].tolist(),
-                          "pr_at_or_before": {c: (rise is not None and s is not None and rise <= s)
-                                              for c, s in crossing.items()}})
+            heads.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "classes": final,
+                    "crossing_step": crossing,
+                    "pr_rise_step": rise,
+                    "pr": pr[:, layer, head].tolist(),
+                    "pr_at_or_before": {
+                        c: (rise is not None and s is not None and rise <= s) for c, s in crossing.items()
+                    },
+                }
+            )
     bos = (sel["bos"] >= THRESHOLD).mean(axis=2)  # (K, L)
     hsteps = np.asarray(history["step"])
     loss = np.asarray(history["loss"])
@@ -215,13 +265,16 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
     prev_any = (sel["previous_token"] >= THRESHOLD).any(axis=2)
     seq = [p["repeated_sequence"] for p in points]
     return {
-        "steps": steps.tolist(), "heads": heads, "ranking": pr_ranking(steps, pr, sel),
+        "steps": steps.tolist(),
+        "heads": heads,
+        "ranking": pr_ranking(steps, pr, sel),
         "bos_fraction": bos.tolist(),
         "copy_loss": [p["copy_loss"] for p in seq],
         "induction_bump": {
             "steepest_drop_between": [int(hsteps[i]), int(hsteps[i + 1])],
             "loss_halfway_step": _first(hsteps, loss <= 0.5 * (loss[0] + loss[-1])),
-            "loss_before": float(loss[i]), "loss_after": float(loss[i + 1]),
+            "loss_before": float(loss[i]),
+            "loss_after": float(loss[i + 1]),
             "first_induction_head": {f"layer{l}": _first(steps, ind_any[:, l]) for l in range(L)},
             "first_previous_token_head": {f"layer{l}": _first(steps, prev_any[:, l]) for l in range(L)},
         },

@@ -33,7 +33,7 @@ from ..bayes.sampling import sample
 from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks.sparse import SparseRegressionTask
-from ._configs import config_dirs, check_keys, load_toml
+from ._configs import check_keys, config_dirs, load_toml
 from .sparse_training import SparseTrainConfig, train_seeds
 from .staircase import transitions
 
@@ -83,14 +83,16 @@ class SparseConfig:
     bayes: BayesSparseConfig = field(default_factory=BayesSparseConfig)
 
     @classmethod
-    def from_toml(cls, path) -> "SparseConfig":
+    def from_toml(cls, path) -> SparseConfig:
         path, data = load_toml(path, CONFIG_DIRS)
         bayes = data.pop("bayes", {})
         check_keys(cls, data, path)
         bknown = {f.name for f in dataclasses.fields(BayesSparseConfig)}
         if set(bayes) - bknown:
-            raise ValueError(f"config {path}: unknown [bayes] key(s) {sorted(set(bayes) - bknown)}: expected some "
-                             f"of {sorted(bknown)}")
+            raise ValueError(
+                f"config {path}: unknown [bayes] key(s) {sorted(set(bayes) - bknown)}: expected some "
+                f"of {sorted(bknown)}"
+            )
         cfg = cls(**data, bayes=BayesSparseConfig(**bayes))
         cfg.validate()
         return cfg
@@ -123,12 +125,17 @@ def train_point(point: dict) -> dict:
     trail = np.stack([np.convolve(a, np.ones(10) / 10, mode="full")[: a.size] for a in acc])
     keep = np.arange(KEEP_EVERY - 1, r["steps_run"], KEEP_EVERY)
     return {
-        "seeds": seeds, "t_star": r["t_star"], "plateau": r["plateau"], "steps_run": r["steps_run"],
-        "train_wall_s": r["wall_s"], "iou_final": r["iou"][:, -1].tolist(),
+        "seeds": seeds,
+        "t_star": r["t_star"],
+        "plateau": r["plateau"],
+        "steps_run": r["steps_run"],
+        "train_wall_s": r["wall_s"],
+        "iou_final": r["iou"][:, -1].tolist(),
         "entropy_final": r["entropy"][:, -1].tolist(),
         "history": {"step": (keep + 1).tolist(), "loss": r["loss"][:, keep].tolist(), "acc10": trail[:, keep].tolist()},
         "records": {"step": r["record_step"].tolist(), "iou": r["iou"].tolist(), "entropy": r["entropy"].tolist()},
-        "attention_seed0": r["attention"][0].tolist(), "support": cfg.make_task().row_supports.tolist(),
+        "attention_seed0": r["attention"][0].tolist(),
+        "support": cfg.make_task().row_supports.tolist(),
     }
 
 
@@ -139,11 +146,16 @@ def difficulty(result: dict) -> dict:
     h = result.get("history", {})
     esc = [next((st for st, l in zip(h["step"], loss) if l < np.log(2) - 0.05), None) for loss in h.get("loss", [])]
     esc = [e for e in esc if e is not None]
-    return {"solved": len(ts), "seeds": len(result["t_star"]),
-            "escape_median": float(np.median(esc)) if esc else None,
-            "t_median": float(np.median(ts)) if ts else None,
-            "t_min": min(ts) if ts else None, "t_max": max(ts) if ts else None,
-            "plateau": float(np.mean(result["plateau"])), "iou": float(np.mean(result["iou_final"]))}
+    return {
+        "solved": len(ts),
+        "seeds": len(result["t_star"]),
+        "escape_median": float(np.median(esc)) if esc else None,
+        "t_median": float(np.median(ts)) if ts else None,
+        "t_min": min(ts) if ts else None,
+        "t_max": max(ts) if ts else None,
+        "plateau": float(np.mean(result["plateau"])),
+        "iou": float(np.mean(result["iou_final"])),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- posterior
@@ -161,12 +173,16 @@ def bayes_point(point: dict) -> dict:
         # logits c on the support with s e^c / (s e^c + S - s) = 0.9: 90% of every row's mass on its support
         c = float(np.log(9.0 * max(S - s, 1) / s))
         init = jnp.asarray(hot_logits(task.support, task.key_mask, "softmax", c))
-    smp = sample(post, k_mcmc, num_chains=b.num_chains, num_warmup=b.num_warmup, num_samples=b.num_samples,
-                 init=init)
+    smp = sample(post, k_mcmc, num_chains=b.num_chains, num_warmup=b.num_warmup, num_samples=b.num_samples, init=init)
     m = np.asarray(smp.order_parameters["m"]).reshape(b.num_chains, -1)
     u = np.asarray(smp.order_parameters["u"]).reshape(b.num_chains, -1)
-    return {"mass": float(s * m.mean()), "mass_chains": (s * m.mean(1)).tolist(), "mass_std": float(s * m.std()),
-            "u_s": float(s * u.mean()), "diagnostics": smp.summary()["diagnostics"]}
+    return {
+        "mass": float(s * m.mean()),
+        "mass_chains": (s * m.mean(1)).tolist(),
+        "mass_std": float(s * m.std()),
+        "u_s": float(s * u.mean()),
+        "diagnostics": smp.summary()["diagnostics"],
+    }
 
 
 def bayes_summary(records: list) -> dict:
@@ -198,8 +214,17 @@ def theory_point(point: dict) -> dict:
 
     b = BayesSparseConfig(**point["bayes"])
     P = np.geomspace(min(point["P"]), 2 * max(point["P"]), b.theory_P)
-    r = excess_curve(point["S"], point["s"], P, normalize=b.normalize, sigma_A2=b.sigma_A2, seed=point["key"],
-                     d=b.dim, sigma2=b.sigma2, sigma_V2=b.sigma_V2)
+    r = excess_curve(
+        point["S"],
+        point["s"],
+        P,
+        normalize=b.normalize,
+        sigma_A2=b.sigma_A2,
+        seed=point["key"],
+        d=b.dim,
+        sigma2=b.sigma2,
+        sigma_V2=b.sigma_V2,
+    )
     r["P_c"] = transitions(P, np.asarray(r["excess"]), 0.5)
     return r
 
@@ -207,8 +232,13 @@ def theory_point(point: dict) -> dict:
 # --------------------------------------------------------------------------------------------- driver
 def points(cfg: SparseConfig) -> dict:
     def tp(part, i, **changes):
-        return {"part": part, "train": cfg.train_config(**changes).config(), "seed0": 0, "seeds": cfg.seeds,
-                "key": cfg.seed}
+        return {
+            "part": part,
+            "train": cfg.train_config(**changes).config(),
+            "seed0": 0,
+            "seeds": cfg.seeds,
+            "key": cfg.seed,
+        }
 
     out = {p: [] for p in PARTS}
     if "grid" in cfg.parts:
@@ -216,22 +246,39 @@ def points(cfg: SparseConfig) -> dict:
     if "heads" in cfg.parts:
         out["heads"] = [tp("heads", i, S=cfg.heads_S, s=cfg.heads_s, heads=H) for i, H in enumerate(cfg.heads)]
     if "head_dim" in cfg.parts:
-        out["head_dim"] = [tp("head_dim", i, S=cfg.heads_S, s=cfg.heads_s, heads=cfg.head_dim_heads, head_dim=hd)
-                           for i, hd in enumerate(cfg.head_dims)]
+        out["head_dim"] = [
+            tp("head_dim", i, S=cfg.heads_S, s=cfg.heads_s, heads=cfg.head_dim_heads, head_dim=hd)
+            for i, hd in enumerate(cfg.head_dims)
+        ]
     if "mixer" in cfg.parts:
-        out["mixer"] = [tp("mixer", 0, S=cfg.mixer_S, s=s, model=m) for m in ("transformer", "mixer")
-                        for s in cfg.mixer_s]
+        out["mixer"] = [
+            tp("mixer", 0, S=cfg.mixer_S, s=s, model=m) for m in ("transformer", "mixer") for s in cfg.mixer_s
+        ]
     if "bayes" in cfg.parts:
         b = dataclasses.asdict(cfg.bayes)
         b.pop("grid"), b.pop("P"), b.pop("inits")
-        out["bayes"] = [{"part": "bayes", "S": S, "s": s, "P": int(P), "init": init, "bayes": b, "task_seed": 0,
-                         "key": cfg.seed * 1000003 + int(P)}
-                        for S, s in cfg.bayes.grid for P in cfg.bayes.P for init in cfg.bayes.inits]
+        out["bayes"] = [
+            {
+                "part": "bayes",
+                "S": S,
+                "s": s,
+                "P": int(P),
+                "init": init,
+                "bayes": b,
+                "task_seed": 0,
+                "key": cfg.seed * 1000003 + int(P),
+            }
+            for S, s in cfg.bayes.grid
+            for P in cfg.bayes.P
+            for init in cfg.bayes.inits
+        ]
     if "theory" in cfg.parts:
         b = dataclasses.asdict(cfg.bayes)
         b.pop("grid"), b.pop("P"), b.pop("inits")
-        out["theory"] = [{"part": "theory", "S": S, "s": s, "P": [int(p) for p in cfg.bayes.P], "bayes": b,
-                          "key": cfg.seed} for S, s in cfg.bayes.grid]
+        out["theory"] = [
+            {"part": "theory", "S": S, "s": s, "P": [int(p) for p in cfg.bayes.P], "bayes": b, "key": cfg.seed}
+            for S, s in cfg.bayes.grid
+        ]
     return {k: v for k, v in out.items() if v}
 
 
@@ -248,8 +295,14 @@ def run(cfg: SparseConfig, out_dir, progress: bool = True) -> dict:
         elif part == "theory":
             summary["theory"] = {f"S={r['point']['S']},s={r['point']['s']}": r["result"]["P_c"] for r in recs}
         else:
-            summary[part] = [{**{k: r["point"]["train"][k] for k in ("S", "s", "model", "heads", "head_dim", "width")},
-                              **difficulty(r["result"]), "wall_s": r["wall_time_s"]} for r in recs]
+            summary[part] = [
+                {
+                    **{k: r["point"]["train"][k] for k in ("S", "s", "model", "heads", "head_dim", "width")},
+                    **difficulty(r["result"]),
+                    "wall_s": r["wall_time_s"],
+                }
+                for r in recs
+            ]
     summary["wall_time_s"] = time.perf_counter() - t0
     write_json_atomic(out / "summary.json", summary)
     return summary

@@ -64,9 +64,21 @@ class SparseTrainConfig:
         check_choice("task", self.task, TASKS)
         check_choice("model", self.model, MODELS)
         check_choice("dtype", self.dtype, ("float32", "float64"))
-        for f, lo in (("S", 1), ("s", 1), ("k", 1), ("task_seed", 0), ("width", 1), ("heads", 1), ("mlp", 0),
-                      ("warmup", 0), ("steps", 10), ("tokens_per_step", 1), ("record_every", 1), ("probe", 1),
-                      ("stop_after_solved", 0)):
+        for f, lo in (
+            ("S", 1),
+            ("s", 1),
+            ("k", 1),
+            ("task_seed", 0),
+            ("width", 1),
+            ("heads", 1),
+            ("mlp", 0),
+            ("warmup", 0),
+            ("steps", 10),
+            ("tokens_per_step", 1),
+            ("record_every", 1),
+            ("probe", 1),
+            ("stop_after_solved", 0),
+        ):
             object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=lo))
         check_positive("lr", self.lr)
         if not 0 <= float(self.weight_decay):
@@ -75,13 +87,15 @@ class SparseTrainConfig:
             raise ValueError(f"heads={self.heads}: must divide width={self.width} (or give head_dim)")
         self.make_task()  # s > S and other task errors surface here
         if self.batch < 1:
-            raise ValueError(f"tokens_per_step={self.tokens_per_step}: less than one sequence of "
-                             f"{self.make_task().T} tokens")
+            raise ValueError(
+                f"tokens_per_step={self.tokens_per_step}: less than one sequence of {self.make_task().T} tokens"
+            )
 
     @classmethod
-    def full_size(cls, **changes) -> "SparseTrainConfig":
-        base = dict(width=128, heads=8, mlp=512, lr=3e-4, warmup=200, weight_decay=0.01, steps=10000,
-                    tokens_per_step=8192)
+    def full_size(cls, **changes) -> SparseTrainConfig:
+        base = dict(
+            width=128, heads=8, mlp=512, lr=3e-4, warmup=200, weight_decay=0.01, steps=10000, tokens_per_step=8192
+        )
         return cls(**{**base, **changes})
 
     def make_task(self):
@@ -97,9 +111,19 @@ class SparseTrainConfig:
     def network_config(self):
         task = self.make_task()
         if self.model == "transformer":
-            return TransformerConfig(T=task.T, width=self.width, layers=1, heads=self.heads, head_dim=self.head_dim,
-                                     mlp=self.mlp or None, norm="layernorm", norm_position="pre",
-                                     positions="learned", vocab=task.vocab, causal=True)
+            return TransformerConfig(
+                T=task.T,
+                width=self.width,
+                layers=1,
+                heads=self.heads,
+                head_dim=self.head_dim,
+                mlp=self.mlp or None,
+                norm="layernorm",
+                norm_position="pre",
+                positions="learned",
+                vocab=task.vocab,
+                causal=True,
+            )
         return MixerConfig(T=task.T, width=self.width, layers=1, mlp=self.mlp or None, vocab=task.vocab)
 
     def config(self) -> dict:
@@ -134,7 +158,7 @@ def plateau_loss(loss, ts: int | None) -> float:
     """Median loss over steps (ts/4, 3ts/4] before emergence; unsolved: over the last half of training."""
     loss = np.asarray(loss)
     if ts is None:
-        return float(np.median(loss[loss.size // 2:]))
+        return float(np.median(loss[loss.size // 2 :]))
     lo, hi = ts // 4, max(3 * ts // 4, ts // 4 + 1)
     return float(np.median(loss[lo:hi]))
 
@@ -201,13 +225,23 @@ def _jitted(cfg: SparseTrainConfig):
     """Compiled per-seed and vmapped (over seeds) chunk and probe functions, cached per config so that
     repeated calls (benchmark warm-ups, points of a sweep with the same shapes) reuse the compilation."""
     chunk, probe, _ = _programs(cfg)
-    return (eqx.filter_jit(chunk), eqx.filter_jit(probe),
-            eqx.filter_jit(eqx.filter_vmap(chunk, in_axes=(None, 0, 0, 0))),
-            eqx.filter_jit(eqx.filter_vmap(probe, in_axes=(None, 0, None))))
+    return (
+        eqx.filter_jit(chunk),
+        eqx.filter_jit(probe),
+        eqx.filter_jit(eqx.filter_vmap(chunk, in_axes=(None, 0, 0, 0))),
+        eqx.filter_jit(eqx.filter_vmap(probe, in_axes=(None, 0, None))),
+    )
 
 
-def train_seeds(cfg: SparseTrainConfig, seeds, key: jax.Array | None = None, *, vmap: bool = True,
-                progress=None, record_attention: bool = True) -> dict:
+def train_seeds(
+    cfg: SparseTrainConfig,
+    seeds,
+    key: jax.Array | None = None,
+    *,
+    vmap: bool = True,
+    progress=None,
+    record_attention: bool = True,
+) -> dict:
     """Train one model per seed (seed i: init key fold_in(key, i) split into init / data keys). ``vmap``: all
     seeds in one vmapped program (default; on the idle 2-core CPU 1.3x faster per seed-step than looping, but
     2.6x slower when the machine was overloaded: ``benchmarks/bench_sparse.py``); False: the same per-seed
@@ -227,9 +261,11 @@ def train_seeds(cfg: SparseTrainConfig, seeds, key: jax.Array | None = None, *, 
     probe_tokens = task.sample_tokens(jax.random.fold_in(key, 2**31 - 1), cfg.probe)
 
     # steps, records and probe size do not change the programs: one compilation serves them all
-    chunk1, probe1, chunk_v, probe_v = _jitted(dataclasses.replace(cfg, steps=10, record_every=1, probe=1,
-                                                                    stop_after_solved=0))
+    chunk1, probe1, chunk_v, probe_v = _jitted(
+        dataclasses.replace(cfg, steps=10, record_every=1, probe=1, stop_after_solved=0)
+    )
     if vmap:
+
         def chunk_fn(p, s, k):
             return chunk_v(static, p, s, k)
 
@@ -271,10 +307,21 @@ def train_seeds(cfg: SparseTrainConfig, seeds, key: jax.Array | None = None, *, 
             break
     loss_all, acc_all = np.concatenate(loss, axis=1), np.concatenate(acc, axis=1)
     ts = [t_star(acc_all[i]) for i in range(n)]
-    out = {"seeds": seeds, "steps_run": done, "wall_s": time.perf_counter() - t0,
-           "loss": loss_all, "acc": acc_all, "t_star": ts,
-           "plateau": [plateau_loss(loss_all[i], ts[i]) for i in range(n)]}
+    out = {
+        "seeds": seeds,
+        "steps_run": done,
+        "wall_s": time.perf_counter() - t0,
+        "loss": loss_all,
+        "acc": acc_all,
+        "t_star": ts,
+        "plateau": [plateau_loss(loss_all[i], ts[i]) for i in range(n)],
+    }
     if record_attention:
-        out.update(record_step=np.asarray(rec_step), iou=np.asarray(iou).T, entropy=np.asarray(ent).T,
-                   attention=attn.mean(axis=1), attention_heads=attn)
+        out.update(
+            record_step=np.asarray(rec_step),
+            iou=np.asarray(iou).T,
+            entropy=np.asarray(ent).T,
+            attention=attn.mean(axis=1),
+            attention_heads=attn,
+        )
     return out

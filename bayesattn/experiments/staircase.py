@@ -30,8 +30,8 @@ from ..bayes.theory.common import first_crossing
 from ..models.attention import hot_logits
 from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks import MultiLagCopyTask
+from ._configs import check_keys, config_dirs, load_toml
 from .staircase_training import TrainingConfig, stage_times, train_minimal
-from ._configs import config_dirs, check_keys, load_toml
 
 PARTS = ("mcmc", "theory", "train", "ode")
 # named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
@@ -61,8 +61,10 @@ class BayesConfig:
     def __post_init__(self):
         for r in self.ratios:
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
-                raise ValueError(f"ratio={self.ratio!r}: the weight ratio w_2/w_1 must be a number in (0, 1], "
-                                 "or a non-empty list of them")
+                raise ValueError(
+                    f"ratio={self.ratio!r}: the weight ratio w_2/w_1 must be a number in (0, 1], "
+                    "or a non-empty list of them"
+                )
 
     @property
     def ratios(self) -> list:
@@ -73,8 +75,13 @@ class BayesConfig:
 
     def task(self, H: int, ratio: float | None = None) -> MultiLagCopyTask:
         r = self.ratios[0] if ratio is None else ratio
-        return MultiLagCopyTask(T=self.T, d=self.d, spans=tuple((k + 1,) for k in range(H)),
-                                weights=tuple(r**k for k in range(H)), rotations="orthogonal")
+        return MultiLagCopyTask(
+            T=self.T,
+            d=self.d,
+            spans=tuple((k + 1,) for k in range(H)),
+            weights=tuple(r**k for k in range(H)),
+            rotations="orthogonal",
+        )
 
 
 @dataclass
@@ -94,7 +101,7 @@ class StaircaseConfig:
     theory: dict = field(default_factory=dict)
 
     @classmethod
-    def from_toml(cls, path) -> "StaircaseConfig":
+    def from_toml(cls, path) -> StaircaseConfig:
         path, data = load_toml(path, CONFIG_DIRS)
         bayes = data.pop("bayes", {})
         check_keys(cls, data, path)
@@ -156,11 +163,15 @@ def mcmc_point(point: dict) -> dict:
     names = tuple(op)
     return {
         "means": {k: summ[k]["mean"] for k in names},
-        "observables": {k: {f: summ[k][f] for f in ("mean", "std", "se", "ess_bulk", "r_hat", "chain_means")}
-                        for k in names},
-        "diagnostics": summ["diagnostics"], "competitive": comp,
-        "threshold": {n: (3.0 * len(sp) / task.T if point["attention"] == "softmax" else 0.5)
-                      for n, sp in zip(task.target_patterns, task.spans)},
+        "observables": {
+            k: {f: summ[k][f] for f in ("mean", "std", "se", "ess_bulk", "r_hat", "chain_means")} for k in names
+        },
+        "diagnostics": summ["diagnostics"],
+        "competitive": comp,
+        "threshold": {
+            n: (3.0 * len(sp) / task.T if point["attention"] == "softmax" else 0.5)
+            for n, sp in zip(task.target_patterns, task.spans)
+        },
     }
 
 
@@ -181,13 +192,23 @@ def mcmc_summary(records: list) -> dict:
     for r in records:
         pt, res = r["point"], r["result"]
         key = series_key(pt)
-        e = out.setdefault(key, {"P": [], "means": [], "competitive": [], "threshold": res["threshold"],
-                                 "attention": pt["attention"], "heads": pt["heads"], "ratio": pt["bayes"]["ratio"],
-                                 "init": pt["init"]})
+        e = out.setdefault(
+            key,
+            {
+                "P": [],
+                "means": [],
+                "competitive": [],
+                "threshold": res["threshold"],
+                "attention": pt["attention"],
+                "heads": pt["heads"],
+                "ratio": pt["bayes"]["ratio"],
+                "init": pt["init"],
+            },
+        )
         e["P"].append(pt["P"])
         e["means"].append(res["means"])
         e["competitive"].append(res["competitive"])
-    for key, e in out.items():
+    for e in out.values():
         order = np.argsort(e["P"])
         P = np.asarray(e["P"])[order]
         e["P"] = P.tolist()
@@ -195,8 +216,9 @@ def mcmc_summary(records: list) -> dict:
         e["means"] = {k: [m[k] for m in means] for k in means[0]}
         e["competitive"] = {k: [e["competitive"][i][k] for i in order] for k in e["competitive"][0]}
         obs = LAG_OBSERVABLE[e["attention"]]
-        e["P_k"] = {lag: transitions(P, np.asarray(e["means"][f"{obs}:{lag}"]), thr)
-                    for lag, thr in e["threshold"].items()}
+        e["P_k"] = {
+            lag: transitions(P, np.asarray(e["means"][f"{obs}:{lag}"]), thr) for lag, thr in e["threshold"].items()
+        }
         comp = [x for v in e["competitive"].values() for x in v if x is not None]
         e["max_competitive"] = max(comp) if comp else None
     return out
@@ -215,8 +237,17 @@ def ratio_table(mcmc: dict) -> list:
             continue
         for e in sorted(es, key=lambda e: e["ratio"]):
             p1, p2 = e["P_k"].get("lag1"), e["P_k"].get("lag2")
-            rows.append({"attention": att, "heads": H, "init": init, "ratio": e["ratio"], "P_1": p1, "P_2": p2,
-                         "P2/P1": p2 / p1 if p1 and p2 else None})
+            rows.append(
+                {
+                    "attention": att,
+                    "heads": H,
+                    "init": init,
+                    "ratio": e["ratio"],
+                    "P_1": p1,
+                    "P_2": p2,
+                    "P2/P1": p2 / p1 if p1 and p2 else None,
+                }
+            )
     return rows
 
 
@@ -231,11 +262,18 @@ def train_point(point: dict) -> dict:
 
 
 def ode_point(point: dict) -> dict:
-    from ..dynamics.ode import ODEConfig, solve, stage_times as ode_stages
+    from ..dynamics.ode import ODEConfig, solve
+    from ..dynamics.ode import stage_times as ode_stages
 
     sol = solve(ODEConfig(**point["ode"]))
-    return {"t": sol["t"], "loss": sol["loss"], "S": sol["S"][:, : max(point["ode"].get("groups", 3) + 1, 4)],
-            "plateaus": sol["plateaus"], "stages": ode_stages(sol), "num_steps": sol["num_steps"]}
+    return {
+        "t": sol["t"],
+        "loss": sol["loss"],
+        "S": sol["S"][:, : max(point["ode"].get("groups", 3) + 1, 4)],
+        "plateaus": sol["plateaus"],
+        "stages": ode_stages(sol),
+        "num_steps": sol["num_steps"],
+    }
 
 
 def theory_options(theory: dict) -> dict:
@@ -243,8 +281,10 @@ def theory_options(theory: dict) -> dict:
     if unknown:
         raise ValueError(f"theory: unknown key(s) {sorted(unknown)}; allowed: heads, num_samples")
     heads = [check_int("theory.heads item", H, minimum=1) for H in theory.get("heads", [2])]
-    return {"heads": heads, "num_samples": check_int("theory.num_samples", theory.get("num_samples", 100_000),
-                                                     minimum=1000)}
+    return {
+        "heads": heads,
+        "num_samples": check_int("theory.num_samples", theory.get("num_samples", 100_000), minimum=1000),
+    }
 
 
 def theory_point(point: dict) -> dict:
@@ -255,14 +295,24 @@ def theory_point(point: dict) -> dict:
     b = BayesConfig(**point["bayes"], heads=[point["heads"]], attention=[point["attention"]])
     H = point["heads"]
     task = b.task(H)
-    c = heads_curve(np.asarray(point["P_grid"], float), task=task, heads=H, attention=point["attention"],
-                    prior=Prior(b.sigma_A2, b.sigma_V2, b.sigma2), num_samples=point["num_samples"],
-                    seed=point["seed"])
+    c = heads_curve(
+        np.asarray(point["P_grid"], float),
+        task=task,
+        heads=H,
+        attention=point["attention"],
+        prior=Prior(b.sigma_A2, b.sigma_V2, b.sigma2),
+        num_samples=point["num_samples"],
+        seed=point["seed"],
+    )
     lags = list(task.target_patterns)
     mass = np.asarray(c.mean["mass_max"])
-    return {"P": [float(x) for x in c.P], "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
-            "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},
-            "coexistence_P": c.transitions.get("coexistence_P", []), "binodals": c.transitions.get("binodals", [])}
+    return {
+        "P": [float(x) for x in c.P],
+        "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
+        "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},
+        "coexistence_P": c.transitions.get("coexistence_P", []),
+        "binodals": c.transitions.get("binodals", []),
+    }
 
 
 # --------------------------------------------------------------------------------------------- driver
@@ -271,18 +321,34 @@ def points(cfg: StaircaseConfig) -> dict:
     b = {k: v for k, v in dataclasses.asdict(cfg.bayes).items() if k not in ("heads", "attention", "inits", "P")}
     out = {"mcmc": [], "train": [], "ode": []}
     if "mcmc" in cfg.parts:
-        out["mcmc"] = [{"method": "mcmc", "attention": a, "heads": H, "P": int(P), "init": i,
-                        "bayes": {**b, "ratio": float(r)}, "seed": cfg.seed}
-                       for r in cfg.bayes.ratios for a in cfg.bayes.attention for H in cfg.bayes.heads
-                       for P in cfg.bayes.P for i in cfg.bayes.inits]
+        out["mcmc"] = [
+            {
+                "method": "mcmc",
+                "attention": a,
+                "heads": H,
+                "P": int(P),
+                "init": i,
+                "bayes": {**b, "ratio": float(r)},
+                "seed": cfg.seed,
+            }
+            for r in cfg.bayes.ratios
+            for a in cfg.bayes.attention
+            for H in cfg.bayes.heads
+            for P in cfg.bayes.P
+            for i in cfg.bayes.inits
+        ]
     if "train" in cfg.parts:
         tc = TrainingConfig(**cfg.train).config()
-        out["train"] = [{"method": "train", "variant": "main", "train": tc, "seed": cfg.seed + s}
-                        for s in range(check_int("train_seeds", cfg.train_seeds, minimum=1))]
+        out["train"] = [
+            {"method": "train", "variant": "main", "train": tc, "seed": cfg.seed + s}
+            for s in range(check_int("train_seeds", cfg.train_seeds, minimum=1))
+        ]
         for name, v in cfg.train_variants.items():
             vc = TrainingConfig(**{**cfg.train, **{k: x for k, x in v.items() if k != "seeds"}}).config()
-            out["train"] += [{"method": "train", "variant": name, "train": vc, "seed": cfg.seed + s}
-                             for s in range(v.get("seeds", 1))]
+            out["train"] += [
+                {"method": "train", "variant": name, "train": vc, "seed": cfg.seed + s}
+                for s in range(v.get("seeds", 1))
+            ]
         if cfg.train_only is not None:
             for name in cfg.train_only:
                 check_choice("train_only item", name, ("main", *cfg.train_variants))
@@ -291,10 +357,20 @@ def points(cfg: StaircaseConfig) -> dict:
         out["ode"] = [{"method": "ode", "ode": dict(cfg.ode)}]
     if "theory" in cfg.parts:
         th = theory_options(cfg.theory)
-        out["theory"] = [{"method": "theory", "attention": "softmax", "heads": H,
-                          "P_grid": [int(P) for P in cfg.bayes.P],
-                          "bayes": {**b, "ratio": float(r)}, "num_samples": th["num_samples"], "seed": cfg.seed}
-                         for r in cfg.bayes.ratios for H in th["heads"] if "softmax" in cfg.bayes.attention]
+        out["theory"] = [
+            {
+                "method": "theory",
+                "attention": "softmax",
+                "heads": H,
+                "P_grid": [int(P) for P in cfg.bayes.P],
+                "bayes": {**b, "ratio": float(r)},
+                "num_samples": th["num_samples"],
+                "seed": cfg.seed,
+            }
+            for r in cfg.bayes.ratios
+            for H in th["heads"]
+            if "softmax" in cfg.bayes.attention
+        ]
     return out
 
 
@@ -305,24 +381,36 @@ def run(cfg: StaircaseConfig, out_dir, progress: bool = True) -> dict:
     """Compute every missing point (resumable), write summary.json and return it."""
     out = Path(out_dir)
     t0 = time.perf_counter()
-    recs = {part: run_sweep(pts, COMPUTE[part], out / "points" / part, progress=progress, desc=part)
-            for part, pts in points(cfg).items() if pts}
-    summary = {"config": dataclasses.asdict(cfg), "versions": package_versions(),
-               "wall_time_s": time.perf_counter() - t0}
+    recs = {
+        part: run_sweep(pts, COMPUTE[part], out / "points" / part, progress=progress, desc=part)
+        for part, pts in points(cfg).items()
+        if pts
+    }
+    summary = {
+        "config": dataclasses.asdict(cfg),
+        "versions": package_versions(),
+        "wall_time_s": time.perf_counter() - t0,
+    }
     if "mcmc" in recs:
         summary["mcmc"] = mcmc_summary(recs["mcmc"])
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
     if "train" in recs:
-        summary["train"] = {"stages": [r["result"]["stages"] for r in recs["train"]],
-                            "variants": [r["point"].get("variant", "main") for r in recs["train"]],
-                            "seeds": [r["point"]["seed"] for r in recs["train"]],
-                            "wall_s": [r["wall_time_s"] for r in recs["train"]],
-                            "paper_stages": [330, 575]}
+        summary["train"] = {
+            "stages": [r["result"]["stages"] for r in recs["train"]],
+            "variants": [r["point"].get("variant", "main") for r in recs["train"]],
+            "seeds": [r["point"]["seed"] for r in recs["train"]],
+            "wall_s": [r["wall_time_s"] for r in recs["train"]],
+            "paper_stages": [330, 575],
+        }
     if "theory" in recs:
-        summary["theory"] = {series_key(r["point"]): {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")}
-                             for r in recs["theory"]}
+        summary["theory"] = {
+            series_key(r["point"]): {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")}
+            for r in recs["theory"]
+        }
     if "ode" in recs:
-        summary["ode"] = {"stages": recs["ode"][0]["result"]["stages"],
-                          "plateaus": recs["ode"][0]["result"]["plateaus"]}
+        summary["ode"] = {
+            "stages": recs["ode"][0]["result"]["stages"],
+            "plateaus": recs["ode"][0]["result"]["plateaus"],
+        }
     write_json_atomic(out / "summary.json", summary)
     return summary

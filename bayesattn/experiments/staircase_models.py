@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def minimal_logits(W_Q: jax.Array, W_V: jax.Array, tokens: jax.Array, score_scale: float, first_query: int = 0,
-                   dtype=jnp.float32) -> tuple[jax.Array, jax.Array]:
+def minimal_logits(
+    W_Q: jax.Array, W_V: jax.Array, tokens: jax.Array, score_scale: float, first_query: int = 0, dtype=jnp.float32
+) -> tuple[jax.Array, jax.Array]:
     """The minimal model on a batch of token sequences.
 
     W_Q: (H, D, D), W_V: (H, V, D) with D = V + T (one-hot token, then one-hot position); tokens: (B, T) int in
@@ -34,8 +35,10 @@ def minimal_logits(W_Q: jax.Array, W_V: jax.Array, tokens: jax.Array, score_scal
     V = W_V.shape[1]
     B, T = tokens.shape
     if D != V + T or W_V.shape != (H, V, D):
-        raise ValueError(f"W_Q {W_Q.shape}, W_V {W_V.shape}, tokens {tokens.shape}: expected W_Q (H, V+T, V+T) "
-                         f"and W_V (H, V, V+T) for tokens (B, T)")
+        raise ValueError(
+            f"W_Q {W_Q.shape}, W_V {W_V.shape}, tokens {tokens.shape}: expected W_Q (H, V+T, V+T) "
+            f"and W_V (H, V, V+T) for tokens (B, T)"
+        )
     q0 = int(first_query)
     Tq = T - q0
     W = W_Q.astype(dtype) * float(score_scale)

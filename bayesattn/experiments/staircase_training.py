@@ -33,7 +33,6 @@ from ..tasks import HighOrderMarkovTask
 from ..training.core import OptimizerConfig, Plan, run_loop
 from .staircase_models import minimal_logits
 
-
 MODELS = ("minimal", "transformer")
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -77,8 +76,19 @@ class TrainingConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "span_lengths", tuple(self.span_lengths))
-        for f in ("vocab", "generated", "heads", "width", "mlp", "train", "val", "batch_size", "steps",
-                  "record_every", "probe"):
+        for f in (
+            "vocab",
+            "generated",
+            "heads",
+            "width",
+            "mlp",
+            "train",
+            "val",
+            "batch_size",
+            "steps",
+            "record_every",
+            "probe",
+        ):
             check_int(f, getattr(self, f), minimum=1)
         check_int("batch_size", self.batch_size, maximum=self.train)
         check_int("probe", self.probe, maximum=self.val)
@@ -90,31 +100,61 @@ class TrainingConfig:
         if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
             raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
         if self.momentum and self.optimizer != "sgd":
-            raise ValueError(f"momentum={self.momentum!r} with optimizer={self.optimizer!r}: expected 0 "
-                             "(momentum is sgd's; adamw has its own moments)")
+            raise ValueError(
+                f"momentum={self.momentum!r} with optimizer={self.optimizer!r}: expected 0 "
+                "(momentum is sgd's; adamw has its own moments)"
+            )
         if self.model == "transformer" and self.width % self.heads:
             raise ValueError(f"width={self.width}: must be a multiple of heads={self.heads}")
 
     def task(self) -> HighOrderMarkovTask:
         b = sum(self.span_lengths)
-        return HighOrderMarkovTask(T=b + self.generated - 1, d=self.vocab, span_lengths=self.span_lengths,
-                                   m=self.m, seed=self.teacher_seed)
+        return HighOrderMarkovTask(
+            T=b + self.generated - 1, d=self.vocab, span_lengths=self.span_lengths, m=self.m, seed=self.teacher_seed
+        )
 
     def network(self):
         task = self.task()
         if self.model == "transformer":
-            return TransformerConfig(T=task.T, width=self.width, layers=1, heads=self.heads, mlp=self.mlp,
-                                     norm="layernorm", norm_position="post", positions="learned", vocab=task.d,
-                                     d_out=task.d, activation="relu", mlp_bias=True, init="xavier")
-        return MultiHeadConfig(T=task.T, d_in=task.d, heads=self.heads, positions="onehot", decoder="identity",
-                               mask="causal", init="xavier", init_scale=1.0,
-                               score_scale=1.0 / np.sqrt(task.d + task.T))
+            return TransformerConfig(
+                T=task.T,
+                width=self.width,
+                layers=1,
+                heads=self.heads,
+                mlp=self.mlp,
+                norm="layernorm",
+                norm_position="post",
+                positions="learned",
+                vocab=task.d,
+                d_out=task.d,
+                activation="relu",
+                mlp_bias=True,
+                init="xavier",
+            )
+        return MultiHeadConfig(
+            T=task.T,
+            d_in=task.d,
+            heads=self.heads,
+            positions="onehot",
+            decoder="identity",
+            mask="causal",
+            init="xavier",
+            init_scale=1.0,
+            score_scale=1.0 / np.sqrt(task.d + task.T),
+        )
 
     def optimizer_transform(self) -> optax.GradientTransformation:
         """clip -> AdamW (decoupled weight decay) or SGD (heavy-ball momentum) -> optional plateau decay."""
         kind = {"momentum": self.momentum or None} if self.optimizer == "sgd" else {"weight_decay": self.weight_decay}
-        return OptimizerConfig(self.optimizer, self.lr, clip=self.clip, decay="plateau" if self.plateau else "constant",
-                               plateau_factor=self.factor, plateau_patience=self.patience + 1, **kind).build(self.steps)
+        return OptimizerConfig(
+            self.optimizer,
+            self.lr,
+            clip=self.clip,
+            decay="plateau" if self.plateau else "constant",
+            plateau_factor=self.factor,
+            plateau_patience=self.patience + 1,
+            **kind,
+        ).build(self.steps)
 
     def config(self) -> dict:
         return asdict(self)
@@ -148,6 +188,7 @@ def forward_fn(cfg: TrainingConfig, static):
         net = jax.tree.map(lambda a: a.astype(dt) if eqx.is_inexact_array(a) else a, eqx.combine(p, static))
         y, attn = jax.vmap(net)(tok)  # (B, T, V), (B, 1, H, T, T)
         return y[:, q0:], jnp.transpose(attn[:, 0, :, q0:, :], (0, 2, 1, 3))
+
     return forward
 
 
@@ -167,8 +208,12 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
     params, static = eqx.partition(net, eqx.is_inexact_array)
     forward = forward_fn(cfg, static)
     # teachers restricted to their k newest spans, on the probe's chain rows: (K, B, T_q, V) log-probabilities
-    teach = jnp.stack([jax.nn.log_softmax(task.teacher_logits(val.X[: cfg.probe], newest=k)[:, q0:], axis=-1)
-                       for k in range(1, task.K + 1)])
+    teach = jnp.stack(
+        [
+            jax.nn.log_softmax(task.teacher_logits(val.X[: cfg.probe], newest=k)[:, q0:], axis=-1)
+            for k in range(1, task.K + 1)
+        ]
+    )
     ent = float(-jnp.sum(jnp.exp(teach[-1]) * teach[-1], -1).mean())
 
     def xent(F, y):
@@ -187,7 +232,8 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
 
     plan = Plan.make(cfg.steps, cfg.record_every)
     state, recs, _ = jax.jit(lambda p, k: run_loop(p, loss_fn, cfg.optimizer_transform(), plan, record, k))(
-        params, k_run)
+        params, k_run
+    )
     out = {k: np.asarray(v, np.float64) for k, v in recs.items()}
     out["step"] = np.asarray(recs["step"], int)
     out["teacher_entropy"] = ent

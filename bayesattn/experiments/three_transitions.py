@@ -34,7 +34,7 @@ import numpy as np
 
 from ..bayes import theory as th
 from ..bayes.posterior import Prior
-from ..sweep import run_sweep, write_json_atomic, package_versions
+from ..sweep import package_versions, run_sweep, write_json_atomic
 from ..tasks import CopyTask
 from ..training import train_sweep
 from ._configs import config_dirs, load_toml
@@ -78,7 +78,7 @@ class ThreeTransitionsConfig:
     workers: int = 2  # points computed in parallel processes (bayesattn.sweep.run_sweep)
 
     @classmethod
-    def from_toml(cls, path) -> "ThreeTransitionsConfig":
+    def from_toml(cls, path) -> ThreeTransitionsConfig:
         data = load_toml(path, CONFIG_DIRS)[1]
         data.pop("name", None)
         unknown = set(data) - set(cls.__dataclass_fields__)
@@ -155,9 +155,19 @@ def theory_point(cfg, attention, T) -> dict:
 # ----------------------------------------------------------------------------------------------- Adam
 def _final(cfg, task, attention, Ps, objective, init, key, **kw):
     rpb = len(Ps) if task.T <= cfg.adam_vmap_T_max else 1
-    sw = train_sweep(task, cfg.prior(kw.pop("tau", 1.0)), attention, [int(p) for p in Ps], [cfg.seed], key,
-                     objective=objective, init=init, record_every=max(kw.get("steps", cfg.steps) // 10, 1),
-                     runs_per_batch=rpb, **{"steps": cfg.steps, **kw})
+    sw = train_sweep(
+        task,
+        cfg.prior(kw.pop("tau", 1.0)),
+        attention,
+        [int(p) for p in Ps],
+        [cfg.seed],
+        key,
+        objective=objective,
+        init=init,
+        record_every=max(kw.get("steps", cfg.steps) // 10, 1),
+        runs_per_batch=rpb,
+        **{"steps": cfg.steps, **kw},
+    )
     fo = sw.final_order_parameters
     return {k: fo[k][:, 0].tolist() for k in ("m", "q", "u")}, sw
 
@@ -197,21 +207,31 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
         q = np.asarray(fin["q"])
         A = np.stack([np.ones_like(Ps), -1.0 / Ps], 1)  # q = a - b / P
         (a, b), *_ = np.linalg.lstsq(A, q, rcond=None)
-        return {"P": float(b / a), "theory": Pc, "method": "fit of q = a - b/P above P_c, extrapolated to q = 0",
-                "rounds": [{"P": Ps.tolist(), **fin}],
-                "theory_q": np.interp(Ps, Pth, mc.stable["q"]).tolist()}
+        return {
+            "P": float(b / a),
+            "theory": Pc,
+            "method": "fit of q = a - b/P above P_c, extrapolated to q = 0",
+            "rounds": [{"P": Ps.tolist(), **fin}],
+            "theory_q": np.interp(Ps, Pth, mc.stable["q"]).tolist(),
+        }
     if tr["order"] == "crossover":
         P0 = tr["P_steepest"]
         if init == "hot":
             return {"P": None, "theory": P0, "note": "crossover: no hysteresis, hot init not run", "rounds": []}
         Ps = np.round(np.geomspace(0.5 * P0, 2.0 * P0, 2 * n + 1))
         fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
-        return {"P": _steepest(Ps, fin["m"]), "theory": P0, "method": "P of steepest dm/dP of the final m",
-                "rounds": [{"P": Ps.tolist(), **fin}]}
+        return {
+            "P": _steepest(Ps, fin["m"]),
+            "theory": P0,
+            "method": "P of steepest dm/dP of the final m",
+            "rounds": [{"P": Ps.tolist(), **fin}],
+        }
     lo_s, hi_s = tr["spinodals"]
     target = hi_s if init == "small" else lo_s
     # threshold: half-way between the branches at the binodal
-    ms = sorted(float(np.interp(tr["P_c"], b["P"], b["m"])) for b in mc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1])
+    ms = sorted(
+        float(np.interp(tr["P_c"], b["P"], b["m"])) for b in mc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1]
+    )
     thr = 0.5 * (ms[0] + ms[-1]) if len(ms) >= 2 else 2.0 / T
     # n P values in both rounds (repeats allowed), so that round 2 reuses round 1's compiled program
     Ps = np.round(np.linspace(0.8 * target, 1.2 * target, n))
@@ -225,8 +245,15 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
         if r == 0:
             Ps = np.round(np.linspace(br[0], br[1], n + 2)[1:-1])
     P = None if br is None else 0.5 * (br[0] + br[1])
-    return {"P": P, "bracket": br, "theory": target, "threshold": thr, "note": note, "rounds": rounds,
-            "method": "jump of the final m across a threshold half-way between the branches, two P-grid rounds"}
+    return {
+        "P": P,
+        "bracket": br,
+        "theory": target,
+        "threshold": thr,
+        "note": note,
+        "rounds": rounds,
+        "method": "jump of the final m across a threshold half-way between the branches, two P-grid rounds",
+    }
 
 
 # ----------------------------------------------------------------------------------------------- tau
@@ -265,15 +292,31 @@ def sgld_point(cfg, tau, init) -> dict:
     pc, warned = _tempered_curve(task, cfg.prior(tau), P)
     Pc = _summary(pc)["P_c"]
     if Pc is None or any("no minimum" in w for w in warned):
-        raise ValueError(f"sgld_taus: tau={tau} is not resolved by the tempered theory at T={cfg.tau_T} "
-                         f"(P up to tau_P_max={cfg.tau_P_max:g}), so there is no P grid to centre SGLD on: {warned}")
+        raise ValueError(
+            f"sgld_taus: tau={tau} is not resolved by the tempered theory at T={cfg.tau_T} "
+            f"(P up to tau_P_max={cfg.tau_P_max:g}), so there is no P grid to centre SGLD on: {warned}"
+        )
     Ps = np.unique(np.round(np.linspace(0.6 * Pc, 1.4 * Pc, cfg.grid_points)))
-    _, sw = _final(cfg, task, "softmax", Ps, "joint", init, jax.random.key(cfg.seed), optimizer="langevin",
-                   temperature=tau, steps=cfg.sgld_steps)
+    _, sw = _final(
+        cfg,
+        task,
+        "softmax",
+        Ps,
+        "joint",
+        init,
+        jax.random.key(cfg.seed),
+        optimizer="langevin",
+        temperature=tau,
+        steps=cfg.sgld_steps,
+    )
     m = sw.history["m"][:, 0]
-    mean = m[:, m.shape[1] // 2:].mean(1)
-    return {"P": Ps.tolist(), "m_mean": mean.tolist(), "theory_P_c": Pc,
-            "theory_mean_m": np.interp(Ps, P, pc.mean["m"]).tolist()}
+    mean = m[:, m.shape[1] // 2 :].mean(1)
+    return {
+        "P": Ps.tolist(),
+        "m_mean": mean.tolist(),
+        "theory_P_c": Pc,
+        "theory_mean_m": np.interp(Ps, P, pc.mean["m"]).tolist(),
+    }
 
 
 # ----------------------------------------------------------------------------------------------- driver
@@ -294,8 +337,9 @@ def _compute(point: dict) -> dict:
     if k == "adam":
         return adam_transition(cfg, point["attention"], point["T"], point["objective"], point["init"])
     if k == "mcmc":
-        return mcmc_transition(cfg, point["attention"], point["T"], _P_grid(cfg, point["T"], point["attention"]),
-                               _summary)
+        return mcmc_transition(
+            cfg, point["attention"], point["T"], _P_grid(cfg, point["T"], point["attention"]), _summary
+        )
     if k == "tau_theory":
         return tau_theory_point(cfg)
     if k == "sgld":
@@ -313,8 +357,11 @@ def point_config(cfg: ThreeTransitionsConfig, kind: str) -> dict:
     """The config fields a point of this kind depends on (its file name hashes them, so changing the SGLD-tau or
     MCMC settings does not invalidate the theory and Adam points, and the other way round)."""
     c = {k: v for k, v in asdict(cfg).items() if k not in _SPEED_ONLY}
-    drop = {"theory": _TAU_FIELDS + _MCMC_FIELDS + _ADAM_FIELDS, "adam": _TAU_FIELDS + _MCMC_FIELDS,
-            "mcmc": _TAU_FIELDS + _ADAM_FIELDS}.get(kind, ("T_values", "attentions", "theory_P_max") + _MCMC_FIELDS)
+    drop = {
+        "theory": _TAU_FIELDS + _MCMC_FIELDS + _ADAM_FIELDS,
+        "adam": _TAU_FIELDS + _MCMC_FIELDS,
+        "mcmc": _TAU_FIELDS + _ADAM_FIELDS,
+    }.get(kind, ("T_values", "attentions", "theory_P_max") + _MCMC_FIELDS)
     return {k: v for k, v in c.items() if k not in drop}
 
 
@@ -333,13 +380,20 @@ def run(cfg: ThreeTransitionsConfig, out_dir, *, progress: bool = True) -> dict:
     out_dir = Path(out_dir)
     t0, c0 = time.time(), time.process_time()
     pts = _order([{**p, "config": point_config(cfg, p["kind"])} for p in cfg.points()])
-    recs = run_sweep(pts, compute_point, out_dir / "points", progress=progress, desc="three transitions",
-                     workers=cfg.workers)
+    recs = run_sweep(
+        pts, compute_point, out_dir / "points", progress=progress, desc="three transitions", workers=cfg.workers
+    )
     summary = summarize(recs)
-    summary.update({"config": asdict(cfg), "wall_s": time.time() - t0, "cpu_s": time.process_time() - c0,
-                    "compute_s_of_points": sum(r.get("wall_time_s", 0.0) for r in recs),
-                    "cpu_s_of_points": sum(r["result"].get("cpu_s", 0.0) for r in recs),
-                    "versions": package_versions()})
+    summary.update(
+        {
+            "config": asdict(cfg),
+            "wall_s": time.time() - t0,
+            "cpu_s": time.process_time() - c0,
+            "compute_s_of_points": sum(r.get("wall_time_s", 0.0) for r in recs),
+            "cpu_s_of_points": sum(r["result"].get("cpu_s", 0.0) for r in recs),
+            "versions": package_versions(),
+        }
+    )
     write_json_atomic(out_dir / "summary.json", summary)
     return summary
 
@@ -354,12 +408,19 @@ def summarize(recs) -> dict:
                 row[f"theory_{k}"] = res[k]
         elif p["kind"] == "adam":
             row = rows.setdefault((p["attention"], p["T"]), {})
-            row[f"adam_{p['objective']}_{p['init']}"] = {"P": res["P"], "theory": res["theory"],
-                                                         "note": res.get("note")}
+            row[f"adam_{p['objective']}_{p['init']}"] = {
+                "P": res["P"],
+                "theory": res["theory"],
+                "note": res.get("note"),
+            }
         elif p["kind"] == "mcmc":
             row = rows.setdefault((p["attention"], p["T"]), {})
-            row["mcmc"] = {"P": res["P"], "bracket": res["bracket"], "theory": res["theory"],
-                           "per_start": {i: v["P"] for i, v in res["per_start"].items()}}
+            row["mcmc"] = {
+                "P": res["P"],
+                "bracket": res["bracket"],
+                "theory": res["theory"],
+                "per_start": {i: v["P"] for i, v in res["per_start"].items()},
+            }
     table = []
     for (a, T), row in sorted(rows.items()):
         e = {"attention": a, "T": T, **row}

@@ -22,7 +22,7 @@ bracket's width is the finite chains' hysteresis. The reported P is the midpoint
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -91,12 +91,19 @@ def crossing_search(measure: Callable, P0: float, level: float, *, span: float, 
         if est is not None and refine and br[1] - br[0] > refine + 1:
             add(init, np.round(np.linspace(br[0], br[1], refine + 2)[1:-1]))
             est, br = cross(init)
-        out[init] = {"P": est, "bracket": list(br) if est is not None else None,
-                     "note": None if est is not None else f"the crossing is {br} the P grid"}
+        out[init] = {
+            "P": est,
+            "bracket": list(br) if est is not None else None,
+            "note": None if est is not None else f"the crossing is {br} the P grid",
+        }
     found = [out[i]["P"] for i in INITS if out[i]["P"] is not None]
-    return {"P": float(np.mean(found)) if len(found) == len(INITS) else None,
-            "bracket": [min(found), max(found)] if found else None,
-            "per_start": out, "level": float(level), "runs": runs}
+    return {
+        "P": float(np.mean(found)) if len(found) == len(INITS) else None,
+        "bracket": [min(found), max(found)] if found else None,
+        "per_start": out,
+        "level": float(level),
+        "runs": runs,
+    }
 
 
 def mcmc_transition(cfg, attention: str, T: int, P_grid: np.ndarray, summary: Callable) -> dict:
@@ -112,7 +119,7 @@ def mcmc_transition(cfg, attention: str, T: int, P_grid: np.ndarray, summary: Ca
     level = float(np.interp(Pc, pc.P, pc.mean[name]))
     key = jax.random.fold_in(jax.random.key(cfg.seed), MCMC_STREAM)
     data_key, chain_key = jax.random.split(key)
-    Pmax = int(np.round(Pc * cfg.mcmc_span ** 2)) + 1  # the largest P one extension can reach
+    Pmax = int(np.round(Pc * cfg.mcmc_span**2)) + 1  # the largest P one extension can reach
     full = task.sample(data_key, Pmax)  # nested data sets: the run at P uses the first P sequences
     compile_s = []
 
@@ -123,23 +130,39 @@ def mcmc_transition(cfg, attention: str, T: int, P_grid: np.ndarray, summary: Ca
             post = Posterior(Dataset(full.X[:P], full.Y[:P], task), attention, prior)
             k = jax.random.fold_in(chain_key, 2 * P + INITS.index(init))
             t0 = time.time()
-            smp = sample(post, k, num_chains=cfg.mcmc_chains, num_warmup=cfg.mcmc_warmup,
-                         num_samples=cfg.mcmc_samples, init=init)
+            smp = sample(
+                post, k, num_chains=cfg.mcmc_chains, num_warmup=cfg.mcmc_warmup, num_samples=cfg.mcmc_samples, init=init
+            )
             x = np.asarray(smp.order_parameters[name], float)
             compile_s.append(float(smp.diagnostics["compile_time_s"]))
-            res.append({"mean": float(np.nanmean(x)), "chain_means": np.nanmean(x, axis=1).tolist(),
-                        "ess": float(smp.diagnostics[name]["ess_bulk"]),
-                        "num_divergent": int(smp.diagnostics.get("num_divergent", 0)),
-                        "acceptance_rate": float(smp.diagnostics["acceptance_rate"]),
-                        "key": smp.config["key"],
-                        "wall_s": time.time() - t0})
+            res.append(
+                {
+                    "mean": float(np.nanmean(x)),
+                    "chain_means": np.nanmean(x, axis=1).tolist(),
+                    "ess": float(smp.diagnostics[name]["ess_bulk"]),
+                    "num_divergent": int(smp.diagnostics.get("num_divergent", 0)),
+                    "acceptance_rate": float(smp.diagnostics["acceptance_rate"]),
+                    "key": smp.config["key"],
+                    "wall_s": time.time() - t0,
+                }
+            )
         return res
 
     out = crossing_search(measure, Pc, level, span=cfg.mcmc_span, grid=cfg.mcmc_grid, refine=cfg.mcmc_refine)
-    return {**out, "theory": Pc, "theory_order": s["order"], "theory_spinodals": s["spinodals"],
-            "observable": name, "method": "level crossing of the NUTS chain mean (cold and hot starts) at the "
-            "theory's posterior mean at its transition",
-            "sampler": {"method": "nuts", "num_chains": cfg.mcmc_chains, "num_warmup": cfg.mcmc_warmup,
-                        "num_samples": cfg.mcmc_samples},
-            "data_key": _key_data(data_key),
-            "compile_s": float(sum(compile_s))}
+    return {
+        **out,
+        "theory": Pc,
+        "theory_order": s["order"],
+        "theory_spinodals": s["spinodals"],
+        "observable": name,
+        "method": "level crossing of the NUTS chain mean (cold and hot starts) at the "
+        "theory's posterior mean at its transition",
+        "sampler": {
+            "method": "nuts",
+            "num_chains": cfg.mcmc_chains,
+            "num_warmup": cfg.mcmc_warmup,
+            "num_samples": cfg.mcmc_samples,
+        },
+        "data_key": _key_data(data_key),
+        "compile_s": float(sum(compile_s)),
+    }

@@ -68,15 +68,17 @@ class AttentionModel:
         check_choice("mask", self.mask, MASKS)
 
     @classmethod
-    def coerce(cls, attention, heads: int | None = None) -> "AttentionModel":
+    def coerce(cls, attention, heads: int | None = None) -> AttentionModel:
         """An AttentionModel from a kind string (with ``heads``, default 1) or a model (``heads`` must agree)."""
         if isinstance(attention, cls):
             if heads is not None and check_int("heads", heads, minimum=1) != attention.heads:
                 raise ValueError(f"heads={heads}: the attention model already has heads={attention.heads}")
             return attention
         if not isinstance(attention, str):
-            raise ValueError(f"attention={attention!r}: expected one of {', '.join(map(repr, ATTENTIONS))} "
-                             "or a bayesattn AttentionModel")
+            raise ValueError(
+                f"attention={attention!r}: expected one of {', '.join(map(repr, ATTENTIONS))} "
+                "or a bayesattn AttentionModel"
+            )
         return cls(attention, 1 if heads is None else heads)
 
     def key_mask(self, task_mask: np.ndarray) -> np.ndarray:
@@ -93,15 +95,16 @@ class AttentionModel:
         """alpha = a(L) per head: L: (..., *logit_shape) -> the same shape."""
         return attention_weights(L, self.kind, self.key_mask(task_mask))
 
-    def replace(self, **changes) -> "AttentionModel":
+    def replace(self, **changes) -> AttentionModel:
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def hot_logits(target_pattern: np.ndarray, key_mask: np.ndarray, attention: AttentionKind,
-               scale: float | None = None) -> np.ndarray:
+def hot_logits(
+    target_pattern: np.ndarray, key_mask: np.ndarray, attention: AttentionKind, scale: float | None = None
+) -> np.ndarray:
     """A strong copy pattern of logits L: (T, T), the one "hot" start of the samplers and of training.
 
     scale None: softmax puts 0.9 on the source in every query row, with c_t = log(9 (k_t - 1)) for the k_t keys

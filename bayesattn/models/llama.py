@@ -59,10 +59,20 @@ class LlamaConfig:
     def shapes(self) -> dict:
         """Expected shape of every weight (per-layer ones without the layer axis)."""
         D, F, hd = self.width, self.ffn, self.head_dim
-        return {"embed": (self.vocab, D), "norm": (D,), "output": (self.vocab, D),
-                "attn_norm": (D,), "wq": (self.heads * hd, D), "wk": (self.kv_heads * hd, D),
-                "wv": (self.kv_heads * hd, D), "wo": (D, self.heads * hd), "ffn_norm": (D,),
-                "w_gate": (F, D), "w_up": (F, D), "w_down": (D, F)}
+        return {
+            "embed": (self.vocab, D),
+            "norm": (D,),
+            "output": (self.vocab, D),
+            "attn_norm": (D,),
+            "wq": (self.heads * hd, D),
+            "wk": (self.kv_heads * hd, D),
+            "wv": (self.kv_heads * hd, D),
+            "wo": (D, self.heads * hd),
+            "ffn_norm": (D,),
+            "w_gate": (F, D),
+            "w_up": (F, D),
+            "w_down": (D, F),
+        }
 
 
 class Llama:
@@ -78,17 +88,21 @@ class Llama:
         for k in LAYER_KEYS:
             _check_shape(f"layers.{k}", weights["layers"][k], (config.layers, *shapes[k]))
         cast = lambda a: jnp.asarray(np.asarray(a, dtype=np.float32))  # noqa: E731
-        self.weights = {"embed": cast(weights["embed"]), "norm": cast(weights["norm"]),
-                        "output": None if weights.get("output") is None else cast(weights["output"]),
-                        "layers": {k: cast(weights["layers"][k]) for k in LAYER_KEYS}}
+        self.weights = {
+            "embed": cast(weights["embed"]),
+            "norm": cast(weights["norm"]),
+            "output": None if weights.get("output") is None else cast(weights["output"]),
+            "layers": {k: cast(weights["layers"][k]) for k in LAYER_KEYS},
+        }
 
     def _tokens(self, tokens) -> jax.Array:
         tok = np.asarray(tokens)
         if tok.ndim != 2 or not np.issubdtype(tok.dtype, np.integer):
             raise ValueError(f"tokens has shape {tok.shape} and dtype {tok.dtype}: expected (batch, T) integers")
         if tok.shape[1] > self.config.context:
-            raise ValueError(f"tokens of length T={tok.shape[1]}: longer than the model's context "
-                             f"{self.config.context}")
+            raise ValueError(
+                f"tokens of length T={tok.shape[1]}: longer than the model's context {self.config.context}"
+            )
         if tok.size and (tok.min() < 0 or tok.max() >= self.config.vocab):
             raise ValueError(f"tokens in {tok.min()}..{tok.max()}: expected ids in 0..{self.config.vocab - 1}")
         return jnp.asarray(tok, dtype=jnp.int32)

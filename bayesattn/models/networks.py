@@ -65,6 +65,7 @@ def compute_dtype(net: eqx.Module, x: jax.Array) -> eqx.Module:
 # configs and the registry
 # ----------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class NetworkConfig:
     """Base of the typed network configs: frozen, hashable (a static jit argument), JSON-able by ``config()``."""
@@ -74,7 +75,7 @@ class NetworkConfig:
     def config(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self)}
 
-    def replace(self, **changes) -> "NetworkConfig":
+    def replace(self, **changes) -> NetworkConfig:
         return dataclasses.replace(self, **changes)
 
     def build(self, key: jax.Array) -> eqx.Module:
@@ -97,8 +98,10 @@ def network_config(config: dict | NetworkConfig) -> NetworkConfig:
     if isinstance(config, NetworkConfig):
         return config
     if not isinstance(config, dict) or "name" not in config:
-        raise ValueError(f"network config={config!r}: expected a dict with a 'name' key "
-                         f"(one of {', '.join(map(repr, sorted(NETWORKS)))}) or a NetworkConfig")
+        raise ValueError(
+            f"network config={config!r}: expected a dict with a 'name' key "
+            f"(one of {', '.join(map(repr, sorted(NETWORKS)))}) or a NetworkConfig"
+        )
     fields = dict(config)
     name = fields.pop("name")
     if name not in NETWORKS:
@@ -131,6 +134,7 @@ def _optional_int(name, value, minimum=1):
 # the single attention layer (the model of the posterior)
 # ----------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SingleLayerConfig(NetworkConfig):
     """f_t = V [z^1_t, ..., z^H_t], z^h_t = sum_s a(L^h)_ts x_s: positional logits L ((T, T) for one head,
@@ -155,10 +159,11 @@ class SingleLayerConfig(NetworkConfig):
         object.__setattr__(self, "init_scale", float(check_positive("init_scale", self.init_scale)))
 
     @classmethod
-    def for_task(cls, task, attention: AttentionKind = "softmax", heads: int = 1, **kw) -> "SingleLayerConfig":
+    def for_task(cls, task, attention: AttentionKind = "softmax", heads: int = 1, **kw) -> SingleLayerConfig:
         """The single layer for ``task``'s shapes and key mask."""
-        return cls(T=task.T, d_in=task.d, d_out=task.d_out, attention=attention, heads=heads,
-                   mask=mask_for_task(task), **kw)
+        return cls(
+            T=task.T, d_in=task.d, d_out=task.d_out, attention=attention, heads=heads, mask=mask_for_task(task), **kw
+        )
 
 
 class SingleLayer(eqx.Module):
@@ -171,8 +176,9 @@ class SingleLayer(eqx.Module):
     V: jax.Array
     config: SingleLayerConfig = eqx.field(static=True)
 
-    def __init__(self, config: SingleLayerConfig, key: jax.Array, L: jax.Array | None = None,
-                 V: jax.Array | None = None):
+    def __init__(
+        self, config: SingleLayerConfig, key: jax.Array, L: jax.Array | None = None, V: jax.Array | None = None
+    ):
         c = config
         kL, kV = jax.random.split(key)
         shape = AttentionModel(c.attention, c.heads).logit_shape(c.T)
@@ -199,6 +205,7 @@ class SingleLayer(eqx.Module):
 # ----------------------------------------------------------------------------------------------------------
 # minimal multi-head attention: keys are the inputs
 # ----------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MultiHeadConfig(NetworkConfig):

@@ -77,8 +77,10 @@ def _embed_config(cfg):
     object.__setattr__(cfg, "mlp", _optional_int("mlp", cfg.mlp or None))
     check_choice("norm", cfg.norm, NORMS)
     if cfg.tied and d_out != (cfg.vocab or cfg.d_in):
-        raise ValueError(f"tied=True: the output map is the input embedding transposed, so d_out={d_out} must "
-                         f"equal {'vocab' if cfg.vocab else 'd_in'}={cfg.vocab or cfg.d_in}")
+        raise ValueError(
+            f"tied=True: the output map is the input embedding transposed, so d_out={d_out} must "
+            f"equal {'vocab' if cfg.vocab else 'd_in'}={cfg.vocab or cfg.d_in}"
+        )
 
 
 class _Embedding(eqx.Module):
@@ -93,8 +95,9 @@ class _Embedding(eqx.Module):
         self.tokens = cfg.vocab is not None
         xavier = getattr(cfg, "init", "normal") == "xavier"  # the transformer's init="xavier": orthonormal maps
         if self.tokens:
-            self.W_E = (_dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier
-                        else jax.random.normal(k1, (cfg.vocab, d_embed)))
+            self.W_E = (
+                _dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier else jax.random.normal(k1, (cfg.vocab, d_embed))
+            )
         else:
             self.W_E = _dense(k1, d_embed, cfg.d_in, "orthogonal" if xavier else "normal")
         self.W_U = None if cfg.tied else _dense(k2, cfg.d_out, cfg.width, "orthogonal" if xavier else "normal")
@@ -113,6 +116,7 @@ class _Embedding(eqx.Module):
 # ----------------------------------------------------------------------------------------------------------
 # the decoder-only transformer
 # ----------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TransformerConfig(NetworkConfig):
@@ -166,8 +170,10 @@ class TransformerConfig(NetworkConfig):
         check_choice("positions", self.positions, POSITIONS)
         check_choice("attention", self.attention, ATTENTIONS)
         if self.positions == "onehot" and self.width <= self.T:
-            raise ValueError(f"width={self.width}: onehot positions take T={self.T} coordinates of the residual "
-                             f"stream, so width must exceed T")
+            raise ValueError(
+                f"width={self.width}: onehot positions take T={self.T} coordinates of the residual "
+                f"stream, so width must exceed T"
+            )
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim}: rope positions need an even head dimension")
 
@@ -240,8 +246,11 @@ class Transformer(eqx.Module):
         self.embedding = _Embedding(c, c.d_embed, ke)
         self.pos = None
         if c.positions == "learned":
-            self.pos = (_dense(kp, c.T, c.width, "xavier") if c.init == "xavier"
-                        else 0.02 * jax.random.normal(kp, (c.T, c.width)))
+            self.pos = (
+                _dense(kp, c.T, c.width, "xavier")
+                if c.init == "xavier"
+                else 0.02 * jax.random.normal(kp, (c.T, c.width))
+            )
         self.blocks = [Block(c, k) for k in jax.random.split(kb, c.layers)]
         self.final_norm = Norm(c.norm if c.norm_position == "pre" else "none", c.width)
         self.config = c
@@ -269,6 +278,7 @@ class Transformer(eqx.Module):
 # ----------------------------------------------------------------------------------------------------------
 # the causal MLP-Mixer
 # ----------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MixerConfig(NetworkConfig):

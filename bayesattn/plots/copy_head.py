@@ -56,8 +56,10 @@ def load_run(out_dir: str | Path) -> dict:
             latest[(r["point"].get("attention"), r["point"].get("P"))] = r
         for r in latest.values():
             if "task" not in r["point"] or (method != "theory" and "inits" not in r["result"]):
-                raise ValueError(f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
-                                 "points and recorded data); rerun the phase diagram into a new folder")
+                raise ValueError(
+                    f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
+                    "points and recorded data); rerun the phase diagram into a new folder"
+                )
             runs.setdefault(method, {}).setdefault(r["point"]["attention"], []).append(r)
     for by_att in runs.values():
         for recs in by_att.values():
@@ -72,8 +74,10 @@ def _inits(rec: dict) -> dict:
 
 def _title_params(rec: dict) -> str:
     t, p = rec["point"]["task"], rec["point"]["prior"]
-    return (f"T={t['T']}, d={t['d']}, {t['tokens']} tokens, {t['boundary']}; "
-            f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}")
+    return (
+        f"T={t['T']}, d={t['d']}, {t['tokens']} tokens, {t['boundary']}; "
+        f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}"
+    )
 
 
 def _save(fig, out: Path, name: str, dpi: int = 130) -> list[Path]:
@@ -111,8 +115,14 @@ def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
         kind = "binodal" if tr.get("order") == "first" else "critical point"
         ax.axvline(Pc, color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
         note = "\n(spinodals within\none grid step)" if tr.get("spinodals") and not spin else ""
-        ax.annotate(f" P_c = {Pc:.0f}{note}", (Pc, 0.97), xycoords=("data", "axes fraction"), va="top",
-                    fontsize=7, color="tab:orange")
+        ax.annotate(
+            f" P_c = {Pc:.0f}{note}",
+            (Pc, 0.97),
+            xycoords=("data", "axes fraction"),
+            va="top",
+            fontsize=7,
+            color="tab:orange",
+        )
 
 
 def _log_P_axis(ax, P_lo: float, P_hi: float) -> None:
@@ -140,9 +150,13 @@ def _panels(runs: dict, method: str, height: float, need: str | None = None):
 
 
 # Fig 1 series: (method, init) -> marker, colour, x offset factor (keeps the four series side by side)
-SERIES = {("mcmc", "cold"): ("o", "tab:blue", 0.97), ("mcmc", "hot"): ("o", "tab:red", 0.99),
-          ("mcmc", "prior"): ("o", "tab:purple", 0.98),
-          ("adam", "small"): ("s", "tab:green", 1.01), ("adam", "hot"): ("D", "tab:brown", 1.03)}
+SERIES = {
+    ("mcmc", "cold"): ("o", "tab:blue", 0.97),
+    ("mcmc", "hot"): ("o", "tab:red", 0.99),
+    ("mcmc", "prior"): ("o", "tab:purple", 0.98),
+    ("adam", "small"): ("s", "tab:green", 1.01),
+    ("adam", "hot"): ("D", "tab:brown", 1.03),
+}
 
 
 def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
@@ -171,13 +185,31 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
                 if method == "mcmc":
                     mean = np.array([_num(_inits(r)[init][x]["mean"]) for r in rec_list])
                     err = np.array([_num(_inits(r)[init][x]["std"]) for r in rec_list])
-                    ax.errorbar(P * shift, mean, yerr=err, fmt=marker, ms=4, capsize=2, color=color, zorder=3,
-                                label=f"MCMC, {init} start (mean ± 1 sd)")
+                    ax.errorbar(
+                        P * shift,
+                        mean,
+                        yerr=err,
+                        fmt=marker,
+                        ms=4,
+                        capsize=2,
+                        color=color,
+                        zorder=3,
+                        label=f"MCMC, {init} start (mean ± 1 sd)",
+                    )
                 else:
                     vals = [_arr(_inits(r)[init]["final_order_parameters"][x]).ravel() for r in rec_list]
-                    ax.errorbar(P * shift, [np.nanmean(v) for v in vals], yerr=[np.nanstd(v) for v in vals],
-                                fmt=marker, mfc="none", ms=5, capsize=2, color=color, zorder=4,
-                                label=f"Adam, {init} init (mean ± sd over runs)")
+                    ax.errorbar(
+                        P * shift,
+                        [np.nanmean(v) for v in vals],
+                        yerr=[np.nanstd(v) for v in vals],
+                        fmt=marker,
+                        mfc="none",
+                        ms=5,
+                        capsize=2,
+                        color=color,
+                        zorder=4,
+                        label=f"Adam, {init} init (mean ± sd over runs)",
+                    )
         _log_P_axis(ax, min(P_all), max(P_all))
         ax.set_xlabel("training sequences P")
         ax.set_ylabel(X_LABEL[x])
@@ -189,7 +221,9 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     if any_rec:
-        fig.suptitle("Copy-head order parameter vs number of training sequences\n" + _title_params(any_rec), fontsize=10)
+        fig.suptitle(
+            "Copy-head order parameter vs number of training sequences\n" + _title_params(any_rec), fontsize=10
+        )
     return _save(fig, out, "fig1_order_parameter_vs_P")
 
 
@@ -212,7 +246,7 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
         res = th[att][0]["result"]
         lands = res["landscapes"]
         curves = []
-        for k, (land, ls) in enumerate(zip(lands, ("-", "--", ":"))):
+        for land, ls in zip(lands, ("-", "--", ":")):
             lab = _landscape_label(_num(land["P"]), res["curve"])
             curves.append((_arr(land["x"]), _arr(land["S"]), ls, lab))
             ax.plot(curves[-1][0], curves[-1][1], ls, lw=1.5, label=lab)
@@ -238,7 +272,7 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
             if low.size > 2:
                 ins = ax.inset_axes([0.71, 0.45, 0.27, 0.42])
                 ins.plot(xb, Sb, "--", color=ax.lines[1].get_color(), lw=1.5)
-                top = max(0.05, float(np.nanmax(Sb[low[0]:low[-1] + 1])))
+                top = max(0.05, float(np.nanmax(Sb[low[0] : low[-1] + 1])))
                 ins.set_xlim(xb[low[0]], xb[low[-1]])
                 ins.set_ylim(-0.1 * top, 1.4 * top)
                 ins.set_title(f"zoom: binodal P = {_num(tr['P_c']):.0f}", fontsize=7)
@@ -257,27 +291,62 @@ def _plane_heat_map(fig, ax, pl: dict, att: str) -> None:
     name = "m" if att == "softmax" else "u"
     # cell edges: geometric midpoints in P (log axis), midpoints in the varied parameter
     Pe = np.concatenate([[P[0] ** 1.5 / P[1] ** 0.5], np.sqrt(P[1:] * P[:-1]), [P[-1] ** 1.5 / P[-2] ** 0.5]])
-    ve = np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]]) \
-        if len(v) > 1 else np.array([v[0] * 0.9, v[0] * 1.1])
+    ve = (
+        np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]])
+        if len(v) > 1
+        else np.array([v[0] * 0.9, v[0] * 1.1])
+    )
     top = float(np.nanmax(mean)) if np.any(np.isfinite(mean)) else 1.0
-    mesh = ax.pcolormesh(Pe, ve, np.ma.masked_invalid(mean), cmap="Greys", vmin=0.0, vmax=max(top, 1e-3),
-                         shading="flat", alpha=0.7, rasterized=True)
+    mesh = ax.pcolormesh(
+        Pe,
+        ve,
+        np.ma.masked_invalid(mean),
+        cmap="Greys",
+        vmin=0.0,
+        vmax=max(top, 1e-3),
+        shading="flat",
+        alpha=0.7,
+        rasterized=True,
+    )
     fig.colorbar(mesh, ax=ax, label=f"posterior mean {name} (theory)", shrink=0.85, pad=0.02)
     Pc = _arr(pl["P_c"])
     ok = np.isfinite(Pc)
     if np.any(ok):
         k = int(np.flatnonzero(ok)[len(np.flatnonzero(ok)) // 2])
         y = v[k]
-        ax.text(max(P[0] * 1.15, Pc[k] / 4.0), y, "uniform", fontsize=8, va="center", ha="left", color="k",
-                bbox=dict(fc="white", ec="none", alpha=0.7, pad=1))
-        ax.text(min(P[-1] / 1.15, Pc[k] * 2.5), y, "copy", fontsize=8, va="center", ha="right", color="k",
-                bbox=dict(fc="white", ec="none", alpha=0.7, pad=1))
+        ax.text(
+            max(P[0] * 1.15, Pc[k] / 4.0),
+            y,
+            "uniform",
+            fontsize=8,
+            va="center",
+            ha="left",
+            color="k",
+            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
+        )
+        ax.text(
+            min(P[-1] / 1.15, Pc[k] * 2.5),
+            y,
+            "copy",
+            fontsize=8,
+            va="center",
+            ha="right",
+            color="k",
+            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
+        )
     lo, hi = _arr(pl.get("spinodal_low", [])), _arr(pl.get("spinodal_high", []))
     wide = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi > 1.3 * lo)) if lo.size and hi.size else []
     if len(wide):
         k = int(wide[-1])
-        ax.annotate("coexistence", xy=(np.sqrt(lo[k] * hi[k]), v[k]), xytext=(np.sqrt(lo[k] * hi[k]), v[k]),
-                    fontsize=7, ha="center", va="bottom", color="tab:purple")
+        ax.annotate(
+            "coexistence",
+            xy=(np.sqrt(lo[k] * hi[k]), v[k]),
+            xytext=(np.sqrt(lo[k] * hi[k]), v[k]),
+            fontsize=7,
+            ha="center",
+            va="bottom",
+            color="tab:purple",
+        )
 
 
 def fig_planes(runs: dict, out: Path) -> list[Path]:
@@ -291,15 +360,21 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
         heat = pl.get("mean") is not None and pl.get("P") is not None
         if heat:
             _plane_heat_map(fig, ax, pl, att)
-        ax.plot(_arr(pl["P_c"]), v, "o-", color="tab:orange",
-                label="first-order line (binodal)" if att == "softmax" else "critical line")
+        ax.plot(
+            _arr(pl["P_c"]),
+            v,
+            "o-",
+            color="tab:orange",
+            label="first-order line (binodal)" if att == "softmax" else "critical line",
+        )
         if np.any(np.isfinite(_arr(pl.get("spinodal_low")))):
             ax.plot(_arr(pl["spinodal_low"]), v, "v--", color="tab:blue", label="lower spinodal")
             ax.plot(_arr(pl["spinodal_high"]), v, "^--", color="tab:red", label="upper spinodal")
         if pl.get("crossover") is not None and np.any(np.isfinite(_arr(pl["crossover"]))):
             ax.plot(_arr(pl["crossover"]), v, "s:", color="tab:green", label="crossover")
-        P_pl = np.concatenate([_arr(pl[k]) for k in ("P_c", "spinodal_low", "spinodal_high", "crossover")
-                               if pl.get(k) is not None])
+        P_pl = np.concatenate(
+            [_arr(pl[k]) for k in ("P_c", "spinodal_low", "spinodal_high", "crossover") if pl.get(k) is not None]
+        )
         P_pl = P_pl[np.isfinite(P_pl)]
         if heat:  # the heat map spans the whole P grid
             P_pl = _arr(pl["P"])
@@ -345,17 +420,19 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
         lim = max(float(np.nanmax(np.abs(A))) for *_, A in mats) or 1.0
         im = None
         for ax, (rec, init, A) in zip(row, mats):
-            im = ax.imshow(A, cmap="viridis" if att == "softmax" else "RdBu_r",
-                           vmin=0 if att == "softmax" else -lim, vmax=lim)
+            im = ax.imshow(
+                A, cmap="viridis" if att == "softmax" else "RdBu_r", vmin=0 if att == "softmax" else -lim, vmax=lim
+            )
             side = "below" if curve and rec["point"]["P"] < _num(curve["transition"].get("P_c")) else "above"
             ax.set_title(f"{att}, P = {rec['point']['P']} ({side} P_c; {init} start)", fontsize=9)
             ax.set_xlabel("key position s")
             ax.set_ylabel("query position t")
-        for ax in row[len(mats):]:
+        for ax in row[len(mats) :]:
             ax.set_axis_off()
         fig.colorbar(im, ax=list(row), fraction=0.046, label="E[α_ts]" if att == "softmax" else "E[sign(m) α_ts]")
-    fig.suptitle("Posterior-mean attention matrix below and above the transition\n" + _title_params(mc[atts[0]][0]),
-                 fontsize=10)
+    fig.suptitle(
+        "Posterior-mean attention matrix below and above the transition\n" + _title_params(mc[atts[0]][0]), fontsize=10
+    )
     return _save(fig, out, "fig4_posterior_mean_attention")
 
 
@@ -391,8 +468,15 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
             draws = draws[np.isfinite(draws)]
             if draws.size:
                 hi = max(hi, 1.1 * float(draws.max()))
-                ax.hist(draws, bins=40, range=(0, hi), density=True, alpha=0.5, color=COLORS.get(init),
-                        label=f"MCMC, {init} start (R-hat {_num(res[x].get('r_hat')):.2f})")
+                ax.hist(
+                    draws,
+                    bins=40,
+                    range=(0, hi),
+                    density=True,
+                    alpha=0.5,
+                    color=COLORS.get(init),
+                    label=f"MCMC, {init} start (R-hat {_num(res[x].get('r_hat')):.2f})",
+                )
         land = [g for g in th.get("grid_landscapes", []) if abs(_num(g["P"]) - P[i]) < 1e-6 * P[i]]
         if land:
             xs, dens = _theory_density(land[0], x)
@@ -436,8 +520,9 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
                 p = float(rec["point"]["P"])
                 if lc.get("joint_mode") is not None and Pl[0] <= p <= Pl[-1]:
                     axes[0, j].axhline(np.interp(p, Pl, _arr(lc["joint_mode"])), color=cmap(norm(p)), ls=":", lw=1)
-            axes[0, j].axhline(float(np.median(_arr(lc["plateau"]))), color="0.4", ls="--", lw=1,
-                               label="theory: plateau")
+            axes[0, j].axhline(
+                float(np.median(_arr(lc["plateau"]))), color="0.4", ls="--", lw=1, label="theory: plateau"
+            )
             axes[0, j].plot([], [], ":", color="0.4", label="theory: final level (joint mode), per P")
             axes[0, j].legend(fontsize=7, loc="lower left")
         init = "small" if "small" in _inits(ad[att][0]) else next(iter(_inits(ad[att][0])))
@@ -454,7 +539,9 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     cb.set_ticks(Ps)
     cb.set_ticklabels([f"{p:.0f}" for p in Ps])
     cb.minorticks_off()
-    fig.suptitle("Training dynamics: abrupt for softmax, gradual for linear\n" + _title_params(ad[atts[0]][0]), fontsize=10)
+    fig.suptitle(
+        "Training dynamics: abrupt for softmax, gradual for linear\n" + _title_params(ad[atts[0]][0]), fontsize=10
+    )
     return _save(fig, out, "fig6_training_curves", dpi=110)  # many dense curves: keeps the PNG under 200 KB
 
 
@@ -472,8 +559,9 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
         for k, (T, curve) in enumerate(sorted(curves.items(), key=lambda kv: int(kv[0]))):
             # P in units of the linear critical point sigma2 T / d (docs/model.md section 4)
             scale = c["prior"]["sigma2"] * int(T) / c["task"]["d"]
-            ax.plot(_arr(curve["P"]) / scale, _arr(curve["mean"][x]), color=cmap(k / max(1, len(curves))),
-                    label=f"T = {T}")
+            ax.plot(
+                _arr(curve["P"]) / scale, _arr(curve["mean"][x]), color=cmap(k / max(1, len(curves))), label=f"T = {T}"
+            )
         ax.set_xscale("log")
         ax.set_xlabel("P / (σ² T / d)")
         ax.set_ylabel(f"posterior mean of {X_LABEL[x]}")
@@ -484,8 +572,15 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
     return _save(fig, out, "fig7_finite_size_scaling")
 
 
-FIGURES = (fig_order_parameter, fig_landscapes, fig_planes, fig_attention_matrices, fig_histograms,
-           fig_training_curves, fig_finite_size)
+FIGURES = (
+    fig_order_parameter,
+    fig_landscapes,
+    fig_planes,
+    fig_attention_matrices,
+    fig_histograms,
+    fig_training_curves,
+    fig_finite_size,
+)
 
 
 def draw_all(out_dir: str | Path) -> list[Path]:

@@ -115,8 +115,11 @@ def sandbox_figures(rec, out_png: Path, out_gif: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(pick), figsize=(3 * len(pick), 3.2))
     for ax, i in zip(np.atleast_1d(axes), pick):
         _sandbox_axes(ax, sb, i)
-    fig.suptitle(f"{rec['point']['label']}, seed {rec['result']['sandbox_seed']}: token embeddings (arrows), "
-                 "pooled z (x) and MLP output (o), colour = class", fontsize=9)
+    fig.suptitle(
+        f"{rec['point']['label']}, seed {rec['result']['sandbox_seed']}: token embeddings (arrows), "
+        "pooled z (x) and MLP output (o), colour = class",
+        fontsize=9,
+    )
     save(fig, out_png, dpi=70)
     from matplotlib.animation import FuncAnimation, PillowWriter
 
@@ -186,7 +189,11 @@ def pca_figure(recs, out: Path) -> Path:
             ax.plot(co[:, v, 0], co[:, v, 1], lw=0.8, label=f"token {v} (pi={r['result']['pi'][v]:.2f})")
             ax.plot(co[-1, v, 0], co[-1, v, 1], "o", ms=4, color=ax.lines[-1].get_color())
         ev = ok[0]["pca"]["explained"]
-        ax.set(title=r["point"]["label"].replace(", pi=", "\npi="), xlabel=f"PC1 ({ev[0]:.0%})", ylabel=f"PC2 ({ev[1]:.0%})")
+        ax.set(
+            title=r["point"]["label"].replace(", pi=", "\npi="),
+            xlabel=f"PC1 ({ev[0]:.0%})",
+            ylabel=f"PC2 ({ev[1]:.0%})",
+        )
         ax.legend(fontsize=6)
     return save(fig, out, dpi=75)
 
@@ -208,13 +215,24 @@ def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
         col = f"C{k}"
         pts = sorted((e for e in eq if e["point"].get("T", 8) == T), key=lambda e: e["point"]["P"])
         P = [e["point"]["P"] for e in pts]
-        b.errorbar(P, [e["result"]["entropy"]["mean"] for e in pts], yerr=[e["result"]["entropy"]["se"] for e in pts],
-                   fmt="o", color=col, ms=4, label=f"T={T}: NUTS posterior mean")
+        b.errorbar(
+            P,
+            [e["result"]["entropy"]["mean"] for e in pts],
+            yerr=[e["result"]["entropy"]["se"] for e in pts],
+            fmt="o",
+            color=col,
+            ms=4,
+            label=f"T={T}: NUTS posterior mean",
+        )
         if T in th:
             b.plot(th[T]["P"], th[T]["posterior"], "-", color=col, lw=1, label=f"T={T}: theory (order parameters)")
         b.axhline(pts[0]["result"]["uniform_entropy"], color=col, ls=":", lw=0.8)
-    b.set(xscale="log", xlabel="P (training sequences)", ylabel="posterior-mean attention entropy (nats)",
-          title="equilibrium: copy-task posterior (dotted: log T)")
+    b.set(
+        xscale="log",
+        xlabel="P (training sequences)",
+        ylabel="posterior-mean attention entropy (nats)",
+        title="equilibrium: copy-task posterior (dotted: log T)",
+    )
     b.legend(fontsize=7)
     return save(fig, out, dpi=75)
 
@@ -235,13 +253,23 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
     cols = []
     if Vs:
         V0 = max(set(Vs), key=Vs.count)
-        cols.append((f"pi varied at V = {V0}", "largest stationary probability pi_0",
-                     [(r["point"]["config"]["pi"][0], r) for r, v in zip(gd, Vs) if v == V0]))
+        cols.append(
+            (
+                f"pi varied at V = {V0}",
+                "largest stationary probability pi_0",
+                [(r["point"]["config"]["pi"][0], r) for r, v in zip(gd, Vs) if v == V0],
+            )
+        )
     known = [x for x in ratios if x is not None]
     if known:
         r0 = max(set(known), key=known.count)
-        cols.append((f"V varied at pi_i ~ {r0:g}^i", "vocabulary size V",
-                     [(v, r) for r, v, x in zip(gd, Vs, ratios) if x == r0]))
+        cols.append(
+            (
+                f"V varied at pi_i ~ {r0:g}^i",
+                "vocabulary size V",
+                [(v, r) for r, v, x in zip(gd, Vs, ratios) if x == r0],
+            )
+        )
     cols = [c for c in cols if len({x for x, _ in c[2]}) >= 2]
     if not cols:
         return None
@@ -258,8 +286,10 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
             c = [run["cycles"] for run in runs]
             jit = np.linspace(-span, span, len(c)) if len(c) > 1 else np.zeros(len(c))
             axes[0, j].scatter(x + jit, c, s=10, color="0.4")
-            ff = [next((p["start"] for p in run["stage_steps"]["phases"] if p["stage"] == "focus"), np.nan)
-                  for run in runs]
+            ff = [
+                next((p["start"] for p in run["stage_steps"]["phases"] if p["stage"] == "focus"), np.nan)
+                for run in runs
+            ]
             axes[1, j].scatter(x + jit, ff, s=10, color="0.4")
             for k, key in enumerate(("condensation", "focus", "dilution")):
                 v = [stage_durations(run["stage_steps"])[key] for run in runs]
@@ -296,14 +326,23 @@ def draw_all(run_dir) -> list[Path]:
     if not recs:
         return []
     # one panel per setting, in a stable order (clustering: p; focus-dilution: V, then GD before Adam)
-    recs.sort(key=lambda r: (r["point"]["config"].get("p", 0), len(r["point"]["config"].get("pi", [])),
-                             r["point"]["config"].get("optimizer", ""), r["point"]["seeds"][0]))
+    recs.sort(
+        key=lambda r: (
+            r["point"]["config"].get("p", 0),
+            len(r["point"]["config"].get("pi", [])),
+            r["point"]["config"].get("optimizer", ""),
+            r["point"]["seeds"][0],
+        )
+    )
     if recs[0]["point"]["experiment"] == "clustering_head":
         paths = [spikes_figure(recs, figs / "spikes.png"), heads_figure(recs, figs / "clustering_heads.png")]
         paths += sandbox_figures(recs[0], figs / "sandbox_frames.png", figs / "sandbox.gif")
         return paths
-    paths = [cycles_figure(recs, figs / "cycles.png"), pca_figure(recs, figs / "pca_paths.png"),
-             cycle_counts_figure(recs, figs / "cycle_counts.png")]
+    paths = [
+        cycles_figure(recs, figs / "cycles.png"),
+        pca_figure(recs, figs / "pca_paths.png"),
+        cycle_counts_figure(recs, figs / "cycle_counts.png"),
+    ]
     pv = pi_vocab_figure(recs, figs / "pi_vocab.png")
     eq = _runs(run_dir, "equilibrium")
     p = equilibrium_figure(recs, eq, figs / "equilibrium.png", _runs(run_dir, "theory"))

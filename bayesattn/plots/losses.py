@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .copy_head import SERIES, _arr, _inits, _log_P_axis, _num, _panels, _save, _title_params, plt
+from .copy_head import SERIES, _arr, _inits, _log_P_axis, _num, _panels, _save, _title_params
 
 
 def fig_losses(runs: dict, out: Path) -> list[Path]:
@@ -22,10 +22,22 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
         P = _arr(lc["P"])
         ax.plot(P, _arr(lc["posterior"]), "k-", lw=1.6, label="theory: posterior (MCMC's target)")
         if lc.get("joint_mode") is not None:
-            ax.plot(P, _arr(lc["joint_mode"]), "-", color="tab:green", lw=1.2,
-                    label="theory: joint mode (Adam's target, stable branch)")
-        ax.plot(P, _arr(lc["plateau"]), ":", color="0.5", lw=1.2,
-                label="plateau: uniform attention" if att == "softmax" else "plateau: L = 0")
+            ax.plot(
+                P,
+                _arr(lc["joint_mode"]),
+                "-",
+                color="tab:green",
+                lw=1.2,
+                label="theory: joint mode (Adam's target, stable branch)",
+            )
+        ax.plot(
+            P,
+            _arr(lc["plateau"]),
+            ":",
+            color="0.5",
+            lw=1.2,
+            label="plateau: uniform attention" if att == "softmax" else "plateau: L = 0",
+        )
         P_all = P.tolist()
         for method in ("mcmc", "adam"):
             for rec_list in [runs.get(method, {}).get(att)]:
@@ -40,14 +52,29 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
                         ok = [i for i, t in enumerate(te) if t]
                         if not ok:
                             continue
-                        ax.errorbar(Pm[ok] * shift, [_num(te[i]["mean"]) for i in ok],
-                                    yerr=[_num(te[i]["sem"]) for i in ok], fmt=marker, ms=4, capsize=2, color=color,
-                                    label=f"MCMC, {init} start (held-out error, mean ± sem)")
+                        ax.errorbar(
+                            Pm[ok] * shift,
+                            [_num(te[i]["mean"]) for i in ok],
+                            yerr=[_num(te[i]["sem"]) for i in ok],
+                            fmt=marker,
+                            ms=4,
+                            capsize=2,
+                            color=color,
+                            label=f"MCMC, {init} start (held-out error, mean ± sem)",
+                        )
                     else:
                         fin = [_arr(_inits(r)[init]["history"].get("test_loss", [[np.nan]]))[:, -1] for r in rec_list]
-                        ax.errorbar(Pm * shift, [np.nanmean(v) for v in fin], yerr=[np.nanstd(v) for v in fin],
-                                    fmt=marker, mfc="none", ms=5, capsize=2, color=color,
-                                    label=f"Adam, {init} init (held-out loss, mean ± sd)")
+                        ax.errorbar(
+                            Pm * shift,
+                            [np.nanmean(v) for v in fin],
+                            yerr=[np.nanstd(v) for v in fin],
+                            fmt=marker,
+                            mfc="none",
+                            ms=5,
+                            capsize=2,
+                            color=color,
+                            label=f"Adam, {init} init (held-out loss, mean ± sd)",
+                        )
         _log_P_axis(ax, min(P_all), max(P_all))
         ax.set_yscale("log")
         ax.set_xlabel("training sequences P")
@@ -55,6 +82,7 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
         ax.set_title(f"{att} attention")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle("Test error vs number of training sequences\n" + _title_params(runs["theory"][atts[0]][0]),
-                 fontsize=10)
+    fig.suptitle(
+        "Test error vs number of training sequences\n" + _title_params(runs["theory"][atts[0]][0]), fontsize=10
+    )
     return _save(fig, out, "fig8_test_error_vs_P")

@@ -65,8 +65,9 @@ def trajectory_figure(out_dir, path=None) -> Path:
     (induction); (c) each head's PR; (d) the BOS-head fraction per layer."""
     out = Path(out_dir)
     s = json.loads((out / "summary.json").read_text())
-    pts = sorted((json.loads(f.read_text())["result"] for f in (out / "points").glob("step_*.json")),
-                 key=lambda p: p["step"])
+    pts = sorted(
+        (json.loads(f.read_text())["result"] for f in (out / "points").glob("step_*.json")), key=lambda p: p["step"]
+    )
     steps = np.array([p["step"] for p in pts])
     x = np.maximum(steps, 0.5)
     sel = {c: np.array([p["repeated_pair"]["selectivity"][c] for p in pts]) for c in CLASSES}
@@ -81,13 +82,30 @@ def trajectory_figure(out_dir, path=None) -> Path:
     ax[0].legend(fontsize=7)
     cols = plt.cm.tab10(np.arange(H))
     for hd in range(H):
-        ax[1].plot(x, np.maximum(sel["previous_token"][:, 0, hd], 1e-2), "-", color=cols[hd], lw=1,
-                   label=f"L0H{hd} prev" if hd == 0 else None)
-        ax[1].plot(x, np.maximum(sel["induction"][:, L - 1, hd], 1e-2), "--", color=cols[hd], lw=1.5,
-                   label=f"L{L - 1}H{hd} induction" if hd == 0 else None)
+        ax[1].plot(
+            x,
+            np.maximum(sel["previous_token"][:, 0, hd], 1e-2),
+            "-",
+            color=cols[hd],
+            lw=1,
+            label=f"L0H{hd} prev" if hd == 0 else None,
+        )
+        ax[1].plot(
+            x,
+            np.maximum(sel["induction"][:, L - 1, hd], 1e-2),
+            "--",
+            color=cols[hd],
+            lw=1.5,
+            label=f"L{L - 1}H{hd} induction" if hd == 0 else None,
+        )
     ax[1].axhline(THRESHOLD, color="k", lw=0.6, ls=":")
-    ax[1].set(xscale="log", yscale="log", xlabel="step", ylabel="selectivity",
-              title=f"(b) prev-token (L0, solid), induction (L{L - 1}, dashed)")
+    ax[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="step",
+        ylabel="selectivity",
+        title=f"(b) prev-token (L0, solid), induction (L{L - 1}, dashed)",
+    )
     ax[1].legend(fontsize=7)
     for layer in range(L):
         for hd in range(H):
@@ -96,8 +114,13 @@ def trajectory_figure(out_dir, path=None) -> Path:
     bos = np.array(s["bos_fraction"])
     for layer in range(L):
         ax[3].plot(x, bos[:, layer], "o-", ms=3, label=f"layer {layer}")
-    ax[3].set(xscale="log", xlabel="step", ylabel="fraction of heads", ylim=(-0.05, 1.05),
-              title=f"(d) BOS heads (>= {THRESHOLD:.0f}x) per layer")
+    ax[3].set(
+        xscale="log",
+        xlabel="step",
+        ylabel="fraction of heads",
+        ylim=(-0.05, 1.05),
+        title=f"(d) BOS heads (>= {THRESHOLD:.0f}x) per layer",
+    )
     ax[3].legend(fontsize=7)
     fig.tight_layout()
     path = Path(path) if path else out / "figures" / "trajectory.png"
@@ -114,7 +137,10 @@ def draw_all(out_dir) -> list[Path]:
     last = max((out / "points").glob("step_*.json"))
     p = json.loads(last.read_text())["result"]["repeated_pair"]
     L, H = np.array(p["pr"]).shape
-    recs = [{"layer": l, "head": h, "selectivity": {c: p["selectivity"][c][l][h] for c in CLASSES},
-             "pr": p["pr"][l][h]} for l in range(L) for h in range(H)]
+    recs = [
+        {"layer": l, "head": h, "selectivity": {c: p["selectivity"][c][l][h] for c in CLASSES}, "pr": p["pr"][l][h]}
+        for l in range(L)
+        for h in range(H)
+    ]
     paths.append(head_maps(recs, out / "figures" / "head_maps_final.png", "final checkpoint, repeated-pair probe"))
     return paths

@@ -142,8 +142,15 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         for init, m in e["mass"].items():
             P = [p for p, v in zip(e["P"], m) if v is not None]
             ex = [(v - base) / (1 - base) for v in m if v is not None]
-            axes[0].plot(P, ex, "o" if init == "cold" else "s", mfc="none" if init == "hot" else None,
-                         color=f"C{i % 10}", ms=4, label=f"{key}" if init == "cold" else None)
+            axes[0].plot(
+                P,
+                ex,
+                "o" if init == "cold" else "s",
+                mfc="none" if init == "hot" else None,
+                color=f"C{i % 10}",
+                ms=4,
+                label=f"{key}" if init == "cold" else None,
+            )
         th = theory.get((e["S"], e["s"]))
         if th:
             axes[0].plot(th["P"], th["excess"], "-", color=f"C{i % 10}", lw=1)
@@ -153,13 +160,15 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     axes[0].set_title("NUTS (o cold, open s hot), theory (lines)", fontsize=8)
     axes[0].axhline(0.5, color="k", lw=0.5)
     axes[0].legend(fontsize=6, ncol=2)
-    train = {(r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1]
-             for r in _recs(run_dir, "grid")}
+    train = {
+        (r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1] for r in _recs(run_dir, "grid")
+    }
     ax2 = axes[1].twinx()
     for j, S in enumerate(sorted({e["S"] for e in summ.values()})):
         es = sorted((e["s"], e["P_c"]) for e in summ.values() if e["S"] == S)
-        axes[1].plot([s for s, _ in es], [np.nan if p is None else p for _, p in es], "-o", color=f"C{j}",
-                     label=f"P_c, S={S}")
+        axes[1].plot(
+            [s for s, _ in es], [np.nan if p is None else p for _, p in es], "-o", color=f"C{j}", label=f"P_c, S={S}"
+        )
         tp = sorted((s, th["P_c"]) for (S2, s), th in theory.items() if S2 == S and th["P_c"])
         if tp:
             axes[1].plot(*zip(*tp), "--", color=f"C{j}", lw=1)
@@ -180,9 +189,11 @@ def draw_all(run_dir) -> list:
     """Every figure whose points exist, under run_dir/figures."""
     figs = Path(run_dir) / "figures"
     figs.mkdir(parents=True, exist_ok=True)
-    made = [emergence_figure(run_dir, figs / "sparse_emergence.png"),
-            heatmap_figure(run_dir, figs / "sparse_heatmap.png"),
-            heads_figure(run_dir, figs / "sparse_heads.png"),
-            mixer_figure(run_dir, figs / "sparse_mixer.png"),
-            bayes_figure(run_dir, figs / "sparse_bayes.png")]
+    made = [
+        emergence_figure(run_dir, figs / "sparse_emergence.png"),
+        heatmap_figure(run_dir, figs / "sparse_heatmap.png"),
+        heads_figure(run_dir, figs / "sparse_heads.png"),
+        mixer_figure(run_dir, figs / "sparse_mixer.png"),
+        bayes_figure(run_dir, figs / "sparse_bayes.png"),
+    ]
     return [str(p) for p in made if p is not None]

@@ -17,8 +17,10 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "mcmc")
     if not recs:
         return None
-    theory = {(r["point"]["attention"], r["point"]["heads"], r["point"]["bayes"]["ratio"]): r["result"]
-              for r in load_results(Path(run_dir) / "points" / "theory")}
+    theory = {
+        (r["point"]["attention"], r["point"]["heads"], r["point"]["bayes"]["ratio"]): r["result"]
+        for r in load_results(Path(run_dir) / "points" / "theory")
+    }
     plt = pyplot()
     groups: dict = {}
     for r in recs:
@@ -27,7 +29,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     ncol = min(len(groups), 4)
     nrow = -(-len(groups) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.8 * nrow), squeeze=False)
-    for ax in axes.flat[len(groups):]:
+    for ax in axes.flat[len(groups) :]:
         ax.set_visible(False)
     for ax, ((att, H, w), rs) in zip(axes.flat, sorted(groups.items())):
         obs = LAG_OBSERVABLE[att]
@@ -35,8 +37,9 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         rs = [r for r in rs if all(f"{obs}:{lag}" in r["result"]["means"] for lag in lags)]
         for j, lag in enumerate(lags):
             for init, style in (("cold", "-o"), ("hot", "--s")):
-                sel = sorted((r["point"]["P"], r["result"]["means"][f"{obs}:{lag}"]) for r in rs
-                             if r["point"]["init"] == init)
+                sel = sorted(
+                    (r["point"]["P"], r["result"]["means"][f"{obs}:{lag}"]) for r in rs if r["point"]["init"] == init
+                )
                 if sel:
                     P, m = zip(*sel)
                     ax.plot(P, m, style, color=f"C{j}", ms=4, label=f"{lag} ({init})")
@@ -106,24 +109,41 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         for k in range(K):
             for h in range(H):
                 row[k].plot(step, mass[:, h, k], color=f"C{h}", lw=1.2, label=f"head {h + 1}")
-            row[k].set_title(f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})",
-                             fontsize=9)
+            row[k].set_title(
+                f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})", fontsize=9
+            )
             row[k].set_ylim(0, 1)
             row[k].set_ylabel("mass at the last query", fontsize=8)
         row[0].legend(fontsize=7)
         for r in rs:
             kl = np.asarray(r["result"]["kl"])
             for k in range(K):
-                row[K].plot(r["result"]["step"], kl[:, k], color=f"C{k + 3}", lw=0.8 if len(rs) > 1 else 1.2,
-                            alpha=0.7, label=f"{k + 1} newest span(s)" if r is rs[0] else None)
+                row[K].plot(
+                    r["result"]["step"],
+                    kl[:, k],
+                    color=f"C{k + 3}",
+                    lw=0.8 if len(rs) > 1 else 1.2,
+                    alpha=0.7,
+                    label=f"{k + 1} newest span(s)" if r is rs[0] else None,
+                )
         row[K].set_yscale("log")
         row[K].set_ylabel("KL(teacher_k || model)", fontsize=8)
-        row[K].set_title(f"{tc['model']}, {tc['optimizer']} lr {tc['lr']}, batch {tc['batch_size']}, "
-                         f"spans {list(tc['span_lengths'])}, {len(rs)} seed(s)", fontsize=7)
+        row[K].set_title(
+            f"{tc['model']}, {tc['optimizer']} lr {tc['lr']}, batch {tc['batch_size']}, "
+            f"spans {list(tc['span_lengths'])}, {len(rs)} seed(s)",
+            fontsize=7,
+        )
         row[K].legend(fontsize=7)
         stages = "\n".join(f"seed {r['point']['seed']}: {r['result']['stages']}" for r in rs[:8])
-        row[0].text(0.98, 0.97, f"stage steps (newest first)\n{stages}", transform=row[0].transAxes, fontsize=6,
-                    ha="right", va="top")
+        row[0].text(
+            0.98,
+            0.97,
+            f"stage steps (newest first)\n{stages}",
+            transform=row[0].transAxes,
+            fontsize=6,
+            ha="right",
+            va="top",
+        )
         for ax in row:
             ax.set_xlabel("step", fontsize=8)
             ax.tick_params(labelsize=7)
@@ -150,8 +170,13 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     axes[0].set_ylabel("|Delta - D S^T|^2")
     for h in range(S.shape[2]):
         for j in range(min(3, S.shape[1])):
-            axes[1].plot(t[1:], S[1:, j, h], color=f"C{j}", ls=["-", "--", ":"][h % 3],
-                         label=f"head {h + 1}, position {j + 1}" if h == 0 or j == 0 else None)
+            axes[1].plot(
+                t[1:],
+                S[1:, j, h],
+                color=f"C{j}",
+                ls=["-", "--", ":"][h % 3],
+                label=f"head {h + 1}, position {j + 1}" if h == 0 or j == 0 else None,
+            )
     axes[1].set_xscale("log")
     axes[1].set_xlabel("t")
     axes[1].set_ylabel("S (attention weight)")
@@ -163,8 +188,10 @@ def draw_all(run_dir) -> list:
     """Every figure whose points exist, under run_dir/figures."""
     figs = Path(run_dir) / "figures"
     figs.mkdir(parents=True, exist_ok=True)
-    made = [bayes_figure(run_dir, figs / "staircase_bayes.png"),
-            ratio_figure(run_dir, figs / "staircase_ratio.png"),
-            training_figure(run_dir, figs / "staircase_training.png"),
-            ode_figure(run_dir, figs / "staircase_ode.png")]
+    made = [
+        bayes_figure(run_dir, figs / "staircase_bayes.png"),
+        ratio_figure(run_dir, figs / "staircase_ratio.png"),
+        training_figure(run_dir, figs / "staircase_training.png"),
+        ode_figure(run_dir, figs / "staircase_ode.png"),
+    ]
     return [str(p) for p in made if p is not None]

@@ -13,8 +13,11 @@ import numpy as np  # noqa: E402
 from ..sweep import load_results  # noqa: E402
 
 COLORS = {"joint": "tab:green", "marginal": "tab:orange", "posterior": "k"}
-LABELS = {"joint": "joint mode (Adam on the network)", "marginal": "marginal mode (V integrated out)",
-          "posterior": "posterior"}
+LABELS = {
+    "joint": "joint mode (Adam on the network)",
+    "marginal": "marginal mode (V integrated out)",
+    "posterior": "posterior",
+}
 
 
 def _num(v):
@@ -63,15 +66,31 @@ def plot_three_transitions(out_dir) -> list[Path]:
                 if pts:
                     x, y = zip(*pts)
                     kw = {} if mfc is None else {"mfc": mfc}
-                    ax.plot(x, y, "s" if init == "small" else "D", color=COLORS[obj], ls="none", ms=6, **kw,
-                            label=f"Adam, {obj}, {init} init")
+                    ax.plot(
+                        x,
+                        y,
+                        "s" if init == "small" else "D",
+                        color=COLORS[obj],
+                        ls="none",
+                        ms=6,
+                        **kw,
+                        label=f"Adam, {obj}, {init} init",
+                    )
         pts = [(T, mcmc[(a, T)]) for T in Ts if (a, T) in mcmc and mcmc[(a, T)]["P"] is not None]
         if pts:  # the midpoint of the cold and hot starts' crossings; the bar spans the two
             x = np.array([T for T, _ in pts], float)
             y = np.array([r["P"] for _, r in pts])
             err = np.array([[r["P"] - r["bracket"][0], r["bracket"][1] - r["P"]] for _, r in pts]).T
-            ax.errorbar(x * 1.06, y, yerr=err, fmt="o", color="k", ms=5, capsize=3,
-                        label="MCMC (NUTS; bar: cold and hot starts)")
+            ax.errorbar(
+                x * 1.06,
+                y,
+                yerr=err,
+                fmt="o",
+                color="k",
+                ms=5,
+                capsize=3,
+                label="MCMC (NUTS; bar: cold and hot starts)",
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(Ts, [str(T) for T in Ts])
@@ -88,16 +107,31 @@ def plot_three_transitions(out_dir) -> list[Path]:
         ax.plot(tau, [s[1] for s in sp], "k--", lw=0.8)
         for obj in ("joint", "marginal"):
             t = tau_th[obj]
-            ax.errorbar([0.0], [_num(t["P_c"])], yerr=[[_num(t["P_c"]) - t["spinodals"][0]],
-                                                       [t["spinodals"][1] - _num(t["P_c"])]] if t["spinodals"] else None,
-                        fmt="*", color=COLORS[obj], ms=10, capsize=3, label=f"{obj} mode (tau = 0)")
+            ax.errorbar(
+                [0.0],
+                [_num(t["P_c"])],
+                yerr=[[_num(t["P_c"]) - t["spinodals"][0]], [t["spinodals"][1] - _num(t["P_c"])]]
+                if t["spinodals"]
+                else None,
+                fmt="*",
+                color=COLORS[obj],
+                ms=10,
+                capsize=3,
+                label=f"{obj} mode (tau = 0)",
+            )
         for p, res in sgld:
             Ps, m = np.asarray(res["P"]), np.asarray(res["m_mean"])
             thr = 0.5 * (np.nanmin(res["theory_mean_m"]) + np.nanmax(res["theory_mean_m"]))
             idx = np.flatnonzero(m > thr)
             if idx.size and idx[0] > 0:
-                ax.plot([p["tau"]], [0.5 * (Ps[idx[0] - 1] + Ps[idx[0]])], "s" if p["init"] == "small" else "D",
-                        color="tab:blue", mfc=None if p["init"] == "small" else "none", ms=6)
+                ax.plot(
+                    [p["tau"]],
+                    [0.5 * (Ps[idx[0] - 1] + Ps[idx[0]])],
+                    "s" if p["init"] == "small" else "D",
+                    color="tab:blue",
+                    mfc=None if p["init"] == "small" else "none",
+                    ms=6,
+                )
         ax.set_xlabel("SGLD temperature tau (units of sigma2)")
         ax.set_ylabel("transition P")
         ax.set_title(f"softmax, T = {int(recs[0]['point']['config']['tau_T'])}: SGLD at tau")

@@ -10,6 +10,18 @@ from .multilag import MultiLagCopyTask
 from .repeat import RepeatedSequenceTask
 from .sparse import CellularAutomatonTask, SparseLinearMapTask, SparseRegressionTask
 
-__all__ = ["TASKS", "Dataset", "Task", "CopyTask", "HighOrderMarkovTask", "MultiLagCopyTask", "RepeatedSequenceTask",
-           "SparseLinearMapTask", "CellularAutomatonTask", "SparseRegressionTask",
-           "draw_tokens", "register_task", "task_from_config"]
+__all__ = [
+    "TASKS",
+    "Dataset",
+    "Task",
+    "CopyTask",
+    "HighOrderMarkovTask",
+    "MultiLagCopyTask",
+    "RepeatedSequenceTask",
+    "SparseLinearMapTask",
+    "CellularAutomatonTask",
+    "SparseRegressionTask",
+    "draw_tokens",
+    "register_task",
+    "task_from_config",
+]

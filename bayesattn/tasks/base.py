@@ -40,10 +40,10 @@ class Dataset:
 
     X: jax.Array
     Y: jax.Array
-    task: "Task"
+    task: Task
 
     @classmethod
-    def from_arrays(cls, X, Y, task: "Task") -> "Dataset":
+    def from_arrays(cls, X, Y, task: Task) -> Dataset:
         """Wrap user-supplied arrays, checking shapes against ``task`` and rejecting NaN / inf."""
         if not isinstance(task, Task):
             raise ValueError(f"task={task!r}: expected a bayesattn Task instance")
@@ -113,8 +113,10 @@ class Task:
         Only tasks solved by one pattern have it; the order parameters m, q, u are defined against it."""
         pats = self.target_patterns
         if len(pats) != 1:
-            raise ValueError(f"{type(self).__name__} has {len(pats)} target patterns ({', '.join(pats) or 'none'}): "
-                             "expected exactly one for a single target pattern")
+            raise ValueError(
+                f"{type(self).__name__} has {len(pats)} target patterns ({', '.join(pats) or 'none'}): "
+                "expected exactly one for a single target pattern"
+            )
         return next(iter(pats.values()))
 
     def sample(self, key: jax.Array, P: int) -> Dataset:
@@ -126,7 +128,7 @@ class Task:
     def _sample(self, key, P):
         raise NotImplementedError
 
-    def replace(self, **changes) -> "Task":
+    def replace(self, **changes) -> Task:
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
@@ -147,7 +149,9 @@ def register_task(cls: type[Task]) -> type[Task]:
 def task_from_config(config: dict) -> Task:
     """The task a ``Task.config()`` dict describes: {"name": class name, **fields}."""
     if not isinstance(config, dict) or "name" not in config:
-        raise ValueError(f"task config={config!r}: expected a dict with a 'name' key (one of {', '.join(sorted(TASKS))})")
+        raise ValueError(
+            f"task config={config!r}: expected a dict with a 'name' key (one of {', '.join(sorted(TASKS))})"
+        )
     fields = dict(config)
     name = fields.pop("name")
     if name not in TASKS:

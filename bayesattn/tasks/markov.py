@@ -57,8 +57,10 @@ class HighOrderMarkovTask(Task):
         spans = tuple(check_int(f"span_lengths[{k}]", s, minimum=1) for k, s in enumerate(spans))
         object.__setattr__(self, "span_lengths", spans)
         if sum(spans) > self.T:
-            raise ValueError(f"span_lengths={spans}: the spans cover lags 1..{sum(spans)}, beyond T={self.T}; "
-                             f"expected sum(span_lengths) <= T")
+            raise ValueError(
+                f"span_lengths={spans}: the spans cover lags 1..{sum(spans)}, beyond T={self.T}; "
+                f"expected sum(span_lengths) <= T"
+            )
         object.__setattr__(self, "m", check_positive("m", self.m))
         object.__setattr__(self, "scale", check_positive("scale", self.scale))
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
@@ -78,7 +80,7 @@ class HighOrderMarkovTask(Task):
 
     def span_lags(self, k: int) -> tuple[int, ...]:
         """Lags (query position t predicts token t + 1 from tokens t + 1 - lag) of span k (0 = oldest)."""
-        newer = sum(self.span_lengths[k + 1:])
+        newer = sum(self.span_lengths[k + 1 :])
         return tuple(range(newer + 1, newer + self.span_lengths[k] + 1))
 
     @property

@@ -23,8 +23,10 @@ from .base import BOUNDARIES, TOKENS, Boundary, Task, TokenKind, draw_tokens, re
 def check_spans(name: str, spans, T: int) -> tuple[tuple[int, ...], ...]:
     """Spans as a tuple of tuples of lags: every span non-empty, lags integers in 1..T-1, no lag in two spans."""
     try:
-        spans = tuple(tuple(int(l) if isinstance(l, (int, np.integer)) and not isinstance(l, bool) else l
-                            for l in span) for span in spans)
+        spans = tuple(
+            tuple(int(l) if isinstance(l, (int, np.integer)) and not isinstance(l, bool) else l for l in span)
+            for span in spans
+        )
     except TypeError:
         raise ValueError(f"{name}={spans!r}: expected a sequence of spans, each a sequence of lags") from None
     if not spans:
@@ -88,8 +90,10 @@ class MultiLagCopyTask(Task):
         except (TypeError, ValueError):
             raise ValueError(f"weights={self.weights!r}: expected a sequence of numbers, one per span") from None
         if len(w) != len(self.spans):
-            raise ValueError(f"weights={self.weights!r}: has {len(w)} entries; expected {len(self.spans)} "
-                             f"(one per span of spans={self.spans})")
+            raise ValueError(
+                f"weights={self.weights!r}: has {len(w)} entries; expected {len(self.spans)} "
+                f"(one per span of spans={self.spans})"
+            )
         if not all(np.isfinite(w)):
             raise ValueError(f"weights={self.weights!r}: expected finite numbers")
         object.__setattr__(self, "weights", w)

@@ -88,6 +88,7 @@ class _NextTokenTask(_DerivedShape):
 # the sparse linear map mod 2
 # --------------------------------------------------------------------------------------------------------------
 
+
 @register_task
 @dataclass(frozen=True)
 class SparseLinearMapTask(_NextTokenTask, Task):
@@ -164,6 +165,7 @@ def _next_token_onehot(tokens: jax.Array, vocab: int):
 # cellular automata
 # --------------------------------------------------------------------------------------------------------------
 
+
 def check_rule_tables(tables, states: int = 4) -> np.ndarray:
     """Rule tables as an int array (n, states, states, states) with entries in 0..states-1; one table
     (states, states, states) or a flat one (states^3,) is accepted too. Anything else: ValueError."""
@@ -178,9 +180,11 @@ def check_rule_tables(tables, states: int = 4) -> np.ndarray:
     elif len(shp) == 2 and shp[1] == states**3:
         arr = arr.reshape(-1, states, states, states)
     elif not (len(shp) == 4 and shp[1:] == (states,) * 3):
-        raise ValueError(f"rule tables have shape {shp}: expected ({states}, {states}, {states}) or ({states**3},) "
-                         f"for one table, (n, {states}, {states}, {states}) or (n, {states**3}) for n tables "
-                         f"(entry [l, c, r] = new state of a cell with left, centre, right neighbours l, c, r)")
+        raise ValueError(
+            f"rule tables have shape {shp}: expected ({states}, {states}, {states}) or ({states**3},) "
+            f"for one table, (n, {states}, {states}, {states}) or (n, {states**3}) for n tables "
+            f"(entry [l, c, r] = new state of a cell with left, centre, right neighbours l, c, r)"
+        )
     if arr.shape[0] == 0:
         raise ValueError("rule tables: got none; expected at least one table")
     if arr.min() < 0 or arr.max() >= states:
@@ -196,9 +200,11 @@ def ca_step(table: jax.Array, state: jax.Array) -> jax.Array:
 
 def ca_trajectory(table: jax.Array, state: jax.Array, k: int) -> jax.Array:
     """(k + 1, cells): state, then the table applied 1..k times."""
+
     def step(x, _):
         y = ca_step(table, x)
         return y, y
+
     _, traj = jax.lax.scan(step, state, None, length=k)
     return jnp.concatenate([state[None], traj], axis=0)
 
@@ -272,6 +278,7 @@ class CellularAutomatonTask(_NextTokenTask, Task):
 # --------------------------------------------------------------------------------------------------------------
 # the Gaussian regression surrogate
 # --------------------------------------------------------------------------------------------------------------
+
 
 @register_task
 @dataclass(frozen=True)

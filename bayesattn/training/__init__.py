@@ -6,13 +6,33 @@ from .checkpoints import load_checkpoint, save_checkpoint
 from .core import OptimizerConfig, Plan, run_loop, sgld
 from .fitting import fit, fit_sweep, sequence_loss
 from .loop import train, train_sweep
-from .run_config import OBJECTIVES, OPTIMIZERS, TRAIN_INITS
 from .objective import marginal_objective, training_objective
 from .results import FitResult, FitSweepResult, SweepResult, TrainResult, emergence
+from .run_config import OBJECTIVES, OPTIMIZERS, TRAIN_INITS
 
 __all__ = [
-    "TrainResult", "SweepResult", "train", "train_sweep", "training_objective", "emergence",
-    "final_vs_P", "training_curves", "emergence_vs_P", "OPTIMIZERS", "TRAIN_INITS",
-    "fit", "fit_sweep", "FitResult", "FitSweepResult", "OptimizerConfig", "sequence_loss",
-    "save_checkpoint", "load_checkpoint", "Plan", "run_loop", "sgld", "marginal_objective", "OBJECTIVES",
+    "TrainResult",
+    "SweepResult",
+    "train",
+    "train_sweep",
+    "training_objective",
+    "emergence",
+    "final_vs_P",
+    "training_curves",
+    "emergence_vs_P",
+    "OPTIMIZERS",
+    "TRAIN_INITS",
+    "fit",
+    "fit_sweep",
+    "FitResult",
+    "FitSweepResult",
+    "OptimizerConfig",
+    "sequence_loss",
+    "save_checkpoint",
+    "load_checkpoint",
+    "Plan",
+    "run_loop",
+    "sgld",
+    "marginal_objective",
+    "OBJECTIVES",
 ]

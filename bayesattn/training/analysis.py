@@ -7,8 +7,8 @@ import warnings
 import jax
 import numpy as np
 
-from ..models.attention import ORDER_PARAMETER, AttentionKind
 from ..bayes.posterior import Prior
+from ..models.attention import ORDER_PARAMETER, AttentionKind
 from ..tasks import Task
 from .loop import train_sweep
 from .results import SweepResult
@@ -24,8 +24,15 @@ def _phase_curve_dict(phase_curve) -> dict:
     return {"branches": getattr(phase_curve, "branches", None), "transition": getattr(phase_curve, "transition", None)}
 
 
-def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, phase_curve=None, *,
-               key: str | None = None, threshold: float | None = None, min_q: float | None = None) -> dict:
+def final_vs_P(
+    sweep_small: SweepResult,
+    sweep_hot: SweepResult | None = None,
+    phase_curve=None,
+    *,
+    key: str | None = None,
+    threshold: float | None = None,
+    min_q: float | None = None,
+) -> dict:
     """Final order parameter vs P for Adam from small (and hot) init, next to the theory's phase curve.
 
     key: "m" (softmax default) or "u" (linear default). threshold: the order parameter above which a run
@@ -53,12 +60,20 @@ def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, p
         P = sw.P_values
         all_idx = np.flatnonzero(above.all(axis=1))
         any_idx = np.flatnonzero(above.any(axis=1))
-        return {"P": P, "final": x, "mean": x.mean(1), "std": x.std(1), "min": x.min(1), "max": x.max(1),
-                "final_m": sw.final_order_parameters["m"], "final_q": sw.final_order_parameters["q"],
-                "frac_above": above.mean(1),
-                "onset_all": float(P[all_idx[0]]) if all_idx.size else None,
-                "onset_any": float(P[any_idx[0]]) if any_idx.size else None,
-                "failures": sw.failures}
+        return {
+            "P": P,
+            "final": x,
+            "mean": x.mean(1),
+            "std": x.std(1),
+            "min": x.min(1),
+            "max": x.max(1),
+            "final_m": sw.final_order_parameters["m"],
+            "final_q": sw.final_order_parameters["q"],
+            "frac_above": above.mean(1),
+            "onset_all": float(P[all_idx[0]]) if all_idx.size else None,
+            "onset_any": float(P[any_idx[0]]) if any_idx.size else None,
+            "failures": sw.failures,
+        }
 
     out = {"key": key, "threshold": threshold, "min_q": min_q, "attention": attention, "small": summary(sweep_small)}
     out["onset_small"] = out["small"]["onset_all"]
@@ -87,15 +102,24 @@ def final_vs_P(sweep_small: SweepResult, sweep_hot: SweepResult | None = None, p
     return out
 
 
-def training_curves(task: Task, prior: Prior, attention: AttentionKind, P_values, key: jax.Array, *,
-                    seeds=(0,), **train_kwargs) -> dict:
+def training_curves(
+    task: Task, prior: Prior, attention: AttentionKind, P_values, key: jax.Array, *, seeds=(0,), **train_kwargs
+) -> dict:
     """Training curves at a few P (e.g. below, near and above the transition): for each P and seed the
     history of step, loss, test_loss, objective, m, q, u and the emergence of m."""
     sw = train_sweep(task, prior, attention, P_values, seeds, key, **train_kwargs)
     em = sw.emergence()
     curves = {k: v for k, v in sw.history.items() if k != "L"}
-    return {"P": sw.P_values, "seeds": sw.seeds, "curves": curves, "emergence_step": em["step"],
-            "sharpness": em["sharpness"], "rise": em["rise"], "failures": sw.failures, "config": sw.config}
+    return {
+        "P": sw.P_values,
+        "seeds": sw.seeds,
+        "curves": curves,
+        "emergence_step": em["step"],
+        "sharpness": em["sharpness"],
+        "rise": em["rise"],
+        "failures": sw.failures,
+        "config": sw.config,
+    }
 
 
 def emergence_vs_P(sweep: SweepResult, key: str = "m") -> dict:
@@ -105,6 +129,12 @@ def emergence_vs_P(sweep: SweepResult, key: str = "m") -> dict:
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no seed rose at that P
         med_step = np.nanmedian(em["step"], axis=1)
         med_sharp = np.nanmedian(em["sharpness"], axis=1)
-    return {"P": sweep.P_values, "step": em["step"], "sharpness": em["sharpness"], "rise": em["rise"],
-            "median_step": med_step, "median_sharpness": med_sharp,
-            "frac_emerged": np.mean(np.isfinite(em["step"]), axis=1)}
+    return {
+        "P": sweep.P_values,
+        "step": em["step"],
+        "sharpness": em["sharpness"],
+        "rise": em["rise"],
+        "median_step": med_step,
+        "median_sharpness": med_sharp,
+        "frac_emerged": np.mean(np.isfinite(em["step"]), axis=1),
+    }

@@ -27,8 +27,14 @@ FORMAT = "bayesattn-eqx-1"
 
 def _leaf_table(net) -> list[dict]:
     flat = jax.tree_util.tree_flatten_with_path(eqx.filter(net, eqx.is_array))[0]
-    return [{"path": jax.tree_util.keystr(p), "shape": list(np.shape(x)), "dtype": str(np.asarray(x).dtype)
-             if not hasattr(x, "dtype") else str(x.dtype)} for p, x in flat]
+    return [
+        {
+            "path": jax.tree_util.keystr(p),
+            "shape": list(np.shape(x)),
+            "dtype": str(np.asarray(x).dtype) if not hasattr(x, "dtype") else str(x.dtype),
+        }
+        for p, x in flat
+    ]
 
 
 def _net_config(net) -> dict | None:
@@ -36,13 +42,13 @@ def _net_config(net) -> dict | None:
     return cfg.config() if isinstance(cfg, NetworkConfig) else None
 
 
-def save_checkpoint(path: str | os.PathLike, net: eqx.Module, *, step: int | None = None,
-                    extra: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | os.PathLike, net: eqx.Module, *, step: int | None = None, extra: dict | None = None
+) -> Path:
     """Write ``net``'s arrays to ``path`` and its header to ``path + ".json"``; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net),
-              **(extra or {})}
+    header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net), **(extra or {})}
     tmp = path.with_name(path.name + ".tmp")
     eqx.tree_serialise_leaves(tmp, net)
     os.replace(tmp, path)
@@ -76,15 +82,20 @@ def load_checkpoint(path: str | os.PathLike, like: eqx.Module | NetworkConfig | 
         like = network_from_config(network_config(like), jax.random.key(0))
     want_cfg = _net_config(like)
     if header["network"] is not None and want_cfg is not None and header["network"] != to_plain(want_cfg):
-        diff = sorted(k for k in set(want_cfg) | set(header["network"])
-                      if header["network"].get(k) != to_plain(want_cfg).get(k))
-        raise ValueError(f"checkpoint={str(path)!r} is of another network: {diff} differ "
-                         f"(file {[header['network'].get(k) for k in diff]}, network {[want_cfg.get(k) for k in diff]})")
+        diff = sorted(
+            k for k in set(want_cfg) | set(header["network"]) if header["network"].get(k) != to_plain(want_cfg).get(k)
+        )
+        raise ValueError(
+            f"checkpoint={str(path)!r} is of another network: {diff} differ "
+            f"(file {[header['network'].get(k) for k in diff]}, network {[want_cfg.get(k) for k in diff]})"
+        )
     have, want = header["leaves"], _leaf_table(like)
     if len(have) != len(want):
         raise ValueError(f"checkpoint={str(path)!r} has {len(have)} arrays: the network expects {len(want)}")
     for h, w in zip(have, want):
         if h != w:
-            raise ValueError(f"checkpoint={str(path)!r}: array {h['path']} {tuple(h['shape'])} {h['dtype']} in the "
-                             f"file, the network expects {w['path']} {tuple(w['shape'])} {w['dtype']}")
+            raise ValueError(
+                f"checkpoint={str(path)!r}: array {h['path']} {tuple(h['shape'])} {h['dtype']} in the "
+                f"file, the network expects {w['path']} {tuple(w['shape'])} {w['dtype']}"
+            )
     return eqx.tree_deserialise_leaves(path, like)

@@ -13,8 +13,9 @@ key each step, for :func:`sgld`'s noise) and ``value=`` (the loss, for ``optax.c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,7 @@ DECAYS = ("constant", "cosine", "exponential", "plateau")
 # ----------------------------------------------------------------------------------------------------------
 # optimizers
 # ----------------------------------------------------------------------------------------------------------
+
 
 class SGLDState(NamedTuple):
     count: jax.Array
@@ -50,8 +52,10 @@ def sgld(learning_rate, temperature) -> optax.GradientTransformationExtraArgs:
         lr = learning_rate(state.count) if callable(learning_rate) else learning_rate
         leaves, treedef = jax.tree.flatten(updates)
         keys = jax.random.split(key, len(leaves))
-        noisy = [-lr * g + jnp.sqrt(2.0 * lr * temperature) * jax.random.normal(k, g.shape, g.dtype)
-                 for g, k in zip(leaves, keys)]
+        noisy = [
+            -lr * g + jnp.sqrt(2.0 * lr * temperature) * jax.random.normal(k, g.shape, g.dtype)
+            for g, k in zip(leaves, keys)
+        ]
         return jax.tree.unflatten(treedef, noisy), SGLDState(optax.safe_increment(state.count))
 
     return optax.GradientTransformationExtraArgs(init, update)
@@ -101,21 +105,27 @@ class OptimizerConfig:
             object.__setattr__(self, "clip", check_positive("clip", self.clip))
         if self.weight_decay is not None:
             if self.name != "adamw":
-                raise ValueError(f"weight_decay={self.weight_decay!r} with optimizer={self.name!r}: expected None "
-                                 "(decoupled weight decay is adamw's)")
+                raise ValueError(
+                    f"weight_decay={self.weight_decay!r} with optimizer={self.name!r}: expected None "
+                    "(decoupled weight decay is adamw's)"
+                )
             if not (math.isfinite(float(self.weight_decay)) and float(self.weight_decay) >= 0):
                 raise ValueError(f"weight_decay={self.weight_decay!r}: expected a finite number >= 0")
             object.__setattr__(self, "weight_decay", float(self.weight_decay))
         if self.momentum is not None:
             if self.name != "sgd":
-                raise ValueError(f"momentum={self.momentum!r} with optimizer={self.name!r}: expected None "
-                                 "(heavy-ball momentum is sgd's)")
+                raise ValueError(
+                    f"momentum={self.momentum!r} with optimizer={self.name!r}: expected None "
+                    "(heavy-ball momentum is sgd's)"
+                )
             if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
                 raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
             object.__setattr__(self, "momentum", float(self.momentum))
         if self.name == "langevin" and (self.decay == "plateau" or self.clip is not None):
-            raise ValueError(f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "
-                             "clipping would change the stationary law; expected neither")
+            raise ValueError(
+                f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "
+                "clipping would change the stationary law; expected neither"
+            )
 
     def schedule(self, steps: int):
         """The learning rate as an optax schedule of the step (a constant when there is nothing to schedule)."""
@@ -141,14 +151,18 @@ class OptimizerConfig:
             extra["momentum"] = self.momentum
         parts.append(OPTAX_OPTIMIZERS[self.name](lr, **extra))
         if self.decay == "plateau":
-            parts.append(optax.contrib.reduce_on_plateau(factor=self.plateau_factor, patience=self.plateau_patience,
-                                                         rtol=self.plateau_rtol))
+            parts.append(
+                optax.contrib.reduce_on_plateau(
+                    factor=self.plateau_factor, patience=self.plateau_patience, rtol=self.plateau_rtol
+                )
+            )
         return optax.chain(*parts)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # when to record and checkpoint
 # ----------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -161,7 +175,7 @@ class Plan:
     checkpoint_steps: tuple
 
     @classmethod
-    def make(cls, steps: int, record_every: int, log_records: int = 0, checkpoints: int = 0) -> "Plan":
+    def make(cls, steps: int, record_every: int, log_records: int = 0, checkpoints: int = 0) -> Plan:
         steps = check_int("steps", steps, minimum=1)
         record_every = min(check_int("record_every", record_every, minimum=1), steps)
         log_records = check_int("log_records", log_records, minimum=0)
@@ -182,6 +196,7 @@ def _log_steps(steps: int, n: int) -> list:
 # the loop
 # ----------------------------------------------------------------------------------------------------------
 
+
 class LoopState(NamedTuple):
     params: Any
     opt_state: Any
@@ -189,8 +204,9 @@ class LoopState(NamedTuple):
     failed_at: jax.Array  # int, -1 while healthy; the step whose update was non-finite or out of bounds
 
 
-def run_loop(params, loss_fn: Callable, opt, plan: Plan, record_fn: Callable, key: jax.Array,
-             bound: float = DIVERGENCE_BOUND):
+def run_loop(
+    params, loss_fn: Callable, opt, plan: Plan, record_fn: Callable, key: jax.Array, bound: float = DIVERGENCE_BOUND
+):
     """Train ``params`` (a pytree of float arrays) for ``plan.steps`` steps.
 
     loss_fn(params, key) -> scalar: the loss minimised (its key draws minibatches or online data).
@@ -255,5 +271,7 @@ def run_loop(params, loss_fn: Callable, opt, plan: Plan, record_fn: Callable, ke
 
 def failure_message(seed, P, step, what: str) -> str:
     """The message of a divergent run, naming its seed, P and step."""
-    return (f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {DIVERGENCE_BOUND:g}) "
-            f"with {what}; frozen at its last finite state")
+    return (
+        f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {DIVERGENCE_BOUND:g}) "
+        f"with {what}; frozen at its last finite state"
+    )

@@ -21,8 +21,9 @@ over a probe batch of sequences; for several layers the names get "@l" (layer l)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import equinox as eqx
 import jax
@@ -107,6 +108,7 @@ def _run(spec: _Spec, data: _Data, net, key):
     penalty = (lambda p: 0.0) if spec.penalty is None else (lambda p: spec.penalty(eqx.combine(p, static)))  # noqa: E731
 
     if spec.online:
+
         def loss_fn(p, key):
             batch = spec.task.sample(key, spec.batch_size)
             return sequence_loss(spec.loss, predict(p, batch.X)[0], batch.Y, qm) + penalty(p)
@@ -116,6 +118,7 @@ def _run(spec: _Spec, data: _Data, net, key):
         def loss_fn(p, key):
             return sequence_loss(spec.loss, predict(p, data.X)[0], data.Y, qm, w) + penalty(p)
     else:
+
         def loss_fn(p, key):
             idx = jax.random.randint(key, (spec.batch_size,), 0, data.P)
             return sequence_loss(spec.loss, predict(p, data.X[idx])[0], data.Y[idx], qm) + penalty(p)
@@ -163,13 +166,28 @@ def _optimizer(optimizer, lr) -> OptimizerConfig:
             raise ValueError(f"lr={lr!r}: give the learning rate inside the OptimizerConfig")
         return optimizer
     if optimizer == "langevin":
-        raise ValueError("optimizer='langevin': fit has no temperature; use ba.train for SGLD on the single "
-                         "layer's posterior, or an optax transformation")
+        raise ValueError(
+            "optimizer='langevin': fit has no temperature; use ba.train for SGLD on the single "
+            "layer's posterior, or an optax transformation"
+        )
     return OptimizerConfig(optimizer, 1e-3 if lr is None else lr)
 
 
-def _spec(task, loss, optimizer, lr, steps, batch_size, online, penalty, record_every, log_records, checkpoints,
-          bound, P_min=None):
+def _spec(
+    task,
+    loss,
+    optimizer,
+    lr,
+    steps,
+    batch_size,
+    online,
+    penalty,
+    record_every,
+    log_records,
+    checkpoints,
+    bound,
+    P_min=None,
+):
     check_choice("loss", loss, LOSSES)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_min)
@@ -178,8 +196,9 @@ def _spec(task, loss, optimizer, lr, steps, batch_size, online, penalty, record_
     if penalty is not None and not callable(penalty):
         raise ValueError(f"penalty={penalty!r}: expected a function of the network or None")
     plan = Plan.make(steps, record_every, log_records, checkpoints)
-    return _Spec(task, loss, _optimizer(optimizer, lr), plan, batch_size, online, penalty,
-                 check_positive("bound", bound))
+    return _Spec(
+        task, loss, _optimizer(optimizer, lr), plan, batch_size, online, penalty, check_positive("bound", bound)
+    )
 
 
 def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
@@ -213,11 +232,25 @@ def _history_np(recs) -> dict:
     return h
 
 
-def fit(network: eqx.Module | NetworkConfig | dict, data: Dataset | Task, key: jax.Array, *,
-        loss: LossKind = "mse", optimizer: OptimizerConfig | str = "adam", lr: float | None = None,
-        steps: int = 1000, batch_size: int | None = None, penalty: Callable | None = None,
-        test: Dataset | int | None = 256, probe_size: int = 64, record_every: int = 50, log_records: int = 20,
-        checkpoints: int = 0, bound: float = DIVERGENCE_BOUND, seed: int | None = None) -> FitResult:
+def fit(
+    network: eqx.Module | NetworkConfig | dict,
+    data: Dataset | Task,
+    key: jax.Array,
+    *,
+    loss: LossKind = "mse",
+    optimizer: OptimizerConfig | str = "adam",
+    lr: float | None = None,
+    steps: int = 1000,
+    batch_size: int | None = None,
+    penalty: Callable | None = None,
+    test: Dataset | int | None = 256,
+    probe_size: int = 64,
+    record_every: int = 50,
+    log_records: int = 20,
+    checkpoints: int = 0,
+    bound: float = DIVERGENCE_BOUND,
+    seed: int | None = None,
+) -> FitResult:
     """Train ``network`` (a module, or a config built from ``key``) on ``data`` (module docstring).
 
     optimizer: an :class:`OptimizerConfig` (schedules, clipping) or "adam" / "adamw" / "sgd" with ``lr``
@@ -246,26 +279,56 @@ def fit(network: eqx.Module | NetworkConfig | dict, data: Dataset | Task, key: j
         network = network_config(network).build(init_key)
     if not hasattr(network, "attention_model"):
         raise ValueError(f"network={type(network).__name__}: expected a bayesattn network (with attention_model)")
-    spec = _spec(task, loss, optimizer, lr, steps, batch_size, online, penalty, record_every, log_records,
-                 checkpoints, bound, None if online else data.P)
+    spec = _spec(
+        task,
+        loss,
+        optimizer,
+        lr,
+        steps,
+        batch_size,
+        online,
+        penalty,
+        record_every,
+        log_records,
+        checkpoints,
+        bound,
+        None if online else data.P,
+    )
     tX, tY, pX, pY, note = _probe_and_test(task, data_key, None if online else data, test, probe_size)
-    d = _Data(None if online else data.X, None if online else data.Y, None if online else jnp.asarray(data.P),
-              tX, tY, pX, pY)
+    d = _Data(
+        None if online else data.X, None if online else data.Y, None if online else jnp.asarray(data.P), tX, tY, pX, pY
+    )
     state, recs, ck = _fit_one(spec, d, network, run_key)
     params, static = eqx.partition(network, eqx.is_inexact_array)
     final = eqx.combine(state.params, static)
-    ckpts = [] if ck is None else [(s, eqx.combine(jax.tree.map(lambda b: b[i], ck), static))
-                                   for i, s in enumerate(spec.plan.checkpoint_steps)]
+    ckpts = (
+        []
+        if ck is None
+        else [
+            (s, eqx.combine(jax.tree.map(lambda b: b[i], ck), static)) for i, s in enumerate(spec.plan.checkpoint_steps)
+        ]
+    )
     failed_at = int(state.failed_at)
     P = "online" if online else data.P
     failure = None
     if failed_at >= 0:
         failure = failure_message(seed, P, failed_at, f"optimizer={spec.optimizer.name!r}")
         warnings.warn(failure, RuntimeWarning, stacklevel=2)
-    config = {"network": network.config.config() if isinstance(getattr(network, "config", None), NetworkConfig)
-              else type(network).__name__, "task": task.config(), "loss": loss, "optimizer": spec.optimizer,
-              "steps": spec.plan.steps, "batch_size": batch_size, "mode": _mode(online, batch_size), "P": P,
-              "test": note, "seed": seed, "penalty": None if penalty is None else repr(penalty)}
+    config = {
+        "network": network.config.config()
+        if isinstance(getattr(network, "config", None), NetworkConfig)
+        else type(network).__name__,
+        "task": task.config(),
+        "loss": loss,
+        "optimizer": spec.optimizer,
+        "steps": spec.plan.steps,
+        "batch_size": batch_size,
+        "mode": _mode(online, batch_size),
+        "P": P,
+        "test": note,
+        "seed": seed,
+        "penalty": None if penalty is None else repr(penalty),
+    }
     return FitResult(_history_np(recs), final, config, failure, failed_at if failure else None, ckpts)
 
 
@@ -273,12 +336,27 @@ def _mode(online, batch_size):
     return "online" if online else ("full batch" if batch_size is None else "minibatch")
 
 
-def fit_sweep(network: NetworkConfig | dict, task: Task, P_values, seeds, key: jax.Array, *,
-              loss: LossKind = "mse", optimizer: OptimizerConfig | str = "adam", lr: float | None = None,
-              steps: int = 1000, batch_size: int | None = None, online: bool = False,
-              penalty: Callable | None = None, test: int | None = 256, probe_size: int = 64,
-              record_every: int = 50, log_records: int = 20, bound: float = DIVERGENCE_BOUND,
-              runs_per_batch: int | None = None) -> FitSweepResult:
+def fit_sweep(
+    network: NetworkConfig | dict,
+    task: Task,
+    P_values,
+    seeds,
+    key: jax.Array,
+    *,
+    loss: LossKind = "mse",
+    optimizer: OptimizerConfig | str = "adam",
+    lr: float | None = None,
+    steps: int = 1000,
+    batch_size: int | None = None,
+    online: bool = False,
+    penalty: Callable | None = None,
+    test: int | None = 256,
+    probe_size: int = 64,
+    record_every: int = 50,
+    log_records: int = 20,
+    bound: float = DIVERGENCE_BOUND,
+    runs_per_batch: int | None = None,
+) -> FitSweepResult:
     """One network per (P, seed), all in one jit program (runs_per_batch as in ``ba.train_sweep``).
 
     For seed s: k = fold_in(key, s); data_key, fit_key = split(k); the seed's sequences are
@@ -299,8 +377,21 @@ def fit_sweep(network: NetworkConfig | dict, task: Task, P_values, seeds, key: j
         P_list = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     if not P_list or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
-    spec = _spec(task, loss, optimizer, lr, steps, batch_size, online, penalty, record_every, log_records, 0,
-                 bound, None if online else min(P_list))
+    spec = _spec(
+        task,
+        loss,
+        optimizer,
+        lr,
+        steps,
+        batch_size,
+        online,
+        penalty,
+        record_every,
+        log_records,
+        0,
+        bound,
+        None if online else min(P_list),
+    )
     Pmax = max(P_list)
     per_seed, keys = [], []
     for s in seeds:
@@ -312,8 +403,9 @@ def fit_sweep(network: NetworkConfig | dict, task: Task, P_values, seeds, key: j
     data = jax.tree.map(lambda *a: jnp.stack(a), *per_seed)._replace(P=jnp.asarray(P_list * len(seeds)))
     seed_index = jnp.repeat(jnp.arange(len(seeds)), len(P_list))
     n_runs = len(seeds) * len(P_list)
-    runs_per_batch = check_int("runs_per_batch", default_batch(n_runs) if runs_per_batch is None else runs_per_batch,
-                               minimum=1)
+    runs_per_batch = check_int(
+        "runs_per_batch", default_batch(n_runs) if runs_per_batch is None else runs_per_batch, minimum=1
+    )
     state, recs, _ = _fit_grid_jit(spec, net_cfg, min(runs_per_batch, n_runs), data, seed_index, jnp.stack(keys))
     shape = (len(seeds), len(P_list))
     swap = lambda a: np.swapaxes(np.asarray(a).reshape(shape + a.shape[1:]), 0, 1)  # noqa: E731  (nP, nS, ...)
@@ -325,11 +417,21 @@ def fit_sweep(network: NetworkConfig | dict, task: Task, P_values, seeds, key: j
     for i, P in enumerate(P_list):
         for j, s in enumerate(seeds):
             if failed_at[i, j] >= 0:
-                msg = failure_message(s, "online" if online else P, int(failed_at[i, j]),
-                                      f"optimizer={spec.optimizer.name!r}")
+                msg = failure_message(
+                    s, "online" if online else P, int(failed_at[i, j]), f"optimizer={spec.optimizer.name!r}"
+                )
                 failures.append({"seed": s, "P": None if online else P, "step": int(failed_at[i, j]), "message": msg})
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    config = {"network": net_cfg.config(), "task": task.config(), "loss": loss, "optimizer": spec.optimizer,
-              "steps": spec.plan.steps, "batch_size": batch_size, "mode": _mode(online, batch_size), "test": note}
-    return FitSweepResult(np.asarray(P_list if not online else [0]), np.asarray(seeds), history, params, failures,
-                          config)
+    config = {
+        "network": net_cfg.config(),
+        "task": task.config(),
+        "loss": loss,
+        "optimizer": spec.optimizer,
+        "steps": spec.plan.steps,
+        "batch_size": batch_size,
+        "mode": _mode(online, batch_size),
+        "test": note,
+    }
+    return FitSweepResult(
+        np.asarray(P_list if not online else [0]), np.asarray(seeds), history, params, failures, config
+    )

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import equinox as eqx
 import optax
 
 from .._batching import default_batch, map_batched
@@ -58,16 +59,23 @@ from ..tasks import Dataset, Task
 from .core import run_loop, sgld
 from .objective import _batch_sq_error, _decay, _marginal_objective, _objective, _sq_error
 from .results import SweepResult, TrainResult, can_sample
-from .run_config import (InitKind, ObjectiveKind, OptimizerKind, _check_prior_attention, _Config, _config_dict,
-                         _failure_message, _finals, _history_np, _init_arrays, _make_config)
-
-
-
+from .run_config import (
+    InitKind,
+    ObjectiveKind,
+    OptimizerKind,
+    _check_prior_attention,
+    _Config,
+    _config_dict,
+    _failure_message,
+    _finals,
+    _history_np,
+    _init_arrays,
+    _make_config,
+)
 
 # ----------------------------------------------------------------------------------------------------------
 # One run: the single layer through the one loop (core.run_loop), vmapped over seeds and P by train_sweep
 # ----------------------------------------------------------------------------------------------------------
-
 
 
 class _RunData(NamedTuple):
@@ -79,13 +87,16 @@ class _RunData(NamedTuple):
 
 
 def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
-    net_cfg = SingleLayerConfig.for_task(post.task, post.attention, heads=post.heads,
-                                         init_scale=cfg.init_scale if cfg.init == "small" else 1e-2)
+    net_cfg = SingleLayerConfig.for_task(
+        post.task, post.attention, heads=post.heads, init_scale=cfg.init_scale if cfg.init == "small" else 1e-2
+    )
     if cfg.init == "small":
         return SingleLayer(net_cfg, key)
     if cfg.init == "hot":
-        L0 = jnp.broadcast_to(jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention,
-                                                     cfg.init_scale)), post.L_shape)
+        L0 = jnp.broadcast_to(
+            jnp.asarray(hot_logits(post.task.target_pattern, post.task.key_mask, post.attention, cfg.init_scale)),
+            post.L_shape,
+        )
     if V0 is None:  # start the readout at its conditional mode given the attention
         V0 = post.readout_posterior(L0)[0]
     return SingleLayer(net_cfg, key, L0, V0)
@@ -159,8 +170,9 @@ def _run(cfg: _Config, data: _RunData, key, L0=None, V0=None):
     """Train one network; returns (final LoopState, records). Pure function of key."""
     init_key, noise_key = jax.random.split(key)
     net = _init_net(cfg, data.post, init_key, L0, V0)
-    state, recs, _ = run_loop(net, _loss_fn(cfg, data), _optimizer(cfg, data.post), cfg.plan,
-                              _record_fn(cfg, data), noise_key)
+    state, recs, _ = run_loop(
+        net, _loss_fn(cfg, data), _optimizer(cfg, data.post), cfg.plan, _record_fn(cfg, data), noise_key
+    )
     if cfg.objective == "marginal":
         state = state._replace(params=_with_readout_mode(state.params, data.post))
     return state, recs
@@ -188,23 +200,6 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 # ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def train(
@@ -280,8 +275,9 @@ def train(
         check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
-    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, dataset.P,
-                       log_records, objective, temperature)
+    cfg = _make_config(
+        optimizer, lr, steps, init, init_scale, batch_size, record_every, dataset.P, log_records, objective, temperature
+    )
     L0 = V0 = None
     if cfg.init == "array":
         L0, V0 = _init_arrays(init, attention.logit_shape(task.T), task.d_out, attention.heads * task.d)
@@ -296,9 +292,14 @@ def train(
         failure = _failure_message(seed, dataset.P, failed_at, cfg.optimizer)
         warnings.warn(failure, RuntimeWarning, stacklevel=2)
     final = {k: float(v) for k, v in _finals(history).items()}
-    return TrainResult(history, final, (L, V), _config_dict(cfg, attention, prior, task, P=dataset.P, seed=seed,
-                                                           test_size=test_size, test=test_note),
-                       failure, failed_at if failure else None)
+    return TrainResult(
+        history,
+        final,
+        (L, V),
+        _config_dict(cfg, attention, prior, task, P=dataset.P, seed=seed, test_size=test_size, test=test_note),
+        failure,
+        failed_at if failure else None,
+    )
 
 
 def _test_posterior(task, prior, attention, key, test_size):
@@ -321,9 +322,13 @@ def _prepare(dataset: Dataset, prior, attention, key, test_size, minibatch, test
     else:
         test_post = None
         note = f"none: {type(dataset.task).__name__} cannot sample and no test set was given"
-    data = _RunData(Posterior(dataset, attention, prior), test_post,
-                    dataset.X if minibatch else None, dataset.Y if minibatch else None,
-                    jnp.asarray(dataset.P))
+    data = _RunData(
+        Posterior(dataset, attention, prior),
+        test_post,
+        dataset.X if minibatch else None,
+        dataset.Y if minibatch else None,
+        jnp.asarray(dataset.P),
+    )
     return data, run_key, note
 
 
@@ -373,8 +378,19 @@ def train_sweep(
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)
     Pmax = max(P_values)
-    cfg = _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every,
-                       min(P_values), log_records, objective, temperature)
+    cfg = _make_config(
+        optimizer,
+        lr,
+        steps,
+        init,
+        init_scale,
+        batch_size,
+        record_every,
+        min(P_values),
+        log_records,
+        objective,
+        temperature,
+    )
     minibatch = cfg.batch_size is not None
 
     seed_data, keys = [], []
@@ -387,10 +403,13 @@ def train_sweep(
         keys.append(run_key)
     stack = lambda trees: jax.tree.map(lambda *a: jnp.stack(a), *trees)  # noqa: E731
     # runs in seed-major order: run r = (seed r // nP, P r % nP)
-    data = _RunData(stack([p for sd in seed_data for p in sd[0]]), stack([sd[1] for sd in seed_data]),
-                    stack([sd[2] for sd in seed_data]) if minibatch else None,
-                    stack([sd[3] for sd in seed_data]) if minibatch else None,
-                    jnp.asarray(P_values * len(seeds)))
+    data = _RunData(
+        stack([p for sd in seed_data for p in sd[0]]),
+        stack([sd[1] for sd in seed_data]),
+        stack([sd[2] for sd in seed_data]) if minibatch else None,
+        stack([sd[3] for sd in seed_data]) if minibatch else None,
+        jnp.asarray(P_values * len(seeds)),
+    )
     seed_index = jnp.repeat(jnp.arange(len(seeds)), len(P_values))
     n_runs = len(seeds) * len(P_values)
     if runs_per_batch is None:
@@ -412,21 +431,18 @@ def train_sweep(
                 failures.append({"seed": s, "P": P, "step": int(failed_at[i, j]), "message": msg})
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
     final = _finals(history)
-    return SweepResult(np.asarray(P_values), np.asarray(seeds), history, final, L, V, failures,
-                       _config_dict(cfg, attention, prior, task, test_size=test_size))
+    return SweepResult(
+        np.asarray(P_values),
+        np.asarray(seeds),
+        history,
+        final,
+        L,
+        V,
+        failures,
+        _config_dict(cfg, attention, prior, task, test_size=test_size),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Emergence and comparisons (plain data; the plots module draws them)
 # ----------------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-

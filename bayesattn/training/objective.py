@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._validate import check_array
-from ..models.attention import AttentionModel
 from ..bayes.posterior import Posterior, Prior
+from ..models.attention import AttentionModel
 from ..tasks import Task
 
 
@@ -41,7 +40,8 @@ def _log_density_constant(post: Posterior):
     (n d_out / 2) log(2 pi sigma2)."""
     size = int(np.prod(post.L_shape))
     return -0.5 * size * jnp.log(2 * np.pi * post.prior.sigma_A2) - 0.5 * post.n * post.d_out * jnp.log(
-        2 * np.pi * post.prior.sigma2)
+        2 * np.pi * post.prior.sigma2
+    )
 
 
 def _marginal_objective(post: Posterior, L):

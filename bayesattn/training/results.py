@@ -37,8 +37,13 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     rise = x1 - x0
     out = {"initial": x0, "final": x1, "rise": rise, "emerged": bool(abs(rise) >= min_rise)}
     if not out["emerged"]:
-        return {**out, "step": float("nan"), "sharpness": float("nan"), "step_10": float("nan"),
-                "step_90": float("nan")}
+        return {
+            **out,
+            "step": float("nan"),
+            "sharpness": float("nan"),
+            "step_10": float("nan"),
+            "step_90": float("nan"),
+        }
     frac = (x - x0) / rise
     s10, s50, s90 = (_crossing(steps, frac, lv) for lv in (0.1, 0.5, 0.9))
     return {**out, "step": s50, "sharpness": s90 - s10, "step_10": s10, "step_90": s90}
@@ -76,12 +81,20 @@ class TrainResult:
         hist["L_steps"] = self.history["step"][idx]
         hist["L"] = Ls
         key = "m"
-        return to_plain({
-            "config": self.config, "history": hist, "final_order_parameters": self.final_order_parameters,
-            "final_L": self.final_params[0], "final_V": self.final_params[1],
-            "emergence": self.emergence(key), "emergence_key": key,
-            "failure": self.failure, "failed_at": self.failed_at,
-        }, nonfinite="none")
+        return to_plain(
+            {
+                "config": self.config,
+                "history": hist,
+                "final_order_parameters": self.final_order_parameters,
+                "final_L": self.final_params[0],
+                "final_V": self.final_params[1],
+                "emergence": self.emergence(key),
+                "emergence_key": key,
+                "failure": self.failure,
+                "failed_at": self.failed_at,
+            },
+            nonfinite="none",
+        )
 
 
 @dataclass
@@ -111,7 +124,8 @@ class SweepResult:
             final_order_parameters={k: float(v[i_P, i_seed]) for k, v in self.final_order_parameters.items()},
             final_params=(self.final_L[i_P, i_seed], self.final_V[i_P, i_seed]),
             config={**self.config, "P": P, "seed": s},
-            failure=fail[0]["message"] if fail else None, failed_at=fail[0]["step"] if fail else None,
+            failure=fail[0]["message"] if fail else None,
+            failed_at=fail[0]["step"] if fail else None,
         )
 
     def emergence(self, key: str = "m") -> dict:
@@ -120,8 +134,11 @@ class SweepResult:
         The default is m for both attentions: for a trained (point-estimate) linear attention u is the cosine
         of a matrix that starts near zero, so it jumps to ~1 within the first steps whatever P is, while m
         rises with |L| (the copy weight actually learnt)."""
-        out = {"step": np.full(self.final_L.shape[:2], np.nan), "sharpness": np.full(self.final_L.shape[:2], np.nan),
-               "rise": np.zeros(self.final_L.shape[:2])}
+        out = {
+            "step": np.full(self.final_L.shape[:2], np.nan),
+            "sharpness": np.full(self.final_L.shape[:2], np.nan),
+            "rise": np.zeros(self.final_L.shape[:2]),
+        }
         for i in range(len(self.P_values)):
             for j in range(len(self.seeds)):
                 e = emergence({"step": self.history["step"][i, j], key: self.history[key][i, j]}, key=key)
@@ -137,11 +154,19 @@ class SweepResult:
             idx, Ls = _thin_L(np.moveaxis(self.history["L"], 2, 0), max_L_records)
             hist["L_steps"] = self.history["step"][0, 0][idx]
             hist["L"] = np.moveaxis(Ls, 0, 2)
-        return to_plain({
-            "config": self.config, "P_values": self.P_values, "seeds": self.seeds, "history": hist,
-            "final_order_parameters": self.final_order_parameters, "final_L": self.final_L,
-            "emergence": self.emergence(), "failures": self.failures,
-        }, nonfinite="none")
+        return to_plain(
+            {
+                "config": self.config,
+                "P_values": self.P_values,
+                "seeds": self.seeds,
+                "history": hist,
+                "final_order_parameters": self.final_order_parameters,
+                "final_L": self.final_L,
+                "emergence": self.emergence(),
+                "failures": self.failures,
+            },
+            nonfinite="none",
+        )
 
 
 def can_sample(task) -> bool:
@@ -203,14 +228,18 @@ class FitResult:
         for step, net in self.checkpoints:
             save_checkpoint(d / "checkpoints" / f"step_{int(step):08d}.eqx", net, step=int(step))
             steps.append(int(step))
-        meta = {"config": self.config, "failure": self.failure, "failed_at": self.failed_at,
-                "checkpoint_steps": steps, "final": self.final}
-        (d / "result.json").write_text(json.dumps(to_plain(meta, nonfinite="string"), indent=1,
-                                                  default=_json_default))
+        meta = {
+            "config": self.config,
+            "failure": self.failure,
+            "failed_at": self.failed_at,
+            "checkpoint_steps": steps,
+            "final": self.final,
+        }
+        (d / "result.json").write_text(json.dumps(to_plain(meta, nonfinite="string"), indent=1, default=_json_default))
         return d
 
     @classmethod
-    def load(cls, directory) -> "FitResult":
+    def load(cls, directory) -> FitResult:
         """The result :meth:`save` wrote (networks rebuilt from the config in their headers)."""
         import json
         from pathlib import Path
@@ -252,6 +281,10 @@ class FitSweepResult:
         net = eqx.combine(jax.tree.map(lambda a: a[i_P, i_seed], self.params), static)
         P, s = int(self.P_values[i_P]), int(self.seeds[i_seed])
         fail = [f for f in self.failures if f["seed"] == s and f["P"] in (P, None)]
-        return FitResult({k: v[i_P, i_seed] for k, v in self.history.items()}, net,
-                         {**self.config, "P": P, "seed": s}, fail[0]["message"] if fail else None,
-                         fail[0]["step"] if fail else None)
+        return FitResult(
+            {k: v[i_P, i_seed] for k, v in self.history.items()},
+            net,
+            {**self.config, "P": P, "seed": s},
+            fail[0]["message"] if fail else None,
+            fail[0]["step"] if fail else None,
+        )

@@ -52,17 +52,32 @@ def _default_init_scale(init: str) -> float | None:
     return None if init == "hot" else 1e-2
 
 
-def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_every, P_max, log_records=0,
-                 objective="joint", temperature=1.0):
+def _make_config(
+    optimizer,
+    lr,
+    steps,
+    init,
+    init_scale,
+    batch_size,
+    record_every,
+    P_max,
+    log_records=0,
+    objective="joint",
+    temperature=1.0,
+):
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("objective", objective, OBJECTIVES)
     temperature = check_positive("temperature", temperature)
     if optimizer != "langevin" and temperature != 1.0:
-        raise ValueError(f"temperature={temperature!r}: only optimizer='langevin' has a temperature; "
-                         "leave it at 1.0 for optimizer='adam'")
+        raise ValueError(
+            f"temperature={temperature!r}: only optimizer='langevin' has a temperature; "
+            "leave it at 1.0 for optimizer='adam'"
+        )
     if objective == "marginal" and batch_size is not None:
-        raise ValueError(f"batch_size={batch_size!r}: objective='marginal' is full batch (the readout is "
-                         "integrated out from the statistics of all sequences); expected None")
+        raise ValueError(
+            f"batch_size={batch_size!r}: objective='marginal' is full batch (the readout is "
+            "integrated out from the statistics of all sequences); expected None"
+        )
     if callable(lr):
         if optimizer != "adam":
             raise ValueError(f"lr={lr!r}: a schedule is only supported for optimizer='adam'; give a positive number")
@@ -79,8 +94,9 @@ def _make_config(optimizer, lr, steps, init, init_scale, batch_size, record_ever
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
     log_records = check_int("log_records", log_records, minimum=0)
-    return _Config(optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective,
-                   float(temperature))
+    return _Config(
+        optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective, float(temperature)
+    )
 
 
 def _check_prior_attention(prior, attention, heads=None) -> AttentionModel:
@@ -101,20 +117,33 @@ def _init_arrays(init, shape, d_out, d):
     try:
         L0 = np.asarray(init, np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"init={init!r}: expected 'small', 'hot', an array L of shape {shape} or a pair (L, V)") from None
+        raise ValueError(
+            f"init={init!r}: expected 'small', 'hot', an array L of shape {shape} or a pair (L, V)"
+        ) from None
     return jnp.asarray(check_array("init", L0, shape)), None
 
 
 def _config_dict(cfg: _Config, attention, prior, task, **extra):
     return {
-        "optimizer": cfg.optimizer, "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr), "steps": cfg.steps,
-        "record_every": cfg.record_every, "log_records": cfg.log_records, "batch_size": cfg.batch_size,
+        "optimizer": cfg.optimizer,
+        "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr),
+        "steps": cfg.steps,
+        "record_every": cfg.record_every,
+        "log_records": cfg.log_records,
+        "batch_size": cfg.batch_size,
         "init": cfg.init,
-        "init_scale": cfg.init_scale, "attention": attention.kind, "heads": attention.heads,
-        "prior": prior.config(), "task": task.config(),
-        "objective": ("J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const" if cfg.objective == "joint"
-                      else "J_marg = -(sigma2/n) log p(L, D) + const (V integrated out; records use V = E[V | L, D])"),
-        "objective_kind": cfg.objective, "temperature": cfg.temperature,
+        "init_scale": cfg.init_scale,
+        "attention": attention.kind,
+        "heads": attention.heads,
+        "prior": prior.config(),
+        "task": task.config(),
+        "objective": (
+            "J = |Y - F|^2 / 2n + prior decay = -(sigma2/n) log p(L, V, D) + const"
+            if cfg.objective == "joint"
+            else "J_marg = -(sigma2/n) log p(L, D) + const (V integrated out; records use V = E[V | L, D])"
+        ),
+        "objective_kind": cfg.objective,
+        "temperature": cfg.temperature,
         **extra,
     }
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .softmax_table import _Table, _grids, _padded_draws, _row_moments, _table_parts, _tilt
+from .softmax_table import _grids, _padded_draws, _row_moments, _Table, _table_parts, _tilt
 
 
 def row_types(task) -> tuple[np.ndarray, np.ndarray]:
@@ -65,8 +65,9 @@ def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed,
     W = max(Ks) - 1
     z0 = jnp.stack([_padded_draws(seed, K, num_samples, W) for K in Ks])
     h, g = _grids(max(Ks), d, beta_max, nh, ng)
-    (Lam, m, q, Vaa, Vab, Vbb), mom = _build_row_tables(z0, jnp.asarray(np.array(Ks, float) - 1), float(sigma_A2),
-                                                        jnp.asarray(h), jnp.asarray(g), nl, nc, ny)
+    (Lam, m, q, Vaa, Vab, Vbb), mom = _build_row_tables(
+        z0, jnp.asarray(np.array(Ks, float) - 1), float(sigma_A2), jnp.asarray(h), jnp.asarray(g), nl, nc, ny
+    )
     wj = jnp.asarray(w)[:, None, None]
     avg = [np.asarray(jnp.sum(wj * a, axis=0)) for a in (Lam, m, q, Vaa, Vab, Vbb)]
     Lam, m, q, Vaa, Vab, Vbb = avg
@@ -76,8 +77,9 @@ def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed,
     return _Table(h, g, Lam, m, q, tuple(mom) + (jnp.asarray(w),), detC)
 
 
-def causal_softmax_table(task, prior, beta_max: float, *, nh: int = 241, ng: int = 121, num_samples: int = 20000,
-                         seed: int = 0) -> _Table:
+def causal_softmax_table(
+    task, prior, beta_max: float, *, nh: int = 241, ng: int = 121, num_samples: int = 20000, seed: int = 0
+) -> _Table:
     """The row-averaged cumulant generating function Lambda_bar(h, g) of a causal (or any per-row key count)
     softmax task and its gradient (m, q), on an (h, g) grid wide enough for every beta <= beta_max. Query rows
     with K keys use the same prior draws as a cyclic table with T = K."""
@@ -85,8 +87,17 @@ def causal_softmax_table(task, prior, beta_max: float, *, nh: int = 241, ng: int
 
     covered(task, "softmax", onehot=True, causal=True)
     Ks, w = row_types(task)
-    return _causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2),
-                         occam_d(task), float(beta_max), nh, ng, num_samples, seed)
+    return _causal_table(
+        tuple(int(k) for k in Ks),
+        tuple(float(x) for x in w),
+        float(prior.sigma_A2),
+        occam_d(task),
+        float(beta_max),
+        nh,
+        ng,
+        num_samples,
+        seed,
+    )
 
 
 @jax.jit
@@ -103,4 +114,3 @@ def _tilt_rows(h, g, y, s, logM, R, R2, w, ci=None):
     y, s, logM, R, R2 = (flat(a) for a in (y, s, logM, R, R2))
     parts = jax.vmap(lambda k: jnp.stack(_tilt(h, g, y, s, logM, R, R2, ci * nK + k)))(jnp.arange(nK))
     return tuple(jnp.tensordot(w[ci], parts, axes=1))
-

@@ -9,8 +9,8 @@ import numpy as np
 
 from ..._validate import check_choice
 from ...models.attention import ATTENTIONS, AttentionModel
-from ..posterior import Prior
 from ...tasks import CopyTask
+from ..posterior import Prior
 
 Attention = Literal["softmax", "linear"]
 
@@ -40,8 +40,10 @@ def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> s
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
     if task.tokens == "onehot":
         if not (onehot and (task.boundary == "cyclic" or (causal and attention == "softmax"))):
-            raise ValueError(f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
-                             f"covered here; {COVERED}")
+            raise ValueError(
+                f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
+                f"covered here; {COVERED}"
+            )
     elif task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
     if attention == "softmax" and task.boundary != "cyclic" and not (causal and task.boundary == "causal"):
@@ -141,4 +143,3 @@ def prediction_error(m, q, eps):
     (their O(d/n) difference is the generalisation gap of a d x d least-squares readout). For one-hot tokens it
     is the fraction of the centred target's variance, with eps the one-hot eps' of ``_scales``."""
     return 1.0 - m**2 * (q + 2.0 * eps) / (q + eps) ** 2
-

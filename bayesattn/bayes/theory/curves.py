@@ -49,12 +49,18 @@ class PhaseCurve:
                 return int(x)
             return x
 
-        return {"attention": self.attention, "P": conv(self.P), "branches": conv(self.branches),
-                "stable": conv(self.stable), "mean": conv(self.mean), "transition": conv(self.transition),
-                "config": conv(self.config)}
+        return {
+            "attention": self.attention,
+            "P": conv(self.P),
+            "branches": conv(self.branches),
+            "stable": conv(self.stable),
+            "mean": conv(self.mean),
+            "transition": conv(self.transition),
+            "config": conv(self.config),
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PhaseCurve":
+    def from_dict(cls, d: dict) -> PhaseCurve:
         def arr(v):
             return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
 
@@ -76,7 +82,7 @@ def _track_branches(P, minima, tol):
     for i, mins in enumerate(minima):
         new_active = []
         used = set()
-        for (m, q, F) in sorted(mins):
+        for m, q, F in sorted(mins):
             best, bd = None, tol
             for b in active:
                 if id(b) in used:
@@ -129,8 +135,10 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
     if edge_hit:
         warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=4)
     if np.any(edge_mass > 2e-2):
-        warnings.warn("theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be "
-                      "biased", stacklevel=4)
+        warnings.warn(
+            "theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be biased",
+            stacklevel=4,
+        )
     branches = _track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
     for b in branches:
         b["free_energy"] = b["free_energy"] * Tq
@@ -142,8 +150,7 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
         stable["m"][i], stable["q"][i], stable["u"][i], stable["free_energy"][i] = m_, q_, m_ * m_ / q_, F_ * Tq
     # posterior means: the saddle-point density integrated over the whole dual grid (not only the Laplace
     # mixture of the minima: the skewed tail of the low well towards the copy branch matters below the jump)
-    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy(),
-            "test_error": means[:, 3].copy()}
+    mean = {"m": means[:, 0].copy(), "q": means[:, 1].copy(), "u": means[:, 2].copy(), "test_error": means[:, 3].copy()}
     # Where one cell of the dual grid holds most of the density, the grid does not resolve its width (large
     # beta: the density narrows as 1/sqrt(T_q beta)) and the grid average is that cell's value. The density is
     # then close to its Laplace limit: the mean is the Newton-refined stable minimum (seen at sigma2 = 10, T = 8
@@ -152,14 +159,17 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
     if np.any(narrow):
         mean["m"][narrow], mean["q"][narrow], mean["u"][narrow] = (stable[k][narrow] for k in ("m", "q", "u"))
         if eps is not None:
-            mean["test_error"][narrow] = np.asarray(prediction_error(stable["m"][narrow], stable["q"][narrow],
-                                                                     np.asarray(eps)[narrow]))
+            mean["test_error"][narrow] = np.asarray(
+                prediction_error(stable["m"][narrow], stable["q"][narrow], np.asarray(eps)[narrow])
+            )
     missing = [float(P[i]) for i, mins in enumerate(minima) if not mins]
     if missing:
-        warnings.warn(f"theory: no minimum of the action found at {len(missing)} of {len(P)} P values (first "
-                      f"P = {missing[0]:g}); the dual (h, g) grid or its Monte Carlo table does not resolve this "
-                      "prior (very small sigma_A2 with a wide P range); the transition reported may be wrong",
-                      stacklevel=4)
+        warnings.warn(
+            f"theory: no minimum of the action found at {len(missing)} of {len(P)} P values (first "
+            f"P = {missing[0]:g}); the dual (h, g) grid or its Monte Carlo table does not resolve this "
+            "prior (very small sigma_A2 with a wide P range); the transition reported may be wrong",
+            stacklevel=4,
+        )
     trans = _first_order(P, branches)
     if trans is None:
         trans = {"order": "crossover", "P_c": None, "spinodals": []}
@@ -168,8 +178,10 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
 
 def _check_noise_fit(task, noise_fit) -> None:
     if noise_fit and getattr(task, "tokens", "gaussian") == "onehot":
-        raise ValueError("noise_fit=True with task.tokens='onehot': the noise-fit term is derived for Gaussian "
-                         "tokens only; use noise_fit=False")
+        raise ValueError(
+            "noise_fit=True with task.tokens='onehot': the noise-fit term is derived for Gaussian "
+            "tokens only; use noise_fit=False"
+        )
 
 
 def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
@@ -190,13 +202,19 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
 
     def tables(beta_max):
         if len(tasks) == 1:
-            return [_cached_table(tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200,
-                                  96, 800)]
-        return _softmax_tables([t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples,
-                               seed, 200, 96, 800)
+            return [
+                _cached_table(
+                    tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800
+                )
+            ]
+        return _softmax_tables(
+            [t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples, seed, 200, 96, 800
+        )
 
     minima, edge_hit, means, edge_mass = _banded_minima(tables, beta, eps, Tqs, d)
-    return [_softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c], eps[c]) for c in range(len(tasks))]
+    return [
+        _softmax_curve(P, minima[c], edge_hit[c], means[c], edge_mass[c], Tqs[c], eps[c]) for c in range(len(tasks))
+    ]
 
 
 # A dual grid sized for beta_max resolves beta down to about beta_max / 20 (the checked P ranges span 20 in P);
@@ -220,8 +238,10 @@ def _beta_bands(beta):
 def _banded_minima(tables, beta, eps, Tqs, d, **minima_kw):
     """``_softmax_minima`` band by band of beta (``_beta_bands`` of the largest beta per P), each band on the
     tables ``tables(beta_max)`` sized for it, joined along P. beta, eps: (C, NP)."""
-    parts = [_softmax_minima(tables(float(beta[:, sl].max())), beta[:, sl], eps[:, sl], Tqs, d, **minima_kw)
-             for sl in _beta_bands(beta.max(axis=0))]
+    parts = [
+        _softmax_minima(tables(float(beta[:, sl].max())), beta[:, sl], eps[:, sl], Tqs, d, **minima_kw)
+        for sl in _beta_bands(beta.max(axis=0))
+    ]
     minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(beta.shape[0])]
     edge_hit = np.any([pt[1] for pt in parts], axis=0)
     means = np.concatenate([pt[2] for pt in parts], axis=1)
@@ -240,12 +260,23 @@ def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
         Ks, w = row_types(task)
 
         def tables(beta_max, Ks=Ks, w=w, prior=prior):
-            return [_causal_table(tuple(int(k) for k in Ks), tuple(float(x) for x in w), float(prior.sigma_A2), d,
-                                  beta_max, numerics.get("nh", 241), numerics.get("ng", 121),
-                                  numerics.get("num_samples", 20000), numerics.get("seed", 0))]
+            return [
+                _causal_table(
+                    tuple(int(k) for k in Ks),
+                    tuple(float(x) for x in w),
+                    float(prior.sigma_A2),
+                    d,
+                    beta_max,
+                    numerics.get("nh", 241),
+                    numerics.get("ng", 121),
+                    numerics.get("num_samples", 20000),
+                    numerics.get("seed", 0),
+                )
+            ]
 
-        minima, edge_hit, means, edge_mass = _banded_minima(tables, beta[c:c + 1], eps[c:c + 1], [Tqs[c]], d,
-                                                            tilt=_tilt_rows)
+        minima, edge_hit, means, edge_mass = _banded_minima(
+            tables, beta[c : c + 1], eps[c : c + 1], [Tqs[c]], d, tilt=_tilt_rows
+        )
         out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c], eps[c]))
     return out
 
@@ -279,8 +310,10 @@ def _linear_critical_P(task, prior, nf_flag):
 
 
 def _linear_phase_curves(tasks, priors, P, nf_flag):
-    return [onehot_linear_phase_curve(t, p, P) if t.tokens == "onehot" else _linear_phase_curve(t, p, P, nf_flag)
-            for t, p in zip(tasks, priors)]
+    return [
+        onehot_linear_phase_curve(t, p, P) if t.tokens == "onehot" else _linear_phase_curve(t, p, P, nf_flag)
+        for t, p in zip(tasks, priors)
+    ]
 
 
 def _linear_phase_curve(task, prior, P, nf_flag):
@@ -307,9 +340,14 @@ def _linear_phase_curve(task, prior, P, nf_flag):
     stable = {"m": np.sqrt(us * qs), "q": qs, "u": us, "free_energy": Fs - F0}
     branch = {"P": np.asarray(P, float), **{k: v.copy() for k, v in stable.items()}}
     qbar = _linear_q_given_c(task, prior, beta, eps, np.zeros(len(P)), D, Tq)
-    mean = {"u": mean_u, "q": qbar, "m": np.sqrt(mean_u * qbar),
-            "test_error": _linear_mean_test_error(task, prior, beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq),
-                                                  eps, c, logp, D, Tq)}
+    mean = {
+        "u": mean_u,
+        "q": qbar,
+        "m": np.sqrt(mean_u * qbar),
+        "test_error": _linear_mean_test_error(
+            task, prior, beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq), eps, c, logp, D, Tq
+        ),
+    }
     inside = P[0] <= Pc <= P[-1]
     trans = {"order": "second", "P_c": float(Pc) if inside else None, "spinodals": [], "P_c_exact": float(Pc)}
     return PhaseCurve("linear", np.asarray(P), [branch], stable, mean, trans)
@@ -345,8 +383,18 @@ def _linear_q_given_c(task, prior, beta, eps, c, D, Tq):
     return float(out) if out.ndim == 0 else out
 
 
-def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool = False, num_samples: int = 20000,
-                seed: int = 0, nh: int = 241, ng: int = 121) -> PhaseCurve:
+def phase_curve(
+    task,
+    prior,
+    attention: Attention,
+    P_values,
+    *,
+    noise_fit: bool = False,
+    num_samples: int = 20000,
+    seed: int = 0,
+    nh: int = 241,
+    ng: int = 121,
+) -> PhaseCurve:
     """Branches of local minima of the reduced action over P, the stable branch, the posterior means from
     the reduced density and the transition.
 
@@ -367,9 +415,17 @@ def phase_curve(task, prior, attention: Attention, P_values, *, noise_fit: bool 
     num_samples = check_int("num_samples", num_samples, minimum=100)
     _check_noise_fit(task, noise_fit)
     if attention == "softmax":
-        pc = _softmax_phase_curve(task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
+        pc = _softmax_phase_curve(
+            task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+        )
     else:
         pc = _linear_phase_curves([task], [prior], P, float(noise_fit))[0]
-    pc.config = {"task": task.config(), "prior": prior.config(), "attention": attention, "noise_fit": bool(noise_fit),
-                 "num_samples": num_samples, "seed": seed}
+    pc.config = {
+        "task": task.config(),
+        "prior": prior.config(),
+        "attention": attention,
+        "noise_fit": bool(noise_fit),
+        "num_samples": num_samples,
+        "seed": seed,
+    }
     return pc

@@ -11,8 +11,14 @@ import numpy as np
 from ..._validate import check_int
 from ...models.attention import ORDER_PARAMETER
 from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .curves import (PhaseCurve, _check_noise_fit, _linear_critical_P, _linear_phase_curves, _softmax_phase_curves,
-                     phase_curve)
+from .curves import (
+    PhaseCurve,
+    _check_noise_fit,
+    _linear_critical_P,
+    _linear_phase_curves,
+    _softmax_phase_curves,
+    phase_curve,
+)
 from .linear import _linear_dims, _linear_log_density_c
 
 # ----------------------------------------------------------------------------------------------------
@@ -57,25 +63,53 @@ class PhaseDiagram:
         def lst(a):
             return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, float)]
 
-        return {"attention": self.attention, "vary_name": self.vary_name, "vary_values": lst(self.vary_values),
-                "P_c": lst(self.P_c), "spinodal_low": lst(self.spinodal_low), "spinodal_high": lst(self.spinodal_high),
-                "order": list(self.order), "crossover": lst(self.crossover),
-                "P": None if self.P is None else lst(self.P), "config": self.config,
-                "mean": None if self.mean is None else [lst(row) for row in self.mean]}
+        return {
+            "attention": self.attention,
+            "vary_name": self.vary_name,
+            "vary_values": lst(self.vary_values),
+            "P_c": lst(self.P_c),
+            "spinodal_low": lst(self.spinodal_low),
+            "spinodal_high": lst(self.spinodal_high),
+            "order": list(self.order),
+            "crossover": lst(self.crossover),
+            "P": None if self.P is None else lst(self.P),
+            "config": self.config,
+            "mean": None if self.mean is None else [lst(row) for row in self.mean],
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PhaseDiagram":
+    def from_dict(cls, d: dict) -> PhaseDiagram:
         def arr(v):
             return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
 
-        return cls(d["attention"], d["vary_name"], arr(d["vary_values"]), arr(d["P_c"]), arr(d["spinodal_low"]),
-                   arr(d["spinodal_high"]), list(d["order"]), arr(d["crossover"]),
-                   None if d.get("P") is None else arr(d["P"]), dict(d.get("config", {})),
-                   None if d.get("mean") is None else np.stack([arr(row) for row in d["mean"]]))
+        return cls(
+            d["attention"],
+            d["vary_name"],
+            arr(d["vary_values"]),
+            arr(d["P_c"]),
+            arr(d["spinodal_low"]),
+            arr(d["spinodal_high"]),
+            list(d["order"]),
+            arr(d["crossover"]),
+            None if d.get("P") is None else arr(d["P"]),
+            dict(d.get("config", {})),
+            None if d.get("mean") is None else np.stack([arr(row) for row in d["mean"]]),
+        )
 
 
-def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, noise_fit: bool = False,
-                  num_samples: int = 20000, seed: int = 0, nh: int = 241, ng: int = 121) -> PhaseDiagram:
+def phase_diagram(
+    task,
+    prior,
+    attention: Attention,
+    P_values,
+    vary: dict,
+    *,
+    noise_fit: bool = False,
+    num_samples: int = 20000,
+    seed: int = 0,
+    nh: int = 241,
+    ng: int = 121,
+) -> PhaseDiagram:
     """The transition over the (P, vary) plane. vary: {"sigma_A2": [...]} or {"T": [...]} (increasing).
 
     Per value: P_c (binodal for first order, critical point for second; NaN where none in the P range),
@@ -99,8 +133,9 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
     num_samples = check_int("num_samples", num_samples, minimum=100)
     if attention == "softmax":
         # every value in a few compiled calls: tables, grid scans and Newton batched over the second axis
-        curves = _softmax_phase_curves(tasks, priors, P, float(noise_fit),
-                                       dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng))
+        curves = _softmax_phase_curves(
+            tasks, priors, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+        )
     else:
         curves = _linear_phase_curves(tasks, priors, P, float(noise_fit))
     mean = np.full((len(vals), len(P)), np.nan)
@@ -113,9 +148,25 @@ def phase_diagram(task, prior, attention: Attention, P_values, vary: dict, *, no
         if tr["spinodals"]:
             out["lo"][k], out["hi"][k] = tr["spinodals"]
         out["cross"][k] = _crossover(pc)
-    return PhaseDiagram(attention, name, vals, out["P_c"], out["lo"], out["hi"], order, out["cross"], P,
-                        {"task": task.config(), "prior": prior.config(), "noise_fit": bool(noise_fit),
-                         "num_samples": num_samples, "seed": seed}, mean)
+    return PhaseDiagram(
+        attention,
+        name,
+        vals,
+        out["P_c"],
+        out["lo"],
+        out["hi"],
+        order,
+        out["cross"],
+        P,
+        {
+            "task": task.config(),
+            "prior": prior.config(),
+            "noise_fit": bool(noise_fit),
+            "num_samples": num_samples,
+            "seed": seed,
+        },
+        mean,
+    )
 
 
 def _linear_mode_u(task, prior, P):
@@ -124,16 +175,30 @@ def _linear_mode_u(task, prior, P):
 
     D, Tq = _linear_dims(task)
     beta, eps, _ = _scales(task, prior, np.array([P]))
-    f = jax.jit(lambda c: -_linear_log_density_c(jnp.atleast_1d(c), beta[0], eps[0], float(prior.sigma_A2), D, Tq,
-                                                   task.T, task.d_out, 0.0)[0])
+    f = jax.jit(
+        lambda c: (
+            -_linear_log_density_c(
+                jnp.atleast_1d(c), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
+            )[0]
+        )
+    )
     grid = np.linspace(0, 0.999, 400)
-    vals = np.asarray(-_linear_log_density_c(
-        jnp.asarray(grid), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0))
+    vals = np.asarray(
+        -_linear_log_density_c(
+            jnp.asarray(grid), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
+        )
+    )
     j = int(np.argmin(vals))
     lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
     if j == 0:
-        return 0.0 if vals[0] <= vals[1] else float(minimize_scalar(lambda c: float(f(c)), bounds=(0, hi), method="bounded",
-                                                                    options={"xatol": 1e-12}).x) ** 2
+        return (
+            0.0
+            if vals[0] <= vals[1]
+            else float(
+                minimize_scalar(lambda c: float(f(c)), bounds=(0, hi), method="bounded", options={"xatol": 1e-12}).x
+            )
+            ** 2
+        )
     c = minimize_scalar(lambda c: float(f(c)), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
     return float(c) ** 2
 

@@ -84,8 +84,17 @@ def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
     ok = jnp.isfinite(lw)
     for _ in range(3):  # isolated spikes: a cell above all its valid neighbours by > 20 nats (see the docstring)
         pad = jnp.pad(lw, 1, constant_values=-jnp.inf)
-        nb = jnp.max(jnp.stack([pad[1 + di:pad.shape[0] - 1 + di, 1 + dj:pad.shape[1] - 1 + dj]
-                                for di in (-1, 0, 1) for dj in (-1, 0, 1) if di or dj]), axis=0)
+        nb = jnp.max(
+            jnp.stack(
+                [
+                    pad[1 + di : pad.shape[0] - 1 + di, 1 + dj : pad.shape[1] - 1 + dj]
+                    for di in (-1, 0, 1)
+                    for dj in (-1, 0, 1)
+                    if di or dj
+                ]
+            ),
+            axis=0,
+        )
         ok = ok & ~(lw > nb + 20.0)
         lw = jnp.where(ok, lw, -jnp.inf)
     w = jnp.exp(lw - jnp.max(lw))
@@ -95,14 +104,16 @@ def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
 
 def _table_and_moment(task, prior, beta_max, num_samples, seed, nh, ng):
     """The phase curve's table for this beta_max (shared through its cache) and the matching Hbar(y, c)."""
-    tab = _cached_table(task.T, float(prior.sigma_A2), occam_d(task), float(beta_max), nh, ng, num_samples, seed,
-                        200, 96, 800)
+    tab = _cached_table(
+        task.T, float(prior.sigma_A2), occam_d(task), float(beta_max), nh, ng, num_samples, seed, 200, 96, 800
+    )
     Hbar = _other_entropy_moment(_std_draws(seed, task.T, num_samples), float(prior.sigma_A2), tab.mom[0], tab.mom[1])
     return tab, Hbar
 
 
-def tilted_row_entropy(task, prior, h, g, *, beta_max: float = 10.0, num_samples: int = 20000, seed: int = 0,
-                       nh: int = 241, ng: int = 121) -> float:
+def tilted_row_entropy(
+    task, prior, h, g, *, beta_max: float = 10.0, num_samples: int = 20000, seed: int = 0, nh: int = 241, ng: int = 121
+) -> float:
     """Mean attention entropy (nats) of one softmax row whose logits are drawn from the prior N(0, sigma_A2)
     tilted by exp(h a + g b) (a: weight on the source key, b: sum of squared weights), from the theory's table
     (``beta_max`` sets the table's grids, as in ``softmax_action_table``)."""
@@ -112,8 +123,9 @@ def tilted_row_entropy(task, prior, h, g, *, beta_max: float = 10.0, num_samples
     return float(_tilted_entropy(float(h), float(g), tab.mom[0], tab.mom[1], tab.mom[2], Hbar))
 
 
-def entropy_curve(task, prior, P_values, *, num_samples: int = 20000, seed: int = 0, nh: int = 241,
-                  ng: int = 121) -> dict:
+def entropy_curve(
+    task, prior, P_values, *, num_samples: int = 20000, seed: int = 0, nh: int = 241, ng: int = 121
+) -> dict:
     """The theory's posterior-mean attention entropy (mean over query rows of -sum_s alpha_ts log alpha_ts, nats)
     of the one-head cyclic softmax copy task against P, with the posterior mean of m from the same weights (equal
     to ``phase_curve(...).mean["m"]`` of the same single P where no table cell is masked), the number of masked
@@ -138,12 +150,35 @@ def entropy_curve(task, prior, P_values, *, num_samples: int = 20000, seed: int 
         h, g = jnp.asarray(tab.h), jnp.asarray(tab.g)
         EH = _entropy_table(h, g, tab.mom[0], tab.mom[1], tab.mom[2], Hbar)
         ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & np.isfinite(np.asarray(EH))
-        Hi, mi, ki = _posterior_mean(h, g, jnp.asarray(tab.Lam), jnp.asarray(tab.m), jnp.asarray(tab.q),
-                                     jnp.asarray(tab.detC), EH, jnp.asarray(ok), float(be), float(ep), float(Tq),
-                                     float(d))
+        Hi, mi, ki = _posterior_mean(
+            h,
+            g,
+            jnp.asarray(tab.Lam),
+            jnp.asarray(tab.m),
+            jnp.asarray(tab.q),
+            jnp.asarray(tab.detC),
+            EH,
+            jnp.asarray(ok),
+            float(be),
+            float(ep),
+            float(Tq),
+            float(d),
+        )
         H.append(float(Hi))
         m.append(float(mi))
         masked.append(int(ki))
-    return {"P": P.tolist(), "posterior": H, "m": m, "masked_cells": masked, "uniform": float(np.log(task.T)),
-            "config": {"task": task.config(), "prior": prior.config(), "num_samples": num_samples, "seed": seed,
-                       "nh": nh, "ng": ng}}
+    return {
+        "P": P.tolist(),
+        "posterior": H,
+        "m": m,
+        "masked_cells": masked,
+        "uniform": float(np.log(task.T)),
+        "config": {
+            "task": task.config(),
+            "prior": prior.config(),
+            "num_samples": num_samples,
+            "seed": seed,
+            "nh": nh,
+            "ng": ng,
+        },
+    }

@@ -36,11 +36,22 @@ from scipy.stats import ortho_group
 from ..._validate import check_choice, check_int
 from ..posterior import Prior
 from .common import _check_grid, first_crossing
-from .heads_rowlaw import (adapt_proposal, default_proposal, is_moments, linear_cgf, linear_legendre, n_stats, pack,
-                           softmax_row_samples, unpack)
+from .heads_rowlaw import (
+    adapt_proposal,
+    default_proposal,
+    is_moments,
+    linear_cgf,
+    linear_legendre,
+    n_stats,
+    pack,
+    softmax_row_samples,
+    unpack,
+)
 
-COVERED_HEADS = ("heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
-                 "single-lag spans (any lags, weights and rotations), softmax or linear attention, H >= 1 heads")
+COVERED_HEADS = (
+    "heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
+    "single-lag spans (any lags, weights and rotations), softmax or linear attention, H >= 1 heads"
+)
 
 
 def check_heads_task(task):
@@ -51,8 +62,9 @@ def check_heads_task(task):
     if task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED_HEADS}")
     if task.boundary != "cyclic":
-        raise ValueError(f"task.boundary={task.boundary!r}: not covered (rows with different key sets); "
-                         f"{COVERED_HEADS}")
+        raise ValueError(
+            f"task.boundary={task.boundary!r}: not covered (rows with different key sets); {COVERED_HEADS}"
+        )
     if any(len(s) != 1 for s in task.spans):
         raise ValueError(f"task.spans={task.spans!r}: not covered (a span of several lags); {COVERED_HEADS}")
     if task.d_out != task.d:
@@ -66,8 +78,14 @@ def energy_params(task, prior: Prior, P) -> dict:
     P = np.asarray(P, np.float64)
     U = np.asarray(task.rotation_matrices())
     R = np.einsum("kij,lij->kl", U, U) / task.d
-    return {"beta": P * task.d / (2.0 * prior.sigma2), "eps": prior.lam(task.d) / (P * task.T),
-            "w": np.asarray(task.weights, np.float64), "R": R, "d": task.d, "T": task.T}
+    return {
+        "beta": P * task.d / (2.0 * prior.sigma2),
+        "eps": prior.lam(task.d) / (P * task.T),
+        "w": np.asarray(task.weights, np.float64),
+        "R": R,
+        "d": task.d,
+        "T": task.T,
+    }
 
 
 def _phi_E(x, beta, eps, w, R, d, T, H, K):
@@ -118,8 +136,12 @@ def label_free(m, Q, signs: bool = True) -> dict:
     i = np.arange(n)[:, None]
     mc, Qc = m[i, perm], Q[i[:, :, None], perm[:, :, None], perm[:, None, :]]
     sv = np.linalg.svd(m, compute_uv=False)
-    return {"mass_max": m.max(axis=1).reshape(*lead, K), "m_canon": mc.reshape(*lead, H, K),
-            "Q_canon": Qc.reshape(*lead, H, H), "m_sv": sv.reshape(*lead, -1)}
+    return {
+        "mass_max": m.max(axis=1).reshape(*lead, K),
+        "m_canon": mc.reshape(*lead, H, K),
+        "Q_canon": Qc.reshape(*lead, H, H),
+        "m_sv": sv.reshape(*lead, -1),
+    }
 
 
 def _rotate(x, O, H, K):
@@ -171,6 +193,7 @@ class _RowLaw:
                 L, x, C = cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)
                 return phi(x, b, e) + lam @ x - L, C @ (jax.grad(phi)(x, b, e) + lam), L
         else:
+
             def psi(lam, b, e, S, logw):
                 # Psi and its gradient Cov (grad Phi_E + lam) without forming Cov: O(n D) per evaluation
                 lw = logw + S @ lam
@@ -181,13 +204,23 @@ class _RowLaw:
                 v = jax.grad(phi)(x, b, e) + lam
                 L = lse - jnp.log(S.shape[0])
                 return phi(x, b, e) + lam @ x - L, (p * (dS @ v)) @ dS, L
+
         self._psi = jax.jit(psi)
+
     def set_proposal(self, rho, mu, sd):
         if self.attention == "softmax":
             self.prop = (rho, mu, sd)
-            self.S, self.logw, self.xs = softmax_row_samples(self.key, jnp.asarray(rho), jnp.asarray(mu),
-                                                             jnp.asarray(sd), H=self.H, K=self.K, T=self.T,
-                                                             n=self.n, sigma_A2=self.sA2)
+            self.S, self.logw, self.xs = softmax_row_samples(
+                self.key,
+                jnp.asarray(rho),
+                jnp.asarray(mu),
+                jnp.asarray(sd),
+                H=self.H,
+                K=self.K,
+                T=self.T,
+                n=self.n,
+                sigma_A2=self.sA2,
+            )
 
     def moments(self, lam):
         lam = jnp.asarray(lam)
@@ -238,8 +271,14 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     lam = np.asarray(lam0, np.float64)
     x_prev = None
     for r in range(rounds if law.attention == "softmax" else 1):
-        res = minimize(law.psi, lam, args=(b, e), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 200, "ftol": 1e-10, "gtol": 1e-7})
+        res = minimize(
+            law.psi,
+            lam,
+            args=(b, e),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 200, "ftol": 1e-10, "gtol": 1e-7},
+        )
         lam = _newton_polish(law, res.x, b, e)
         _, x, _, _ = law.moments(lam)
         if x_prev is not None and np.max(np.abs(x - x_prev)) < tol:
@@ -273,9 +312,18 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     # det(T hess)^{-1/2} over the transverse directions (up to a constant common to all wells)
     Cc = B @ C @ B.T
     logdet = float(np.linalg.slogdet(Cc)[1] + np.linalg.slogdet(hess)[1]) if ev.min() > 0 else math.inf
-    return {"x": x, "lam": lam, "F": float(F), "stable": bool(ev.min() > 0), "min_eig": float(ev.min()),
-            "residual": float(np.max(np.abs(resid)) / max(1.0, np.max(np.abs(lam)))), "ess": ess,
-            "basis": B, "hess": hess, "logdet": logdet}
+    return {
+        "x": x,
+        "lam": lam,
+        "F": float(F),
+        "stable": bool(ev.min() > 0),
+        "min_eig": float(ev.min()),
+        "residual": float(np.max(np.abs(resid)) / max(1.0, np.max(np.abs(lam)))),
+        "ess": ess,
+        "basis": B,
+        "hess": hess,
+        "logdet": logdet,
+    }
 
 
 def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
@@ -289,8 +337,9 @@ def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
     z = rng.standard_normal((n, len(ev))) * np.sqrt(var)
     xs = fp["x"] + z @ V.T
     logq = -0.5 * np.sum(z**2 / var, axis=1)
-    lam, L, logdetC, res = (np.asarray(a) for a in linear_legendre(
-        jnp.asarray(xs), jnp.asarray(fp["lam"]), H=H, K=K, T=T, sigma_A2=law.sA2))
+    lam, L, logdetC, res = (
+        np.asarray(a) for a in linear_legendre(jnp.asarray(xs), jnp.asarray(fp["lam"]), H=H, K=K, T=T, sigma_A2=law.sA2)
+    )
     phi = np.asarray(jax.vmap(lambda v: law.phi(v, b, e))(jnp.asarray(xs)))
     F = phi + np.sum(lam * xs, axis=1) - L
     lw = np.where(res < 1e-8, -T * F - 0.5 * logdetC - logq, -np.inf)
@@ -300,6 +349,7 @@ def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
 
 def _starts(H, K, attention, sA2):
     """Named starting points in x: cold (the prior means), hot (head h on lag h), competitive (all on lag 1)."""
+
     def x_of(pairs, mass):
         m = np.full((H, K), 0.0 if attention == "linear" else 0.02)
         for h, k in pairs:
@@ -312,8 +362,10 @@ def _starts(H, K, attention, sA2):
         return pack(m, Q)
 
     mass = 1.0 if attention == "linear" else 0.7
-    return {"hot": x_of([(h, h) for h in range(min(H, K))], mass),
-            "competitive": x_of([(h, 0) for h in range(H)], mass)}
+    return {
+        "hot": x_of([(h, h) for h in range(min(H, K))], mass),
+        "competitive": x_of([(h, 0) for h in range(H)], mass),
+    }
 
 
 @dataclass
@@ -339,11 +391,11 @@ def _coexistence(P, fps, T):
     lowest wells' T F cross (linear interpolation of their difference between neighbouring P)."""
     co, dF = [], []
     for Pi, fl in zip(P, fps):
-        st = sorted((T * fp["F"] for fp in fl if fp["stable"]))
+        st = sorted(T * fp["F"] for fp in fl if fp["stable"])
         if len(st) > 1:
             co.append(float(Pi))
         # signed difference: low-mass well minus high-mass well (positive: the high-mass well wins)
-        wells = sorted(((float(np.max(fp["x_canon"][:1])), T * fp["F"]) for fp in fl if fp["stable"]))
+        wells = sorted((float(np.max(fp["x_canon"][:1])), T * fp["F"]) for fp in fl if fp["stable"])
         dF.append(wells[0][1] - wells[-1][1] if len(wells) > 1 else np.nan)
     binodals = []
     for i in range(len(P) - 1):
@@ -352,9 +404,21 @@ def _coexistence(P, fps, T):
     return {"coexistence_P": co, "binodals": binodals, "dTF": [None if not np.isfinite(v) else float(v) for v in dF]}
 
 
-def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", prior: Prior | None = None,
-                T: int = 16, d: int = 8, weights=None, num_samples: int = 200_000, seed: int = 0,
-                fluct_samples: int = 4000, min_ess: float = 200.0) -> HeadsCurve:
+def heads_curve(
+    P,
+    task=None,
+    *,
+    heads: int = 2,
+    attention: str = "softmax",
+    prior: Prior | None = None,
+    T: int = 16,
+    d: int = 8,
+    weights=None,
+    num_samples: int = 200_000,
+    seed: int = 0,
+    fluct_samples: int = 4000,
+    min_ess: float = 200.0,
+) -> HeadsCurve:
     """The H-head theory over a grid of P (docs/theory.md section 12).
 
     task: a :class:`~bayesattn.MultiLagCopyTask` (default: T, d, single lags 1..K with ``weights``, default
@@ -369,15 +433,24 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
     H = check_int("heads", heads, minimum=1)
     if task is None:
         w = tuple(0.6**k for k in range(H)) if weights is None else tuple(weights)
-        task = MultiLagCopyTask(T=T, d=d, spans=tuple((k + 1,) for k in range(len(w))), weights=w,
-                                rotations="orthogonal")
+        task = MultiLagCopyTask(
+            T=T, d=d, spans=tuple((k + 1,) for k in range(len(w))), weights=w, rotations="orthogonal"
+        )
     check_heads_task(task)
     prior = Prior(1.0, 100.0, 400.0) if prior is None else prior
     P = _check_grid("P", P)
     T, K = task.T, task.K
     ep = energy_params(task, prior, P)
-    law = _RowLaw(attention, H, K, T, float(prior.sigma_A2), check_int("num_samples", num_samples, minimum=1000),
-                  jax.random.key(seed), ep)
+    law = _RowLaw(
+        attention,
+        H,
+        K,
+        T,
+        float(prior.sigma_A2),
+        check_int("num_samples", num_samples, minimum=1000),
+        jax.random.key(seed),
+        ep,
+    )
     signs = attention == "linear"
     rng = np.random.default_rng(seed)
     named = _starts(H, K, attention, float(prior.sigma_A2))
@@ -416,7 +489,7 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         add(found, "cold", np.zeros(n_stats(H, K)), b, e)
         for name, x0 in named.items():
             add(found, name, -np.asarray(law.dphi(jnp.asarray(x0), b, e)), b, e)
-        for fp in (founds[-1] if founds else []):
+        for fp in founds[-1] if founds else []:
             if fp["stable"]:
                 add(found, "previous P", fp["lam"], b, e)
         founds.append(found)
@@ -431,8 +504,10 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
         found = founds[i]
         stable = [fp for fp in found if fp["stable"]]
         if not stable:
-            raise RuntimeError(f"P={Pi}: no stable fixed point found (softmax: none with an importance-sampling "
-                               f"ESS >= min_ess={min_ess}; raise num_samples={num_samples})")
+            raise RuntimeError(
+                f"P={Pi}: no stable fixed point found (softmax: none with an importance-sampling "
+                f"ESS >= min_ess={min_ess}; raise num_samples={num_samples})"
+            )
         logwt = np.array([math.log(fp["multiplicity"]) - T * fp["F"] - 0.5 * fp["logdet"] for fp in stable])
         wt = np.exp(logwt - logwt.max())
         wt /= wt.sum()
@@ -446,8 +521,7 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
                 fp["daniels_ess"] = float(1.0 / np.sum(pw**2))
             else:
                 cov = np.linalg.inv(T * fp["hess"])
-                z = rng.multivariate_normal(np.zeros(len(cov)), 0.5 * (cov + cov.T), size=fluct_samples,
-                                            method="eigh")
+                z = rng.multivariate_normal(np.zeros(len(cov)), 0.5 * (cov + cov.T), size=fluct_samples, method="eigh")
                 xs, pw = fp["x"] + z @ fp["basis"], np.full(fluct_samples, 1.0 / fluct_samples)
                 if signs:  # linear: uniform over the O(H) orbit (Haar rotations of the heads)
                     O = ortho_group.rvs(H, size=fluct_samples, random_state=rng).reshape(-1, H, H)
@@ -466,9 +540,25 @@ def heads_curve(P, task=None, *, heads: int = 2, attention: str = "softmax", pri
     mean = {k: np.asarray(v) for k, v in out_mean.items()}
     trans = {f"lag{k + 1}": first_crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
     trans.update(_coexistence(P, all_fp, T))
-    return HeadsCurve(attention, P, mean, {k: np.asarray(v) for k, v in out_fix.items()}, all_fp, trans,
-                      {"T": T, "d": task.d, "H": H, "K": K, "weights": list(task.weights), "prior": prior.config(),
-                       "num_samples": num_samples, "seed": seed, "R": ep["R"].tolist()})
+    return HeadsCurve(
+        attention,
+        P,
+        mean,
+        {k: np.asarray(v) for k, v in out_fix.items()},
+        all_fp,
+        trans,
+        {
+            "T": T,
+            "d": task.d,
+            "H": H,
+            "K": K,
+            "weights": list(task.weights),
+            "prior": prior.config(),
+            "num_samples": num_samples,
+            "seed": seed,
+            "R": ep["R"].tolist(),
+        },
+    )
 
 
 def _invariants(x, H, K):

@@ -38,7 +38,7 @@ def unpack(x, H: int, K: int, xp=jnp):
     x = xp.asarray(x)
     m = x[..., : H * K].reshape(*x.shape[:-1], H, K)
     iu = np.triu_indices(H)
-    up = x[..., H * K:]
+    up = x[..., H * K :]
     Q = xp.zeros((*x.shape[:-1], H, H), dtype=x.dtype)
     if xp is jnp:
         Q = Q.at[..., iu[0], iu[1]].set(up).at[..., iu[1], iu[0]].set(up)
@@ -162,7 +162,6 @@ def linear_legendre(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: 
             return jnp.where(jnp.any(ok), cand[jnp.argmax(ok)], lam)
 
         lam = jax.lax.fori_loop(0, iters, body, lam0)
-        return (lam, cgf(lam), jnp.linalg.slogdet(jax.hessian(cgf)(lam))[1],
-                jnp.max(jnp.abs(jax.grad(cgf)(lam) - xi)))
+        return (lam, cgf(lam), jnp.linalg.slogdet(jax.hessian(cgf)(lam))[1], jnp.max(jnp.abs(jax.grad(cgf)(lam) - xi)))
 
     return jax.vmap(one)(x)

@@ -31,7 +31,9 @@ def _profile_softmax(mt, h0, g0, mom, be, eps, d, Tq, iters=40):
         r = jnp.array([m - mt, g + dq])
         J = jnp.array([[Vaa, Vab], [Hqq * Vab, 1.0 + Hqq * Vbb]])
         dx = jnp.linalg.solve(J, -r)
-        scale = jnp.minimum(1.0, jnp.minimum(2.0 / (jnp.abs(dx[0]) + 1e-300), (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300)))
+        scale = jnp.minimum(
+            1.0, jnp.minimum(2.0 / (jnp.abs(dx[0]) + 1e-300), (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300))
+        )
         return (h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)), None
 
     (h, g), _ = jax.lax.scan(body, (h0, g0), None, length=iters)
@@ -41,8 +43,9 @@ def _profile_softmax(mt, h0, g0, mom, be, eps, d, Tq, iters=40):
     return jnp.where(ok, Phi, jnp.nan)
 
 
-def landscape(task, prior, attention: Attention, P, grid=None, *, noise_fit: bool = False, num_samples: int = 20000,
-              seed: int = 0) -> dict:
+def landscape(
+    task, prior, attention: Attention, P, grid=None, *, noise_fit: bool = False, num_samples: int = 20000, seed: int = 0
+) -> dict:
     """Free-energy landscape S(x) = T_q * min over the other order parameters of Phi, in nats, shifted so
     that min S = 0 (differences are log posterior odds). x = m for softmax (double well near the
     transition), x = u for linear (a single well at u = 0 that moves away continuously; the density is
@@ -61,10 +64,13 @@ def landscape(task, prior, attention: Attention, P, grid=None, *, noise_fit: boo
     beta, eps, Tq = _scales(task, prior, np.array([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
     if attention == "softmax":
-        tab = softmax_action_table(task, prior, float(beta[0]), num_samples=check_int("num_samples", num_samples, minimum=100),
-                                   seed=seed)
+        tab = softmax_action_table(
+            task, prior, float(beta[0]), num_samples=check_int("num_samples", num_samples, minimum=100), seed=seed
+        )
         H, G = tab.h[:, None], tab.g[None, :]
-        Phi = np.asarray(action(tab.m, tab.q, H * tab.m + G * tab.q - tab.Lam, beta=beta[0], eps=eps[0], d=task.d_out, T_q=Tq))
+        Phi = np.asarray(
+            action(tab.m, tab.q, H * tab.m + G * tab.q - tab.Lam, beta=beta[0], eps=eps[0], d=task.d_out, T_q=Tq)
+        )
         _, dq = _energy_grads(tab.m, tab.q, beta[0], eps[0], task.d_out, Tq, 0.0)
         F = np.abs(G + dq)
         # starts: the table point closest in m among those near q-stationarity, lowest Phi
@@ -74,13 +80,22 @@ def landscape(task, prior, attention: Attention, P, grid=None, *, noise_fit: boo
             i, j = np.unravel_index(np.argmin(score), score.shape)
             starts.append((tab.h[i], tab.g[j]))
         h0, g0 = (jnp.asarray(a) for a in zip(*starts))
-        S = np.asarray(jax.vmap(lambda mt, a, b: _profile_softmax(mt, a, b, tab.mom, beta[0], eps[0], task.d_out, Tq))(
-            jnp.asarray(x), h0, g0)) * Tq
+        S = (
+            np.asarray(
+                jax.vmap(lambda mt, a, b: _profile_softmax(mt, a, b, tab.mom, beta[0], eps[0], task.d_out, Tq))(
+                    jnp.asarray(x), h0, g0
+                )
+            )
+            * Tq
+        )
         name = "m"
     else:
         D, Tq = _linear_dims(task)
-        S = -np.asarray(_linear_log_density_c(jnp.sqrt(jnp.asarray(x)), beta[0], eps[0], float(prior.sigma_A2), D, Tq,
-                                              task.T, task.d_out, 0.0))
+        S = -np.asarray(
+            _linear_log_density_c(
+                jnp.sqrt(jnp.asarray(x)), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
+            )
+        )
         name = "u"
     S = S - np.nanmin(S)
     return {"x": x, "x_name": name, "S": S, "P": float(P), "attention": attention}

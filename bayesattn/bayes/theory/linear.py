@@ -48,7 +48,7 @@ def _linear_log_density_c(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nt=RADIUS_NOD
     _, _, log_pt, qv = _radius_quadrature(D, sigma_A2, T, Tq, nt=nt)
     E = _linear_energy(c[:, None] ** 2, qv, beta - nf, eps, Tq, d)
     lr = logsumexp(log_pt[None, :] - E, axis=1)
-    return 0.5 * (D - 3) * jnp.log1p(-c**2) + lr
+    return 0.5 * (D - 3) * jnp.log1p(-(c**2)) + lr
 
 
 def linear_log_density(task, prior, P, u):
@@ -96,8 +96,11 @@ def _linear_curves(task, prior, P_values, nf_flag, nc=2001):
     nf = nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq) * np.ones_like(beta)
     # the cosine grid: c in [0, 1), dense near 0 and resolving the Beta law width 1/sqrt(D)
     c = jnp.asarray(np.sin(np.linspace(0.0, np.pi / 2, nc))[:-1])
-    logp = np.asarray(_linear_log_density_hermite(c, jnp.asarray(beta), jnp.asarray(eps), float(prior.sigma_A2), D,
-                                                  Tq, task.T, task.d_out, jnp.asarray(nf)))
+    logp = np.asarray(
+        _linear_log_density_hermite(
+            c, jnp.asarray(beta), jnp.asarray(eps), float(prior.sigma_A2), D, Tq, task.T, task.d_out, jnp.asarray(nf)
+        )
+    )
     c = np.asarray(c)
     # the density of c is symmetric; integrate over c in [0, 1) with trapezoid weights dc
     wc = np.gradient(c)

@@ -36,8 +36,13 @@ def onehot_linear_coefficients(task, prior, P):
     T, d = task.T, task.d
     P = np.asarray(P, dtype=np.float64)
     n = P * T
-    return (n * (d - 1) / (2 * prior.sigma2 * d), n / (2 * prior.sigma2 * d), d * (d - 1) / 2.0, d / 2.0,
-            d * prior.lam(d) / n)
+    return (
+        n * (d - 1) / (2 * prior.sigma2 * d),
+        n / (2 * prior.sigma2 * d),
+        d * (d - 1) / 2.0,
+        d / 2.0,
+        d * prior.lam(d) / n,
+    )
 
 
 def onehot_linear_energy(A, B, R, K, T, c1, c2, o1, o2, eps):
@@ -45,8 +50,9 @@ def onehot_linear_energy(A, B, R, K, T, c1, c2, o1, o2, eps):
     m = (jnp.sqrt(T - 1.0) * B + A) / T**1.5
     v2, w = A**2 / T, (A**2 + R) / T
     q = (A**2 + B**2 + R + K) / T**2
-    return (c1 * (1.0 - m**2 / (q + eps)) + c2 * (1.0 - v2 / (w + eps)) + o1 * jnp.log1p(q / eps)
-            + o2 * jnp.log1p(w / eps))
+    return (
+        c1 * (1.0 - m**2 / (q + eps)) + c2 * (1.0 - v2 / (w + eps)) + o1 * jnp.log1p(q / eps) + o2 * jnp.log1p(w / eps)
+    )
 
 
 def frame_variables(L):
@@ -61,7 +67,6 @@ def frame_variables(L):
     R = jnp.sum(rows**2, -1) - A**2
     K = jnp.sum(L**2, (-1, -2)) - A**2 - B**2 - R
     return A, B, R, K
-
 
 
 @functools.partial(jax.jit, static_argnames=("T", "na", "nb", "nr", "nk"))
@@ -81,8 +86,11 @@ def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
     xk = jnp.linspace(-7.0, 7.0, nk)
 
     def logf_k(lk, a, b, r):  # log integrand in log K (prior of log K and the energy)
-        return 0.5 * dK * lk - jnp.exp(lk) / (2 * sigma_A2) - onehot_linear_energy(a, b, r, jnp.exp(lk), T, c1, c2,
-                                                                                    o1, o2, eps)
+        return (
+            0.5 * dK * lk
+            - jnp.exp(lk) / (2 * sigma_A2)
+            - onehot_linear_energy(a, b, r, jnp.exp(lk), T, c1, c2, o1, o2, eps)
+        )
 
     def row(a):
         a_, b_, r_ = a, B[:, None], R[None, :]
@@ -105,8 +113,14 @@ def _ab_table(coef, T, sigma_A2, na=NA, nb=NB, nr=NR, nk=NK):
         m = (jnp.sqrt(T - 1.0) * b_[..., None] + a) / T**1.5
         q = (a**2 + b_[..., None] ** 2 + r_[..., None] + K) / T**2
         w = (a**2 + r_[..., None]) / T
-        obs = jnp.stack([m**2 / q * jnp.ones_like(K), q, 1.0 - m**2 * (q + 2 * eps) / (q + eps) ** 2,
-                         (a**2 / T) / w * jnp.ones_like(K)])
+        obs = jnp.stack(
+            [
+                m**2 / q * jnp.ones_like(K),
+                q,
+                1.0 - m**2 * (q + 2 * eps) / (q + eps) ** 2,
+                (a**2 / T) / w * jnp.ones_like(K),
+            ]
+        )
         return lz, jnp.sum(obs * wgt[None], axis=(2, 3))
 
     lz, cond = jax.lax.map(row, A)
@@ -156,7 +170,7 @@ def local_maxima(A, B, lz):
     for di in (-1, 0, 1):
         for dj in (-1, 0, 1):
             if di or dj:
-                is_max &= core >= pad[1 + di: pad.shape[0] - 1 + di, 1 + dj: pad.shape[1] - 1 + dj]
+                is_max &= core >= pad[1 + di : pad.shape[0] - 1 + di, 1 + dj : pad.shape[1] - 1 + dj]
     is_max = is_max[1:]
     ii, jj = np.nonzero(is_max)
     return [(int(i), int(j), float(lz[i, j])) for i, j in zip(ii, jj)]
@@ -192,8 +206,11 @@ def _critical_P(task, prior, which="max"):
         H = _origin_hessian(task, prior, P)
         return float(np.linalg.eigvalsh(H)[-1]) if which == "max" else float(H[1, 1])
 
-    P0 = prior.sigma2 * task.d * (task.T - 1) / task.T if which == "max" else \
-        prior.sigma2 * task.d * task.T / (task.d - 1)
+    P0 = (
+        prior.sigma2 * task.d * (task.T - 1) / task.T
+        if which == "max"
+        else prior.sigma2 * task.d * task.T / (task.d - 1)
+    )
     lo, hi = 0.5 * P0, 2.0 * P0
     while f(lo) > 0:
         lo /= 2
@@ -239,6 +256,11 @@ def onehot_linear_phase_curve(task, prior, P):
     trans["metastable_from"] = float(np.asarray(P, float)[has_meta][0]) if has_meta.any() else None
     trans["P_copy_at_A0"] = _critical_P(task, prior, "copy")
     trans["unstable_direction"] = "row sums (the all-ones component A of L), with the copy component B through m"
-    mean = {"u": means[:, 0], "q": means[:, 1], "m": np.sqrt(means[:, 0] * means[:, 1]), "test_error": means[:, 2],
-            "v2_over_w": means[:, 3]}
+    mean = {
+        "u": means[:, 0],
+        "q": means[:, 1],
+        "m": np.sqrt(means[:, 0] * means[:, 1]),
+        "test_error": means[:, 2],
+        "v2_over_w": means[:, 3],
+    }
     return PhaseCurve("linear", np.asarray(P, float), branches, stable, mean, trans)

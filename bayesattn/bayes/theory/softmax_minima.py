@@ -11,6 +11,7 @@ import numpy as np
 from .common import _energy_grads, action, prediction_error
 from .softmax_table import _tilt
 
+
 def _hess_E(m, q, be, eps, d, Tq):
     """Hessian of the per-row energy in (m, q): (Hmm, Hmq, Hqq)."""
     Hmm = -2.0 * be / (q + eps)
@@ -30,7 +31,9 @@ def _newton_step(h, g, be, eps, mom, d, Tq, ci, tilt=_tilt):
     # J = I + H_E Cov
     J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
     dx = jnp.linalg.solve(J, -r)
-    scale = jnp.minimum(1.0, 2.0 / (jnp.abs(dx[0]) + 1e-300)) * jnp.minimum(1.0, (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300))
+    scale = jnp.minimum(1.0, 2.0 / (jnp.abs(dx[0]) + 1e-300)) * jnp.minimum(
+        1.0, (0.2 * jnp.abs(g) + 2.0) / (jnp.abs(dx[1]) + 1e-300)
+    )
     scale = jnp.minimum(scale, 1.0)
     h1, g1 = h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)
     moved = jnp.abs(h1 - h) / (1.0 + jnp.abs(h)) + jnp.abs(g1 - g) / (1.0 + jnp.abs(g))
@@ -104,24 +107,44 @@ def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20), tilt=_t
         if active.size == 0:
             break
         j = padded(active)
-        hh, gg, done = _newton_steps(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
-                                     jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, it, tilt)
+        hh, gg, done = _newton_steps(
+            jnp.asarray(h[j]),
+            jnp.asarray(g[j]),
+            jnp.asarray(ci[j]),
+            jnp.asarray(be[j]),
+            jnp.asarray(eps[j]),
+            jnp.asarray(Tq[j]),
+            mom,
+            d,
+            it,
+            tilt,
+        )
         k = active.size
         h[active], g[active] = np.asarray(hh)[:k], np.asarray(gg)[:k]
         active = active[~np.asarray(done)[:k]]
     if n == 0:
         return [np.zeros(0)] * 3 + [np.zeros(0, bool)] * 2 + [np.zeros(0)] * 3
     j = padded(np.arange(n))
-    out = _newton_final(jnp.asarray(h[j]), jnp.asarray(g[j]), jnp.asarray(ci[j]), jnp.asarray(be[j]),
-                        jnp.asarray(eps[j]), jnp.asarray(Tq[j]), mom, d, tilt)
+    out = _newton_final(
+        jnp.asarray(h[j]),
+        jnp.asarray(g[j]),
+        jnp.asarray(ci[j]),
+        jnp.asarray(be[j]),
+        jnp.asarray(eps[j]),
+        jnp.asarray(Tq[j]),
+        mom,
+        d,
+        tilt,
+    )
     return [np.asarray(a)[:n] for a in out] + [h, g]
 
 
 def _dual_weights(h, g, detC):
     """log of the (h, g) cell areas times det Cov^{1/2}: integrating the saddle-point (Daniels) density
     p(m, q) ~ det Cov^{-1/2} exp(-T_q Phi) over (m, q) = grad Lambda(h, g) picks up the Jacobian det Cov."""
-    return (jnp.log(jnp.gradient(h))[:, None] + jnp.log(jnp.gradient(g))[None, :]
-            + 0.5 * jnp.log(jnp.maximum(detC, 1e-300)))
+    return (
+        jnp.log(jnp.gradient(h))[:, None] + jnp.log(jnp.gradient(g))[None, :] + 0.5 * jnp.log(jnp.maximum(detC, 1e-300))
+    )
 
 
 def _cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d):
@@ -184,8 +207,9 @@ def _softmax_scan(h, g, Lam, m, q, detC, beta, eps, Tq, d, kmax=4):
             Z = jnp.sum(w)
             err = prediction_error(m, q, ep)
             # last entry: the largest cell's share of the density (1 / Z, as max w = 1)
-            means = jnp.stack([jnp.sum(w * m) / Z, jnp.sum(w * q) / Z, jnp.sum(w * u) / Z, jnp.sum(w * err) / Z,
-                               1.0 / Z])
+            means = jnp.stack(
+                [jnp.sum(w * m) / Z, jnp.sum(w * q) / Z, jnp.sum(w * u) / Z, jnp.sum(w * err) / Z, 1.0 / Z]
+            )
             edge_mass = jnp.sum(jnp.where(border, w, 0.0)) / Z
             return ii, jj, valid, means, edge_mass
 
@@ -238,9 +262,18 @@ def _softmax_minima(tabs, beta, eps, Tq, d, passes=4, tilt=_tilt):
     H, G = stack(lambda t: t.h), stack(lambda t: t.g)
     mom = tuple(jnp.stack([t.mom[k] for t in tabs]) for k in range(len(tabs[0].mom)))
     beta, eps, Tq = np.asarray(beta, float), np.asarray(eps, float), np.asarray(Tq, float)
-    ii, jj, valid, means, edge_mass = (np.asarray(a) for a in _softmax_scan(
-        jnp.asarray(H), jnp.asarray(G), *(jnp.asarray(stack(lambda t, k=k: getattr(t, k))) for k in ("Lam", "m", "q", "detC")),
-        jnp.asarray(beta), jnp.asarray(eps), jnp.asarray(Tq), d))
+    ii, jj, valid, means, edge_mass = (
+        np.asarray(a)
+        for a in _softmax_scan(
+            jnp.asarray(H),
+            jnp.asarray(G),
+            *(jnp.asarray(stack(lambda t, k=k: getattr(t, k))) for k in ("Lam", "m", "q", "detC")),
+            jnp.asarray(beta),
+            jnp.asarray(eps),
+            jnp.asarray(Tq),
+            d,
+        )
+    )
     C, NP, K0 = ii.shape
     cidx = np.arange(C)[:, None, None]
     # candidates in order of Phi; one Newton start per group of candidates within 0.01 in m (the grid's

@@ -204,8 +204,9 @@ def _unphysical(T, Lam, m, q, detC):
     These are what underflow in the matrix-product form leaves behind (seen at beta ~ 200 and more)."""
     fin = np.isfinite(Lam) & np.isfinite(m) & np.isfinite(q) & np.isfinite(detC)
     with np.errstate(invalid="ignore"):
-        ok = fin & (m >= 0) & (m <= 1) & (q >= (1 - 1e-9) / T) & (q <= 1 + 1e-9) & (m * m <= q * (1 + 1e-9)) \
-            & (detC > 0)
+        ok = (
+            fin & (m >= 0) & (m <= 1) & (q >= (1 - 1e-9) / T) & (q <= 1 + 1e-9) & (m * m <= q * (1 + 1e-9)) & (detC > 0)
+        )
     return ~ok
 
 
@@ -234,9 +235,17 @@ def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, n
     grids = [_grids(T, d, beta_max, nh, ng) for T in Ts]
     h = np.stack([gr[0] for gr in grids])
     g = np.stack([gr[1] for gr in grids])
-    (Lam, m, q, detC), mom = _build_tables(z0, jnp.asarray(zi), jnp.asarray(np.array(Ts, float) - 1),
-                                           jnp.asarray(np.asarray(sigma_A2s, float)), jnp.asarray(h), jnp.asarray(g),
-                                           nl, nc, ny)
+    (Lam, m, q, detC), mom = _build_tables(
+        z0,
+        jnp.asarray(zi),
+        jnp.asarray(np.array(Ts, float) - 1),
+        jnp.asarray(np.asarray(sigma_A2s, float)),
+        jnp.asarray(h),
+        jnp.asarray(g),
+        nl,
+        nc,
+        ny,
+    )
     Lam, m, q, detC = (np.asarray(a) for a in (Lam, m, q, detC))
     out = []
     for k in range(len(Ts)):
@@ -251,8 +260,19 @@ def _cached_table(T, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl, nc, n
     return _softmax_tables([T], [sigma_A2], d, beta_max, nh, ng, num_samples, seed, nl, nc, ny)[0]
 
 
-def softmax_action_table(task, prior, beta_max: float, *, nh: int = 241, ng: int = 121, num_samples: int = 20000,
-                         seed: int = 0, nl: int = 200, nc: int = 96, ny: int = 800) -> _Table:
+def softmax_action_table(
+    task,
+    prior,
+    beta_max: float,
+    *,
+    nh: int = 241,
+    ng: int = 121,
+    num_samples: int = 20000,
+    seed: int = 0,
+    nl: int = 200,
+    nc: int = 96,
+    ny: int = 800,
+) -> _Table:
     """The per-row cumulant generating function Lambda(h, g) = log E_prior exp(h a + g b) of one softmax row
     and its gradient (m, q) on an (h, g) grid wide enough for every beta <= beta_max.
 
@@ -260,4 +280,6 @@ def softmax_action_table(task, prior, beta_max: float, *, nh: int = 241, ng: int
     fixed ``seed``) and quadrature error (``ny`` source-logit nodes, ``nc`` tilt nodes, ``nl`` bins).
     """
     covered(task, "softmax")
-    return _cached_table(task.T, float(prior.sigma_A2), task.d_out, float(beta_max), nh, ng, num_samples, seed, nl, nc, ny)
+    return _cached_table(
+        task.T, float(prior.sigma_A2), task.d_out, float(beta_max), nh, ng, num_samples, seed, nl, nc, ny
+    )

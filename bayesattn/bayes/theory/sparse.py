@@ -32,17 +32,19 @@ class RowSamples:
     logw: np.ndarray
 
     @classmethod
-    def draw(cls, S: int, s: int, sigma_A2: float = 1.0, n_per_shift: int = 4000,
-             shifts=np.linspace(0.0, 10.0, 41), seed: int = 0) -> "RowSamples":
+    def draw(
+        cls, S: int, s: int, sigma_A2: float = 1.0, n_per_shift: int = 4000, shifts=None, seed: int = 0
+    ) -> RowSamples:
         rng = np.random.default_rng(seed)
         sd = np.sqrt(sigma_A2)
-        shifts = np.asarray(shifts, float)
+        shifts = np.linspace(0.0, 10.0, 41) if shifts is None else np.asarray(shifts, float)
         sup = np.concatenate([mu + sd * rng.standard_normal((n_per_shift, s)) for mu in shifts])
         rest = sd * rng.standard_normal((sup.shape[0], S - s))
         # log prior / log mixture of the support logits (the rest is drawn from the prior)
         lp = -0.5 * np.sum(sup**2, 1) / sigma_A2
-        lq = logsumexp(-0.5 * np.sum((sup[:, None, :] - shifts[None, :, None]) ** 2, -1) / sigma_A2, axis=1) \
-            - np.log(len(shifts))
+        lq = logsumexp(-0.5 * np.sum((sup[:, None, :] - shifts[None, :, None]) ** 2, -1) / sigma_A2, axis=1) - np.log(
+            len(shifts)
+        )
         logits = np.concatenate([sup, rest], axis=1)
         alpha = np.exp(logits - logits.max(1, keepdims=True))
         alpha /= alpha.sum(1, keepdims=True)
@@ -56,9 +58,20 @@ class RowSamples:
         return float(lam), float(w @ self.a), float(w @ self.b)
 
 
-def stationary_points(rows: RowSamples, *, S: int, s: int, P: float, d: int = 8, sigma2: float = 400.0,
-                      sigma_V2: float = 100.0, normalize: bool = False, iters: int = 2000,
-                      damping: float = 0.3, tol: float = 1e-7) -> dict:
+def stationary_points(
+    rows: RowSamples,
+    *,
+    S: int,
+    s: int,
+    P: float,
+    d: int = 8,
+    sigma2: float = 400.0,
+    sigma_V2: float = 100.0,
+    normalize: bool = False,
+    iters: int = 2000,
+    damping: float = 0.3,
+    tol: float = 1e-7,
+) -> dict:
     """Stationary points from the cold and hot starts: {"cold": (M, q, Phi), "hot": (...), "stable": M}."""
     beta = P * d / (2 * sigma2)
     eps = (d * sigma2 / sigma_V2) / (P * S)
@@ -89,8 +102,9 @@ def stationary_points(rows: RowSamples, *, S: int, s: int, P: float, d: int = 8,
     return out
 
 
-def excess_curve(S: int, s: int, P_values, *, normalize: bool = False, sigma_A2: float = 1.0, seed: int = 0,
-                 **kw) -> dict:
+def excess_curve(
+    S: int, s: int, P_values, *, normalize: bool = False, sigma_A2: float = 1.0, seed: int = 0, **kw
+) -> dict:
     """The stable branch's excess mass (M - s/S) / (1 - s/S) over ``P_values`` and whether the cold and hot
     starts ended on different branches (coexistence) at each P."""
     rows = RowSamples.draw(S, s, sigma_A2, seed=seed)

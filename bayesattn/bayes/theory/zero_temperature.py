@@ -40,7 +40,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from ..._validate import check_choice
 from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .curves import PhaseCurve, _first_order, _track_branches
+from .curves import PhaseCurve, _track_branches
 from .linear import _linear_dims
 
 Objective = Literal["joint", "marginal"]
@@ -65,12 +65,16 @@ def softmax_row(delta, T: int):
 def _softmax_mode_action(delta, beta, eps, T, Tq, d, sigma_A2, w):
     """Per-row action Phi_0 at gap delta (broadcasting over delta, beta, eps)."""
     a, q, norm = softmax_row(delta, T)
-    return (beta * (1.0 - a**2 / (q + eps)) + w * d**2 / (2.0 * Tq) * np.log1p(q / eps)
-            + norm * np.asarray(delta) ** 2 / (2.0 * sigma_A2))
+    return (
+        beta * (1.0 - a**2 / (q + eps))
+        + w * d**2 / (2.0 * Tq) * np.log1p(q / eps)
+        + norm * np.asarray(delta) ** 2 / (2.0 * sigma_A2)
+    )
 
 
-def mode_action(task, prior, attention: Attention, P: float, x, *, objective: Objective = "marginal",
-                noise_fit: bool = False) -> np.ndarray:
+def mode_action(
+    task, prior, attention: Attention, P: float, x, *, objective: Objective = "marginal", noise_fit: bool = False
+) -> np.ndarray:
     """The zero-temperature per-row action Phi_0 (module docstring) at one P, along the path of minimum-cost rows:
     x = the logit gap Delta (softmax) or the radius q >= 0 (linear). T_q * Phi_0 is -log p of the mode's L (plus
     a constant), in nats."""
@@ -83,8 +87,11 @@ def mode_action(task, prior, attention: Attention, P: float, x, *, objective: Ob
     if attention == "softmax":
         return _softmax_mode_action(x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
     d = task.d_out
-    return (beta[0] * eps[0] / (x + eps[0]) + w * d**2 / (2.0 * Tq) * np.log1p(x / eps[0])
-            + task.T * x / (2.0 * prior.sigma_A2))
+    return (
+        beta[0] * eps[0] / (x + eps[0])
+        + w * d**2 / (2.0 * Tq) * np.log1p(x / eps[0])
+        + task.T * x / (2.0 * prior.sigma_A2)
+    )
 
 
 def _softmax_minima(task, prior, P, nf, w):
@@ -196,6 +203,7 @@ def linear_mode_critical_P(task, prior, objective: Objective = "marginal", noise
     lam = prior.lam(task.d)
     K = task.T / (2.0 * prior.sigma_A2)
     D = w * d**2 / (2.0 * Tq)
+
     # C = beta_eff eps; the noise-fit shift beta -> beta - d^2 / (2 sigma2 T_q) makes it depend on P: solve
     def root(P):
         beta, eps, _ = _scales(task, prior, P)
@@ -229,8 +237,9 @@ def _linear_mode_curve(task, prior, P, nf, w):
     return PhaseCurve("linear", np.asarray(P), [branch], stable, {k: stable[k].copy() for k in ("m", "q", "u")}, trans)
 
 
-def mode_curve(task, prior, attention: Attention, P_values, *, objective: Objective = "marginal",
-               noise_fit: bool = False) -> PhaseCurve:
+def mode_curve(
+    task, prior, attention: Attention, P_values, *, objective: Objective = "marginal", noise_fit: bool = False
+) -> PhaseCurve:
     """The zero-temperature theory over P: the local minima of the mode action Phi_0 (branches), the global mode
     (``stable`` = ``mean``: a mode has no fluctuations) and the transition.
 
@@ -255,6 +264,12 @@ def mode_curve(task, prior, attention: Attention, P_values, *, objective: Object
         pc = _softmax_mode_curve(task, prior, P, nf, w)
     else:
         pc = _linear_mode_curve(task, prior, P, nf, w)
-    pc.config = {"task": task.config(), "prior": prior.config(), "attention": attention, "noise_fit": bool(noise_fit),
-                 "objective": objective, "temperature": 0.0}
+    pc.config = {
+        "task": task.config(),
+        "prior": prior.config(),
+        "attention": attention,
+        "noise_fit": bool(noise_fit),
+        "objective": objective,
+        "temperature": 0.0,
+    }
     return pc
