@@ -162,6 +162,12 @@ def _loop_before(rev: str = "9a6ea7d"):
     src = subprocess.run(
         ["git", "show", f"{rev}:bayesattn/training/loop.py"], cwd=root, check=True, capture_output=True, text=True
     ).stdout
+    # the objective's pieces it imports are public now (same functions, new names)
+    src = src.replace(
+        "from .objective import _batch_sq_error, _decay, _objective, _sq_error",
+        "from .objective import batch_sq_error as _batch_sq_error, prior_decay as _decay, "
+        "joint_loss as _objective, sq_error as _sq_error",
+    )
     name = "bayesattn.training._loop_before"
     spec = importlib.util.spec_from_loader(name, loader=None)
     mod = importlib.util.module_from_spec(spec)

@@ -67,3 +67,32 @@ def test_attention_model_shapes_masks_and_coercion():
     np.testing.assert_allclose(
         two.weights(L, task_mask), np.stack([np_attention(x, "linear", task_mask) for x in L]), rtol=1e-12, atol=1e-15
     )
+
+
+def test_attention_kinds_match_their_maps_and_definitions(rng):
+    """The kind objects: each one's weights are its numpy map; normalised means rows sum to 1 on the allowed keys;
+    sign_symmetric means a(-L) = -a(L) (so the posterior, with the readout absorbing the sign, is symmetric); the
+    registry, ATTENTIONS and ORDER_PARAMETER agree; names and kinds are accepted alike and stored as names."""
+    from bayesattn.models.attention import ATTENTION_KINDS, ATTENTIONS, ORDER_PARAMETER, AttentionKind, attention_kind
+
+    assert ATTENTIONS == ("softmax", "linear") and ORDER_PARAMETER == {"softmax": "m", "linear": "u"}
+    task = ba.CopyTask(T=5, d=2, boundary="causal")
+    mask = np.asarray(task.key_mask, bool)
+    L = rng.standard_normal((5, 5))
+    for name, kind in ATTENTION_KINDS.items():
+        assert isinstance(kind, AttentionKind) and kind.name == name and attention_kind(name) is kind
+        assert attention_kind(kind) is kind and kind.order_parameter == ORDER_PARAMETER[name]
+        alpha = np.asarray(kind.weights(L, mask))
+        np.testing.assert_allclose(alpha, np_attention(L, name, mask), rtol=1e-12, atol=1e-15)
+        rows = mask.any(axis=1)
+        assert kind.normalised == bool(np.allclose(alpha[rows].sum(axis=1), 1.0, rtol=1e-12))
+        assert kind.sign_symmetric == bool(np.allclose(np.asarray(kind.weights(-L, mask)), -alpha, atol=1e-15))
+        assert kind.copy_threshold(16) == (3.0 / 16 if kind.normalised else 0.5)
+        assert AttentionModel(kind).kind == name and AttentionModel(kind).attention_kind is kind
+        assert AttentionModel.coerce(kind, heads=2) == AttentionModel(name, 2)
+        np.testing.assert_array_equal(
+            hot_logits(task.target_pattern, mask, kind), hot_logits(task.target_pattern, mask, name)
+        )
+        assert ba.models.SingleLayerConfig(T=5, d_in=2, attention=kind).attention == name
+    with pytest.raises(ValueError, match="attention='relu'"):
+        attention_kind("relu")

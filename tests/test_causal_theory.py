@@ -17,10 +17,10 @@ import pytest
 
 import bayesattn as ba
 from bayesattn import theory as th
-from bayesattn.bayes.theory.causal import _causal_table, _tilt_rows, causal_softmax_table, row_types
-from bayesattn.bayes.theory.common import _scales, occam_d
-from bayesattn.bayes.theory.softmax_minima import _softmax_minima
-from bayesattn.bayes.theory.softmax_table import _cached_table
+from bayesattn.bayes.theory.causal import causal_softmax_table, causal_table, row_types, tilted_rows
+from bayesattn.bayes.theory.common import occam_d, scales
+from bayesattn.bayes.theory.softmax_minima import softmax_action_minima
+from bayesattn.bayes.theory.softmax_table import cached_table
 
 D_TOK = 8
 PRIOR = ba.Prior(1.0, 100.0, 400.0)
@@ -48,11 +48,11 @@ def test_causal_energy_matches_the_exact_closed_form(offset, tokens):
     T, P = 12, 40000
     task = ba.CopyTask(T=T, d=D_TOK, boundary="causal", offset=offset, tokens=tokens)
     post = ba.Posterior(task.sample(jax.random.key(3), P), "softmax", PRIOR)
-    beta, eps, Tq = _scales(task, PRIOR, np.array([float(P)]))
+    beta, eps, Tq = scales(task, PRIOR, np.array([float(P)]))
     assert Tq == T - offset
     rng = np.random.default_rng(1)
     exact, reduced, rows_T, ms = [], [], [], []
-    b_T, e_T, _ = _scales(task.replace(boundary="cyclic"), PRIOR, np.array([float(P)]))  # all T rows counted
+    b_T, e_T, _ = scales(task.replace(boundary="cyclic"), PRIOR, np.array([float(P)]))  # all T rows counted
     for c, s in [(0.0, 0.0), (2.0, 0.5), (4.0, 0.3), (6.0, 1.0), (1.0, 2.0)]:
         L = jnp.asarray(_causal_logits(T, offset, rng, c, s))
         op = post.order_parameters(L)
@@ -101,17 +101,17 @@ def test_causal_table_matches_brute_force_rows():
 
 
 def test_single_row_type_reproduces_the_cyclic_machinery():
-    """With one row type of T keys, the row-averaged table and Newton (``_tilt_rows``) are the cyclic ones."""
+    """With one row type of T keys, the row-averaged table and Newton (``tilted_rows``) are the cyclic ones."""
     T = 12
     P = np.array([300.0, 600.0, 900.0])
     task = ba.CopyTask(T=T, d=D_TOK)
-    beta, eps, Tq = _scales(task, PRIOR, P)
-    cyc = _cached_table(T, 1.0, D_TOK, float(beta.max()), 121, 61, 2000, 0, 200, 96, 800)
-    cau = _causal_table((T,), (1.0,), 1.0, D_TOK, float(beta.max()), 121, 61, 2000, 0)
+    beta, eps, Tq = scales(task, PRIOR, P)
+    cyc = cached_table(T, 1.0, D_TOK, float(beta.max()), 121, 61, 2000, 0, 200, 96, 800)
+    cau = causal_table((T,), (1.0,), 1.0, D_TOK, float(beta.max()), 121, 61, 2000, 0)
     for k in ("h", "g", "Lam", "m", "q", "detC"):
         np.testing.assert_allclose(getattr(cau, k), getattr(cyc, k), rtol=1e-10, atol=1e-12)
-    a = _softmax_minima([cyc], beta[None], eps[None], [Tq], D_TOK)
-    b = _softmax_minima([cau], beta[None], eps[None], [Tq], D_TOK, tilt=_tilt_rows)
+    a = softmax_action_minima([cyc], beta[None], eps[None], [Tq], D_TOK)
+    b = softmax_action_minima([cau], beta[None], eps[None], [Tq], D_TOK, tilt=tilted_rows)
     np.testing.assert_allclose(b[2], a[2], rtol=1e-10)  # posterior means
     for ma, mb in zip(a[0][0], b[0][0]):
         assert len(ma) == len(mb) > 0
@@ -138,7 +138,7 @@ def test_causal_loss_curve_plateau_and_no_joint_mode():
     pc = th.phase_curve(task, PRIOR, "softmax", [200.0, 2000.0], num_samples=2000, nh=121, ng=61)
     lc = th.loss_curve(task, PRIOR, "softmax", [200.0, 2000.0], curve=pc)
     u = np.mean(1.0 / np.array([3, 4, 5, 6]))
-    _, eps, _ = _scales(task, PRIOR, np.array([200.0, 2000.0]))
+    _, eps, _ = scales(task, PRIOR, np.array([200.0, 2000.0]))
     np.testing.assert_allclose(lc["plateau"], 1 - u**2 * (u + 2 * eps) / (u + eps) ** 2, rtol=1e-12)
     assert "joint_mode" not in lc
     assert lc["posterior"][1] < lc["posterior"][0] < lc["plateau"][0]

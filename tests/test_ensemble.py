@@ -134,14 +134,14 @@ def test_chees_matches_nuts_at_t64_away_from_the_window(P):
 @pytest.mark.slow
 def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
     """The phase-diagram job with mcmc.method = "chees": a point computed alone (copy_head.mcmc_point, i.e.
-    ba.sample) and the same points batched in one program (experiments/batched.py, bayes.batched.sample_many)
+    ba.sample) and the same points batched in one program (copy_head.compute.mcmc_points, bayes.batched.sample_many)
     give the same results (bit for bit on a CPU, timings aside), with the nested R-hat's superchain count.
     Slow: two ChEES compilations (~5 min at load 17 on the 2 shared cores)."""
     from bayesattn import sweep
-    from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
-    from bayesattn.experiments.copy_head import RunConfig, build_points, mcmc_point
+    from bayesattn.experiments.copy_head import RunConfig, build_points
+    from bayesattn.experiments.copy_head.compute import mcmc_group_key, mcmc_point, mcmc_points
 
-    cfg = RunConfig.from_dict(
+    cfg = RunConfig.load(
         {
             "attention": ["softmax"],
             "methods": ["mcmc"],
@@ -151,7 +151,7 @@ def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
             "mcmc": {"method": "chees", "num_chains": 4, "num_warmup": 30, "num_samples": 8, "inits": ["cold", "hot"]},
         }
     )
-    points = build_points(cfg.validate())["mcmc"]
+    points = build_points(cfg)["mcmc"]
     assert len({mcmc_group_key(p) for p in points}) == 1
     many = mcmc_points(points)
     for got, p in zip(many, points):
@@ -163,12 +163,12 @@ def test_chees_phase_diagram_points_batched_and_alone(tmp_path):
 
 
 def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
-    """The ChEES sampling step with one leapfrog count for all chains (ensemble._lockstep_dynamic_hmc) gives the
-    draws of blackjax's per-chain dynamic_hmc step, vmapped, from the same warm-up, states and keys."""
+    """The ChEES sampling step with one leapfrog count for all chains (samplers.ensemble.lockstep_dynamic_hmc)
+    gives the draws of blackjax's per-chain dynamic_hmc step, vmapped, from the same warm-up, states and keys."""
     import blackjax
     import optax
 
-    from bayesattn.bayes.ensemble import _lockstep_dynamic_hmc
+    from bayesattn.bayes.samplers.ensemble import lockstep_dynamic_hmc
 
     data = ba.CopyTask(T=8, d=4).sample(jax.random.key(0), 200)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 100.0))
@@ -179,7 +179,7 @@ def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
     )
     ref, new = (
         jax.jit(jax.vmap(blackjax.dynamic_hmc(logdensity, **params).step)),
-        jax.jit(_lockstep_dynamic_hmc(logdensity, params)),
+        jax.jit(lockstep_dynamic_hmc(logdensity, params)),
     )
     a = b = states
     for k in jax.random.split(jax.random.key(3), 5):

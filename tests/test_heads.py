@@ -251,8 +251,8 @@ def test_training_objective_two_heads_is_scaled_joint_density(attention, rng):
     ]
     np.testing.assert_allclose(J[0] - J[1], ref[0] - ref[1], rtol=1e-10)
     L, V = pts[0]
-    direct = objective._batch_sq_error(data.task, post.model, L, V, data.X, data.Y)
-    np.testing.assert_allclose(float(direct), float(objective._sq_error(post, L, V)), rtol=1e-10)
+    direct = objective.batch_sq_error(data.task, post.model, L, V, data.X, data.Y)
+    np.testing.assert_allclose(float(direct), float(objective.sq_error(post, L, V)), rtol=1e-10)
     with pytest.raises(ValueError, match=r"V has shape \(2, 2\)"):
         ba.training_objective(L, V[:, :2], post)
 

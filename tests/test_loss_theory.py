@@ -9,7 +9,7 @@ import pytest
 
 import bayesattn as ba
 from bayesattn import theory as th
-from bayesattn.bayes.theory.common import _scales, prediction_error
+from bayesattn.bayes.theory.common import prediction_error, scales
 
 
 def _held_out_error(post, task, L, key, P_test=2000):
@@ -26,7 +26,7 @@ def test_prediction_error_matches_held_out_error_of_the_exact_readout(attention)
     T, d, P = 8, 8, 4000
     task, prior = ba.CopyTask(T=T, d=d), ba.Prior(1.0, 100.0, 400.0)
     post = ba.Posterior(task.sample(jax.random.key(3), P), attention, prior)
-    _, eps, _ = _scales(task, prior, np.array([float(P)]))
+    _, eps, _ = scales(task, prior, np.array([float(P)]))
     rng = np.random.default_rng(1)
     shift = np.roll(np.eye(T), -1, axis=1)
     for c, s in [(0.0, 0.3), (2.0, 0.5), (4.0, 0.3)]:

@@ -17,7 +17,7 @@ import pytest
 
 import bayesattn as ba
 from bayesattn import theory as th
-from bayesattn.bayes.theory.common import _scales, occam_d
+from bayesattn.bayes.theory.common import occam_d, scales
 
 
 def _attention_matrices(T, rng):
@@ -29,7 +29,7 @@ def _attention_matrices(T, rng):
 
 
 def _reduced_energy(task, prior, P, m, q, d_occam):
-    beta, eps, Tq = _scales(task, prior, np.array([float(P)]))
+    beta, eps, Tq = scales(task, prior, np.array([float(P)]))
     return Tq * beta[0] * (1.0 - m**2 / (q + eps[0])) + d_occam**2 / 2.0 * np.log1p(q / eps[0])
 
 
@@ -92,13 +92,13 @@ def test_large_beta_table_has_no_unphysical_entries_and_a_monotone_mean():
     largest tilts. Those entries were left with det Cov < 0 and made the posterior mean q come out 0 at P = 5335.
     After the recompute every entry obeys what any softmax row must (m in [0, 1], 1/T <= q <= 1, m^2 <= q,
     det Cov > 0), and the posterior mean of m grows with P."""
-    from bayesattn.bayes.theory.softmax_table import _cached_table, _unphysical
+    from bayesattn.bayes.theory.softmax_table import cached_table, unphysical
 
     task, prior = ba.CopyTask(T=8, d=8, tokens="onehot"), ba.Prior(1.0, 100.0, 10.0)
     Ps = np.array([5335.0, 20000.0])
-    beta = _scales(task, prior, Ps)[0]
-    tab = _cached_table(8, 1.0, occam_d(task), float(beta[-1]), 241, 121, 20000, 0, 200, 96, 800)
-    assert not _unphysical(8, tab.Lam, tab.m, tab.q, tab.detC).any()
+    beta = scales(task, prior, Ps)[0]
+    tab = cached_table(8, 1.0, occam_d(task), float(beta[-1]), 241, 121, 20000, 0, 200, 96, 800)
+    assert not unphysical(8, tab.Lam, tab.m, tab.q, tab.detC).any()
     with pytest.warns(UserWarning):  # the P = 20000 minimum sits on the grid's edge; say so, but still a mean
         c = th.phase_curve(task, prior, "softmax", Ps)
     m, q = np.asarray(c.mean["m"]), np.asarray(c.mean["q"])

@@ -20,7 +20,7 @@ import pytest
 from numpyro.diagnostics import effective_sample_size, gelman_rubin, split_gelman_rubin
 
 import bayesattn as ba
-from bayesattn.bayes.samples import _assemble
+from bayesattn.bayes.samples import assemble_samples
 
 T = 3
 SIGMA_A2 = 1.0
@@ -100,15 +100,15 @@ def test_diagnostics_are_each_observables_own_ess_and_split_rhat(far_start_run):
 def test_split_rhat_flags_chains_that_drift_within_themselves():
     """Four chains with the same law: first half of each near one L, second half near another. The chains
     agree with each other (plain R-hat ~ 1), but each drifts: split R-hat must flag every observable that
-    moves. Exercised through bayesattn.bayes.samples._assemble (private: no public function takes given
-    draws; ba.sample returns its Samples through it)."""
+    moves. Exercised through bayesattn.bayes.samples.assemble_samples (ba.sample returns its Samples through
+    it; no sampler takes given draws)."""
     post = prior_posterior()
     rng = np.random.default_rng(19)
     chains, draws = 4, 200
     A = 2.0 * rng.standard_normal((T, T))
     sign = np.where(np.arange(draws) < draws // 2, 1.0, -1.0)  # +1 then -1 in every chain
     L = sign[None, :, None, None] * A + 0.1 * rng.standard_normal((chains, draws, T, T))
-    s = _assemble(post, L, np.zeros((chains, draws)), {}, "nuts", {})
+    s = assemble_samples(post, L, np.zeros((chains, draws)), {}, "nuts", {})
     flagged = []
     for name, x in s.order_parameters.items():
         x = np.asarray(x)
@@ -131,7 +131,7 @@ def test_non_finite_draws_are_counted_and_an_unusable_ess_gives_no_se():
     logdens = np.zeros((2, 8))
     logdens[0, 3] = logdens[1, 0] = np.nan
     logdens[1, 5] = -np.inf
-    s = _assemble(post, L, logdens, {}, "nuts", {})
+    s = assemble_samples(post, L, logdens, {}, "nuts", {})
     assert s.diagnostics["num_nan"] == 3
     for ess in (0.0, -5.0, math.inf, math.nan):
         diag = {**s.diagnostics, **{n: {"ess_bulk": ess, "r_hat": 1.0} for n in s.order_parameters}}
@@ -156,7 +156,7 @@ def test_summary_draws_are_the_draws_thinned_to_at_most_1000_per_chain():
     rng = np.random.default_rng(5)
     for draws, stride in ((200, 1), (2500, 3)):
         L = rng.standard_normal((2, draws, T, T))
-        s = _assemble(post, L, np.zeros((2, draws)), {}, "nuts", {})
+        s = assemble_samples(post, L, np.zeros((2, draws)), {}, "nuts", {})
         summ = s.summary()
         assert summ["draws_stride"] == stride
         for name, x in s.order_parameters.items():

@@ -46,8 +46,8 @@ def test_objective_is_scaled_minus_joint_log_density(attention, boundary):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     # the minibatch path on all sequences is the same squared error
     L, V = pts[0]
-    sq_direct = tr.objective._batch_sq_error(task, attention, L, V, data.X, data.Y)
-    np.testing.assert_allclose(sq_direct, tr.objective._sq_error(post, L, V), rtol=1e-10)
+    sq_direct = tr.objective.batch_sq_error(task, attention, L, V, data.X, data.Y)
+    np.testing.assert_allclose(sq_direct, tr.objective.sq_error(post, L, V), rtol=1e-10)
 
 
 # ---------------------------------------------------------------------------------------------------

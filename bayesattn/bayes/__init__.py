@@ -5,9 +5,9 @@ from . import theory
 from .joint import joint_model, sample_joint
 from .modes import ModeWeights, branch_evidences, mode_weights
 from .posterior import Posterior, Prior, SufficientStats, gp_log_evidence, joint_log_density, sufficient_statistics
+from .samplers import tempered_smc
 from .samples import Samples
 from .sampling import BACKENDS, METHODS, SAMPLER_INITS, initial_positions, sample
-from .smc import tempered_smc
 
 __all__ = [
     "theory",

@@ -1,7 +1,7 @@
 """Several posteriors of the same shapes in one compiled sampler program: ``sample_many``.
 
 The closed form's sufficient statistics have shapes fixed by (T, d), whatever P is (:class:`SufficientStats`),
-and the sampler program takes them and the prior's variances as arguments (``bayes/_program.py``). Posteriors
+and the sampler program takes them and the prior's variances as arguments (``bayes/program.py``). Posteriors
 that differ only in P (or in the prior's values) therefore stack along a new leading axis and run as one
 program: ``vmap``-ed over the posteriors on a GPU / TPU, where one launch then fills the device, and one after
 another (``lax.map``) in the same program on a CPU (``bayesattn._batching.default_batch``).
@@ -11,8 +11,9 @@ arguments: the keys and starting points are derived the same way, and the same p
 ``points_per_batch = 1`` and the default ``chains_per_batch`` on a CPU the arithmetic is the same as one
 ``sample`` call per posterior (``tests/test_scaleout.py`` checks the draws are equal); a vmapped batch rounds
 differently (as ``chains_per_batch`` does), so its draws are equal in distribution, not bit for bit.
-The blackjax NUTS / HMC / MALA programs and the many-chain programs (chees, meads: each point's K chains in
-lockstep, :mod:`bayesattn.bayes.ensemble`) are batched here.
+Every registered sampler whose program allows it (``Sampler.batched``: the blackjax NUTS / HMC / MALA programs
+and the many-chain programs, chees and meads, each point's K chains in lockstep,
+:mod:`bayesattn.bayes.samplers.ensemble`) is batched here, through the same registry entry as ``sample``.
 """
 
 from __future__ import annotations
@@ -26,17 +27,19 @@ import numpy as np
 
 from .._batching import default_batch, map_batched
 from .._validate import check_int
-from ._program import _compiled, _split
-from .ensemble import ENSEMBLE_METHODS, _ensemble_program, _ensemble_starts, _run_options
 from .posterior import Posterior
-from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
-from .sampling import _check_options, _mcmc_program, initial_positions
+from .program import compiled_program, split_posterior
+from .samplers import SAMPLERS, get_sampler
+from .samplers.base import prepare_job, program_diagnostics
+from .samples import Samples, check_counts
 
-BATCHED_METHODS = ("nuts", "hmc", "mala", *ENSEMBLE_METHODS)
+BATCHED_METHODS = tuple(m for (m, backend), s in SAMPLERS.items() if backend == "blackjax" and s.batched)
 
 
-def _many_program(points_per_batch, *static_key):
-    one = (_ensemble_program if static_key[0] in ENSEMBLE_METHODS else _mcmc_program)(*static_key)
+def many_program(points_per_batch, program, *static_key):
+    """The program builder of ``sample_many``: ``program(*static_key)`` (a sampler's builder) mapped over a
+    leading axis of posteriors, ``points_per_batch`` of them at a time."""
+    one = program(*static_key)
     return lambda dynamic, keys, positions: map_batched(lambda a: one(*a), (dynamic, keys, positions), points_per_batch)
 
 
@@ -69,7 +72,8 @@ def sample_many(
     for p in posteriors:
         if not isinstance(p, Posterior):
             raise ValueError(f"posteriors: {type(p).__name__} is not a bayesattn Posterior")
-    num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
+    sampler = get_sampler(method, "blackjax")
+    num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
     if chains_per_batch is None:
         chains_per_batch = default_batch(num_chains)
     chains_per_batch = min(check_int("chains_per_batch", chains_per_batch, minimum=1), num_chains)
@@ -77,19 +81,24 @@ def sample_many(
     if points_per_batch is None:
         points_per_batch = default_batch(n)
     points_per_batch = min(check_int("points_per_batch", points_per_batch, minimum=1), n)
-    opts = _check_options(method, "blackjax", method_options)
+    opts = sampler.check_options(method_options)
 
-    ensemble = method in ENSEMBLE_METHODS
-    dynamics, chain_keys, positions, statics, superchains = [], [], [], set(), []
+    jobs, dynamics, statics = [], [], set()
     for post, key in zip(posteriors, keys):
-        init_key, run_key = jax.random.split(key)  # as sample() does
-        pos = initial_positions(post, init_key, init, num_chains)
-        if ensemble:
-            pos, labels = _ensemble_starts(method, post, init_key, init, pos, opts)
-            superchains.append(labels)
-        positions.append(pos)
-        chain_keys.append(run_key if ensemble else jax.random.split(run_key, num_chains))
-        dynamic, static = _split(post)
+        job = prepare_job(
+            sampler,
+            post,
+            key,
+            init=init,
+            num_chains=num_chains,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            thin=thin,
+            chains_per_batch=chains_per_batch,
+            options=opts,
+        )
+        jobs.append(job)
+        dynamic, static = split_posterior(post)
         dynamics.append(dynamic)
         statics.add((static, tuple(np.shape(x) for x in jax.tree.leaves(dynamic))))
     if len(statics) != 1:
@@ -99,58 +108,17 @@ def sample_many(
         )
     static = posteriors[0].tree_flatten()[1]
     stack = lambda xs: jax.tree.map(lambda *a: jax.numpy.stack(a), *xs)  # noqa: E731
-    args = (stack(dynamics), stack(chain_keys), stack(positions))
-    static_key = (
-        points_per_batch,
-        method,
-        num_warmup,
-        num_samples // thin,
-        thin,
-        _run_options(opts) if ensemble else tuple(sorted(opts.items())),
-        num_chains if ensemble else chains_per_batch,
-        *static,
-    )
-    compiled, compile_s = _compiled(_many_program, static_key, *args)
+    chain_keys = [sampler.chain_keys(job.run_key, num_chains) for job in jobs]
+    args = (stack(dynamics), stack(chain_keys), stack([job.positions for job in jobs]))
+    static_key = (points_per_batch, sampler.program, *sampler.program_key(jobs[0]), *static)
+    compiled, compile_s = compiled_program(many_program, static_key, *args)
     t0 = time.perf_counter()
     out = jax.tree.map(np.asarray, jax.block_until_ready(compiled(*args)))
     wall = (time.perf_counter() - t0) / n
 
     results = []
-    for i, (post, key) in enumerate(zip(posteriors, keys)):
+    for i, job in enumerate(jobs):
         o = jax.tree.map(lambda a: a[i], out)
-        config = {
-            "method": method,
-            "backend": "blackjax",
-            "num_chains": num_chains,
-            "num_warmup": num_warmup,
-            "num_samples": num_samples,
-            "thin": thin,
-            "init": init if isinstance(init, str) else "array",
-            "method_options": opts,
-            "key": _key_data(key),
-            **_problem_config(post),
-        }
-        diag = {
-            "wall_time_s": wall,
-            "compile_time_s": compile_s,
-            "num_grad_evals": int(o["num_grad_evals"].sum()),
-            "acceptance_rate": float(np.mean(o["acceptance_rate"])),
-            "num_divergent": int(o["num_divergent"].sum()),
-            "num_divergent_warmup": int(o["num_divergent_warmup"].sum()),
-            "step_size": o["step_size"],
-        }
-        if ensemble:
-            diag["trajectory_length"] = float(o["trajectory_length"])
-        results.append(
-            _assemble(
-                post,
-                o["L"],
-                o["logdensity"],
-                diag,
-                method,
-                config,
-                sample_stats={"lp": o["logdensity"], **o["draw_stats"]},
-                superchains=superchains[i] if ensemble else None,
-            )
-        )
+        diag = program_diagnostics(o, wall, compile_s)
+        results.append(sampler.assemble(job.posterior, o, diag, opts, job.config, job.superchains))
     return results

@@ -1,9 +1,8 @@
-"""numpyro NUTS through a potential function, and the joint (L, V) reference model."""
+"""The joint (L, V) reference model and its sampler, numpyro NUTS on L and V together."""
 
 from __future__ import annotations
 
 import math
-import time
 
 import jax
 import jax.numpy as jnp
@@ -14,53 +13,8 @@ import numpyro.distributions as dist
 from ..models.attention import AttentionModel
 from ..tasks import Dataset
 from .posterior import Posterior, Prior
-from .samples import Samples, _assemble, _check_counts, _key_data, _problem_config
-
-
-def _numpyro_nuts(kernel, key, init_params, *, num_chains, num_warmup, num_samples, thin, progress, model_kwargs):
-    """Run numpyro's MCMC (vectorised chains) with warmup fields collected; return (draws, diagnostics,
-    per-draw statistics (chains, draws) in ArviZ's names)."""
-    mcmc = numpyro.infer.MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        thinning=thin,
-        progress_bar=progress,
-    )
-    wkey, skey = jax.random.split(key)
-    t0 = time.perf_counter()
-    mcmc.warmup(
-        wkey, init_params=init_params, extra_fields=("num_steps", "diverging"), collect_warmup=True, **model_kwargs
-    )
-    wf = mcmc.get_extra_fields(group_by_chain=True)
-    mcmc.run(
-        skey, extra_fields=("num_steps", "diverging", "accept_prob", "energy", "adapt_state.step_size"), **model_kwargs
-    )
-    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    wall = time.perf_counter() - t0
-    f = mcmc.get_extra_fields(group_by_chain=True)
-    # numpyro thins the extra fields with the draws: with thin > 1 the sampling-phase counts are estimates
-    draw_stats = {
-        "acceptance_rate": f["accept_prob"],
-        "diverging": f["diverging"],
-        "n_steps": f["num_steps"],
-        "energy": f["energy"],
-    }
-    return (
-        samples,
-        {
-            "num_divergent": int(np.sum(f["diverging"])),
-            "num_divergent_warmup": int(np.sum(wf["diverging"])),
-            "acceptance_rate": float(np.mean(f["accept_prob"])),
-            "step_size": np.asarray(f["adapt_state.step_size"])[:, -1],
-            "num_grad_evals": int(np.sum(f["num_steps"]) * thin + np.sum(wf["num_steps"])),
-            "wall_time_s": wall,
-            "compile_time_s": math.nan,  # numpyro compiles inside the timed run
-        },
-        {k: np.asarray(v) for k, v in draw_stats.items()},
-    )
+from .samplers.numpyro_nuts import run_numpyro_mcmc
+from .samples import Samples, assemble_samples, check_counts, key_data, problem_config
 
 
 def joint_model(X, Y, task, attention, prior, heads: int | None = None):
@@ -103,9 +57,9 @@ def sample_joint(
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
     prior = Prior() if prior is None else prior
     post = Posterior(dataset, attention, prior, heads=heads)  # only for the observables and validation
-    num_chains, num_warmup, num_samples, thin = _check_counts(num_chains, num_warmup, num_samples, thin)
+    num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
     kernel = numpyro.infer.NUTS(joint_model)
-    samples, diag, stats = _numpyro_nuts(
+    samples, diag, stats = run_numpyro_mcmc(
         kernel,
         key,
         None,
@@ -125,7 +79,7 @@ def sample_joint(
         "num_warmup": num_warmup,
         "num_samples": num_samples,
         "thin": thin,
-        "key": _key_data(key),
-        **_problem_config(post),
+        "key": key_data(key),
+        **problem_config(post),
     }
-    return _assemble(post, L, logdens, diag, "joint_nuts", config, sample_stats=stats)
+    return assemble_samples(post, L, logdens, diag, "joint_nuts", config, sample_stats=stats)

@@ -30,10 +30,9 @@ from jax.scipy.special import logsumexp
 from .._json import to_plain
 from .._validate import check_int, check_positive
 from ..diagnostics.observables import declared
-from ..models.attention import ORDER_PARAMETER
 from .posterior import Posterior
-from .samples import Samples, _key_data, draw_observables
-from .smc import tempered_smc
+from .samplers.smc import tempered_smc
+from .samples import Samples, draw_observables, key_data
 
 MIN_STD = 1e-3  # floor of a fitted reference's standard deviation (a coordinate a branch pins exactly)
 
@@ -197,7 +196,7 @@ def branch_evidences(
             "num_integration_steps": num_integration_steps,
             "initial_step_size": initial_step_size,
             "max_steps": max_steps,
-            "key": _key_data(key),
+            "key": key_data(key),
         },
     )
 
@@ -232,7 +231,7 @@ def mode_weights(
         raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
     shape = posterior.L_shape
     refs = {name: _reference(name, ref, shape) for name, ref in branches.items()}
-    by = ORDER_PARAMETER[posterior.attention]
+    by = posterior.attention_kind.order_parameter
     # overlap: the 5-95% ranges of the order parameter under each fitted reference must be disjoint
     rng = np.random.default_rng(0)
     span = {}

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._validate import check_array, check_positive, is_traced
 from ..diagnostics.observables import declared, evaluate, order_parameters
-from ..models.attention import AttentionKind, AttentionModel
+from ..models.attention import AttentionKind, AttentionModel, AttentionName
 from ..tasks import Dataset
 
 LOG_2PI = float(np.log(2 * np.pi))
@@ -196,7 +196,7 @@ class Posterior:
     def __init__(
         self,
         dataset: Dataset,
-        attention: AttentionKind | AttentionModel = "softmax",
+        attention: AttentionName | AttentionKind | AttentionModel = "softmax",
         prior: Prior | None = None,
         heads: int | None = None,
     ):
@@ -232,8 +232,14 @@ class Posterior:
     # --- shapes and views ---
     @property
     def attention(self) -> str:
-        """The attention kind, "softmax" or "linear" (the model is :attr:`model`)."""
+        """The attention kind's name, "softmax" or "linear" (the model is :attr:`model`)."""
         return self.model.kind
+
+    @property
+    def attention_kind(self) -> AttentionKind:
+        """The attention kind (:class:`~bayesattn.models.attention.AttentionKind`): its map, order parameter and
+        symmetries."""
+        return self.model.attention_kind
 
     @property
     def heads(self) -> int:
@@ -409,7 +415,7 @@ def joint_log_density(
     L: jax.Array,
     V: jax.Array,
     dataset: Dataset,
-    attention: AttentionKind | AttentionModel,
+    attention: AttentionName | AttentionKind | AttentionModel,
     prior: Prior,
     heads: int | None = None,
 ) -> jax.Array:
@@ -434,7 +440,11 @@ def joint_log_density(
 
 
 def gp_log_evidence(
-    L: jax.Array, dataset: Dataset, attention: AttentionKind | AttentionModel, prior: Prior, heads: int | None = None
+    L: jax.Array,
+    dataset: Dataset,
+    attention: AttentionName | AttentionKind | AttentionModel,
+    prior: Prior,
+    heads: int | None = None,
 ) -> jax.Array:
     """Baseline: the n x n Gaussian-process evidence log p(D | L) by a dense Cholesky (cost O(n^3)), on the
     concatenated features of all heads (each readout entry with prior variance sigma_V2 / d).

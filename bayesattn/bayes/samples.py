@@ -122,14 +122,18 @@ class Samples:
         return out
 
 
-def _key_data(key) -> list[int]:
+def key_data(key) -> list[int]:
+    """The raw numbers of a PRNG key (a typed key or a legacy uint32 key array), flat, as a list of ints: what a
+    config records so that the run can be repeated."""
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     return np.asarray(key).ravel().tolist()
 
 
-def _check_counts(num_chains, num_warmup, num_samples, thin):
+def check_counts(num_chains, num_warmup, num_samples, thin) -> tuple[int, int, int, int]:
+    """The checked (num_chains, num_warmup, num_samples, thin) of a sampler call: positive ints with at least 4
+    kept draws per chain (num_samples // thin >= 4, what split R-hat needs); ValueError naming the count otherwise."""
     num_chains = check_int("num_chains", num_chains, minimum=1)
     num_warmup = check_int("num_warmup", num_warmup, minimum=1)
     num_samples = check_int("num_samples", num_samples, minimum=1)
@@ -142,7 +146,8 @@ def _check_counts(num_chains, num_warmup, num_samples, thin):
     return num_chains, num_warmup, num_samples, thin
 
 
-def _problem_config(post: Posterior) -> dict:
+def problem_config(post: Posterior) -> dict:
+    """The posterior's part of a sampler's config: task, attention kind, heads, model, prior, n, T, d (plain data)."""
     return {
         "task": post.task.config(),
         "attention": post.attention,
@@ -196,7 +201,13 @@ def nested_r_hat(x: np.ndarray, superchains) -> float:
     return float(np.sqrt(1.0 + np.var(means, ddof=1) / np.mean(within)))
 
 
-def _assemble(post, L, logdens, diag, method, config, extra=None, sample_stats=None, superchains=None) -> Samples:
+def assemble_samples(
+    post: Posterior, L, logdens, diag, method, config, extra=None, sample_stats=None, superchains=None
+) -> Samples:
+    """A :class:`Samples` from a sampler's draws L: (chains, draws, *L_shape) and their log densities logdens:
+    (chains, draws): the declared observables of the draws, their split ESS and R-hat (and the nested R-hat over
+    ``superchains``, one label per chain, when given), the count of non-finite draws, then the sampler's own
+    diagnostics ``diag``; ``extra``: method-specific results; ``sample_stats``: per-draw statistics (chains, draws)."""
     L = np.asarray(L)
     ops = draw_observables(post, L)
     event = tuple(range(L.ndim - len(post.L_shape), L.ndim))

@@ -86,6 +86,7 @@ def declared(task, model) -> dict[str, Observable]:
     pats = task.target_patterns
     qm = task.query_mask
     H = model.heads
+    kind = model.attention_kind
     out: dict[str, Observable] = {}
     if len(pats) == 1:
         pat = next(iter(pats.values()))
@@ -113,11 +114,11 @@ def declared(task, model) -> dict[str, Observable]:
                 out[f"mass_max:{p}"] = lambda a, pat=pat: jnp.max(pattern_mass(a, pat, qm), axis=-1)
                 for h in range(H):
                     out[f"mass_h{h}:{p}"] = lambda a, h=h, pat=pat: pattern_mass(a[..., h, :, :], pat, qm)
-                if model.kind == "linear":
+                if kind.sign_symmetric:  # the heads' rotation symmetry: only the span of the heads is labelled
                     out[f"capture:{p}"] = lambda a, pat=pat: pattern_capture(a, pat, qm)
     if H > 1:
         out["overlap"] = lambda a: head_overlap(a, qm)
-    if model.kind == "softmax":
+    if kind.normalised:  # rows are distributions over keys
         out["entropy"] = (
             (lambda a: attention_entropy(a, qm)) if H == 1 else (lambda a: jnp.mean(attention_entropy(a, qm), axis=-1))
         )

@@ -2,9 +2,12 @@
 return their attention tensors: ``y, attn = net(x)``, attn: (layers, heads, T, T))."""
 
 from .attention import (
+    ATTENTION_KINDS,
     ATTENTIONS,
     ORDER_PARAMETER,
+    AttentionKind,
     AttentionModel,
+    attention_kind,
     attention_weights,
     hot_logits,
     linear_attention,
@@ -25,8 +28,11 @@ from .transformer import CausalMixer, MixerConfig, Transformer, TransformerConfi
 
 __all__ = [
     "ATTENTIONS",
+    "ATTENTION_KINDS",
     "ORDER_PARAMETER",
+    "AttentionKind",
     "AttentionModel",
+    "attention_kind",
     "attention_weights",
     "hot_logits",
     "linear_attention",

@@ -1,13 +1,19 @@
-"""Attention maps a(L) and the attention model that the posterior and the samplers see (docs/model.md
-section 1).
+"""Attention maps a(L), the attention kinds and the attention model that the posterior and the samplers see
+(docs/model.md section 1).
 
 L is the matrix of positional logits: (T, T) for one head, (H, T, T) for H heads. Both maps accept any leading
 batch shape: L: (..., T, T).
+
+An attention *kind* (:class:`AttentionKind`, registered in :data:`ATTENTION_KINDS`) is the map together with
+what follows from it (its order parameter, whether its rows are normalised, its symmetries) and its plot
+choices; code that needs per-kind behaviour asks the kind instead of comparing names. Public functions accept
+a kind's name ("softmax", "linear") or the kind itself (:func:`attention_kind`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,11 +23,8 @@ import numpy as np
 
 from .._validate import check_choice, check_int
 
-AttentionKind = Literal["softmax", "linear"]
-ATTENTIONS = ("softmax", "linear")
+AttentionName = Literal["softmax", "linear"]
 MASKS = ("task", "causal", "full")
-# the order parameter that characterises each attention's transition (docs/model.md section 3)
-ORDER_PARAMETER = {"softmax": "m", "linear": "u"}
 
 
 def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
@@ -36,19 +39,77 @@ def linear_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     return jnp.where(key_mask, L, 0.0) / jnp.sqrt(T)
 
 
-def attention_weights(L: jax.Array, attention: AttentionKind, key_mask: np.ndarray) -> jax.Array:
-    """alpha = a(L) for ``attention`` in {"softmax", "linear"}. L: (..., T, T)."""
-    check_choice("attention", attention, ATTENTIONS)
-    if attention == "softmax":
-        return softmax_attention(L, key_mask)
-    return linear_attention(L, key_mask)
+@dataclass(frozen=True)
+class AttentionKind:
+    """One attention map and what follows from it (a registry entry of :data:`ATTENTION_KINDS`).
+
+    name: "softmax" | "linear" (what configs and results record); attention_map: ``(L, key_mask) -> alpha``,
+    L: (..., T, T); order_parameter: the observable that characterises its transition (docs/model.md section 3),
+    "m" (the copy weight) for softmax, "u" (the squared cosine with the pattern) for linear; normalised: every row
+    of alpha sums to 1 (softmax), so the weights are a distribution over keys (an entropy exists, uniform rows
+    are the cold start); sign_symmetric: the posterior is symmetric under L -> -L (linear: the readout absorbs the
+    sign), and more generally under orthogonal mixings of the heads' logits (the readout mixed alike), so its
+    order parameters are defined up to that symmetry. Plot choices, plain data: label (display name), color (a
+    matplotlib colour name), marker (a matplotlib marker), cmap (the colour map of its attention maps: sequential
+    for weights in [0, 1], diverging for signed ones).
+
+    >>> k = attention_kind("linear")
+    >>> k.order_parameter, k.normalised, k.sign_symmetric
+    ('u', False, True)
+    >>> float(k.weights(jnp.ones((4, 4)), np.ones((4, 4), bool))[0, 0])
+    0.5
+    """
+
+    name: str
+    attention_map: Callable[[jax.Array, np.ndarray], jax.Array]
+    order_parameter: str
+    normalised: bool
+    sign_symmetric: bool
+    label: str
+    color: str
+    marker: str
+    cmap: str
+
+    def weights(self, L: jax.Array, key_mask: np.ndarray) -> jax.Array:
+        """alpha = a(L): L: (..., T, T) -> (..., T, T), zero where ``key_mask`` (T, T) is False."""
+        return self.attention_map(L, key_mask)
+
+    def copy_threshold(self, T: int) -> float:
+        """The value of the order parameter above which a draw counts as a copy head: 3 / T for normalised rows
+        (m, three times the uniform row's 1 / T), 0.5 for unnormalised ones (u, half the way to the pattern)."""
+        return 3.0 / T if self.normalised else 0.5
+
+    def __repr__(self):
+        return f"AttentionKind({self.name!r})"
+
+
+SOFTMAX = AttentionKind("softmax", softmax_attention, "m", True, False, "softmax", "tab:blue", "o", "viridis")
+LINEAR = AttentionKind("linear", linear_attention, "u", False, True, "linear", "tab:orange", "s", "RdBu_r")
+ATTENTION_KINDS = {k.name: k for k in (SOFTMAX, LINEAR)}
+ATTENTIONS = tuple(ATTENTION_KINDS)
+# the order parameter that characterises each attention's transition (docs/model.md section 3)
+ORDER_PARAMETER = {name: k.order_parameter for name, k in ATTENTION_KINDS.items()}
+
+
+def attention_kind(attention: str | AttentionKind) -> AttentionKind:
+    """The :class:`AttentionKind` of a name in :data:`ATTENTIONS` or of a kind (returned as it is); ValueError
+    naming ``attention`` otherwise."""
+    if isinstance(attention, AttentionKind):
+        return attention
+    return ATTENTION_KINDS[check_choice("attention", attention, ATTENTIONS)]
+
+
+def attention_weights(L: jax.Array, attention: AttentionName | AttentionKind, key_mask: np.ndarray) -> jax.Array:
+    """alpha = a(L) for ``attention`` in {"softmax", "linear"} (or an :class:`AttentionKind`). L: (..., T, T)."""
+    return attention_kind(attention).weights(L, key_mask)
 
 
 @dataclass(frozen=True)
 class AttentionModel:
     """The attention layer whose logits the posterior is over: its map, its number of heads and its mask.
 
-    kind: "softmax" | "linear"; heads: H >= 1 (the readout acts on the concatenated head outputs, dimension
+    kind: "softmax" | "linear" (an :class:`AttentionKind` is accepted and stored by its name; the kind object
+    is :attr:`attention_kind`); heads: H >= 1 (the readout acts on the concatenated head outputs, dimension
     H d); mask: "task" (the task's key mask), "causal" (the task's mask and s <= t) or "full" (every key;
     only where the task allows it). The logits have shape :meth:`logit_shape`: (T, T) for one head, so that
     one head keeps today's arrays, and (H, T, T) for H > 1.
@@ -58,22 +119,30 @@ class AttentionModel:
     (2, 4, 4)
     """
 
-    kind: AttentionKind = "softmax"
+    kind: AttentionName = "softmax"
     heads: int = 1
     mask: Literal["task", "causal", "full"] = "task"
 
     def __post_init__(self):
-        check_choice("attention", self.kind, ATTENTIONS)
+        object.__setattr__(self, "kind", attention_kind(self.kind).name)
         object.__setattr__(self, "heads", check_int("heads", self.heads, minimum=1))
         check_choice("mask", self.mask, MASKS)
 
+    @property
+    def attention_kind(self) -> AttentionKind:
+        """The :class:`AttentionKind` of :attr:`kind`."""
+        return ATTENTION_KINDS[self.kind]
+
     @classmethod
     def coerce(cls, attention, heads: int | None = None) -> AttentionModel:
-        """An AttentionModel from a kind string (with ``heads``, default 1) or a model (``heads`` must agree)."""
+        """An AttentionModel from a kind (a name or an :class:`AttentionKind`, with ``heads``, default 1) or a
+        model (``heads`` must agree)."""
         if isinstance(attention, cls):
             if heads is not None and check_int("heads", heads, minimum=1) != attention.heads:
                 raise ValueError(f"heads={heads}: the attention model already has heads={attention.heads}")
             return attention
+        if isinstance(attention, AttentionKind):
+            attention = attention.name
         if not isinstance(attention, str):
             raise ValueError(
                 f"attention={attention!r}: expected one of {', '.join(map(repr, ATTENTIONS))} "
@@ -93,7 +162,7 @@ class AttentionModel:
 
     def weights(self, L: jax.Array, task_mask: np.ndarray) -> jax.Array:
         """alpha = a(L) per head: L: (..., *logit_shape) -> the same shape."""
-        return attention_weights(L, self.kind, self.key_mask(task_mask))
+        return self.attention_kind.weights(L, self.key_mask(task_mask))
 
     def replace(self, **changes) -> AttentionModel:
         return dataclasses.replace(self, **changes)
@@ -103,19 +172,22 @@ class AttentionModel:
 
 
 def hot_logits(
-    target_pattern: np.ndarray, key_mask: np.ndarray, attention: AttentionKind, scale: float | None = None
+    target_pattern: np.ndarray,
+    key_mask: np.ndarray,
+    attention: AttentionName | AttentionKind,
+    scale: float | None = None,
 ) -> np.ndarray:
     """A strong copy pattern of logits L: (T, T), the one "hot" start of the samplers and of training.
 
-    scale None: softmax puts 0.9 on the source in every query row, with c_t = log(9 (k_t - 1)) for the k_t keys
-    row t may attend to (so causal rows with few keys get the same source weight); linear gives alpha = pattern
-    (L = sqrt(T) pattern, m = 1). scale given: scale * pattern.
+    scale None: normalised rows (softmax) put 0.9 on the source in every query row, with c_t = log(9 (k_t - 1))
+    for the k_t keys row t may attend to (so causal rows with few keys get the same source weight); linear gives
+    alpha = pattern (L = sqrt(T) pattern, m = 1). scale given: scale * pattern.
     """
-    check_choice("attention", attention, ATTENTIONS)
+    kind = attention_kind(attention)
     pat = np.asarray(target_pattern, np.float64)
     if scale is not None:
         return float(scale) * pat
-    if attention == "softmax":
+    if kind.normalised:
         k = np.asarray(key_mask, bool).sum(axis=1)
         return pat * np.log(9.0 * np.maximum(k - 1, 1))[:, None]
     return np.sqrt(pat.shape[-1]) * pat

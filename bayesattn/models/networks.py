@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validate import check_choice, check_int, check_positive
-from .attention import ATTENTIONS, AttentionKind, AttentionModel, attention_weights
+from .attention import AttentionModel, AttentionName, attention_kind, attention_weights
 
 MaskKind = Literal["full", "causal"]
 MASK_KINDS = ("full", "causal")
@@ -126,7 +126,9 @@ def network_from_config(config: dict | NetworkConfig, key: jax.Array) -> eqx.Mod
     return network_config(config).build(key)
 
 
-def _optional_int(name, value, minimum=1):
+def optional_int(name: str, value, minimum: int = 1) -> int | None:
+    """None stays None (an optional size left to its default); anything else must be an int >= ``minimum``
+    (ValueError naming ``name`` otherwise). Shared by the network configs' checks."""
     return None if value is None else check_int(name, value, minimum=minimum)
 
 
@@ -144,7 +146,7 @@ class SingleLayerConfig(NetworkConfig):
     T: int = 8
     d_in: int = 8
     d_out: int | None = None  # None: d_in
-    attention: AttentionKind = "softmax"
+    attention: AttentionName = "softmax"
     heads: int = 1
     mask: MaskKind = "full"
     init_scale: float = 1e-2
@@ -152,14 +154,14 @@ class SingleLayerConfig(NetworkConfig):
     def __post_init__(self):
         object.__setattr__(self, "T", check_int("T", self.T, minimum=1))
         object.__setattr__(self, "d_in", check_int("d_in", self.d_in, minimum=1))
-        object.__setattr__(self, "d_out", _optional_int("d_out", self.d_out) or self.d_in)
-        check_choice("attention", self.attention, ATTENTIONS)
+        object.__setattr__(self, "d_out", optional_int("d_out", self.d_out) or self.d_in)
+        object.__setattr__(self, "attention", attention_kind(self.attention).name)
         object.__setattr__(self, "heads", check_int("heads", self.heads, minimum=1))
         check_choice("mask", self.mask, MASK_KINDS)
         object.__setattr__(self, "init_scale", float(check_positive("init_scale", self.init_scale)))
 
     @classmethod
-    def for_task(cls, task, attention: AttentionKind = "softmax", heads: int = 1, **kw) -> SingleLayerConfig:
+    def for_task(cls, task, attention: AttentionName = "softmax", heads: int = 1, **kw) -> SingleLayerConfig:
         """The single layer for ``task``'s shapes and key mask."""
         return cls(
             T=task.T, d_in=task.d, d_out=task.d_out, attention=attention, heads=heads, mask=mask_for_task(task), **kw
@@ -229,7 +231,7 @@ class MultiHeadConfig(NetworkConfig):
     d_in: int = 8
     d_out: int | None = None
     heads: int = 1
-    attention: AttentionKind = "softmax"
+    attention: AttentionName = "softmax"
     positions: Literal["onehot", "none"] = "onehot"
     decoder: Literal["identity", "learned"] = "identity"
     d_value: int | None = None
@@ -241,9 +243,9 @@ class MultiHeadConfig(NetworkConfig):
     def __post_init__(self):
         for f in ("T", "d_in", "heads"):
             object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=1))
-        object.__setattr__(self, "d_out", _optional_int("d_out", self.d_out) or self.d_in)
-        object.__setattr__(self, "d_value", _optional_int("d_value", self.d_value) or self.d_out)
-        check_choice("attention", self.attention, ATTENTIONS)
+        object.__setattr__(self, "d_out", optional_int("d_out", self.d_out) or self.d_in)
+        object.__setattr__(self, "d_value", optional_int("d_value", self.d_value) or self.d_out)
+        object.__setattr__(self, "attention", attention_kind(self.attention).name)
         check_choice("positions", self.positions, ("onehot", "none"))
         check_choice("decoder", self.decoder, ("identity", "learned"))
         check_choice("mask", self.mask, MASK_KINDS)

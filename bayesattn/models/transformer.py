@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validate import check_choice, check_int
-from .attention import ATTENTIONS, AttentionKind, AttentionModel, attention_weights
-from .networks import NetworkConfig, _optional_int, compute_dtype, key_mask_of, register_network
+from .attention import AttentionModel, AttentionName, attention_kind, attention_weights
+from .networks import NetworkConfig, compute_dtype, key_mask_of, optional_int, register_network
 
 NormKind = Literal["layernorm", "rmsnorm", "none"]
 NORMS = ("layernorm", "rmsnorm", "none")
@@ -68,13 +68,13 @@ def _embed_config(cfg):
     """Shared input / output checks of the transformer and the mixer."""
     if (cfg.vocab is None) == (cfg.d_in is None):
         raise ValueError(f"vocab={cfg.vocab!r}, d_in={cfg.d_in!r}: give exactly one (tokens or vector inputs)")
-    object.__setattr__(cfg, "vocab", _optional_int("vocab", cfg.vocab))
-    object.__setattr__(cfg, "d_in", _optional_int("d_in", cfg.d_in))
-    d_out = _optional_int("d_out", cfg.d_out) or cfg.vocab or cfg.d_in
+    object.__setattr__(cfg, "vocab", optional_int("vocab", cfg.vocab))
+    object.__setattr__(cfg, "d_in", optional_int("d_in", cfg.d_in))
+    d_out = optional_int("d_out", cfg.d_out) or cfg.vocab or cfg.d_in
     object.__setattr__(cfg, "d_out", d_out)
     for f in ("T", "width", "layers"):
         object.__setattr__(cfg, f, check_int(f, getattr(cfg, f), minimum=1))
-    object.__setattr__(cfg, "mlp", _optional_int("mlp", cfg.mlp or None))
+    object.__setattr__(cfg, "mlp", optional_int("mlp", cfg.mlp or None))
     check_choice("norm", cfg.norm, NORMS)
     if cfg.tied and d_out != (cfg.vocab or cfg.d_in):
         raise ValueError(
@@ -150,7 +150,7 @@ class TransformerConfig(NetworkConfig):
     d_in: int | None = None
     d_out: int | None = None
     tied: bool = False
-    attention: AttentionKind = "softmax"
+    attention: AttentionName = "softmax"
     causal: bool = True
     activation: Literal["gelu", "relu"] = "gelu"
     mlp_bias: bool = False
@@ -168,7 +168,7 @@ class TransformerConfig(NetworkConfig):
         object.__setattr__(self, "head_dim", check_int("head_dim", self.head_dim, minimum=1))
         check_choice("norm_position", self.norm_position, ("pre", "post"))
         check_choice("positions", self.positions, POSITIONS)
-        check_choice("attention", self.attention, ATTENTIONS)
+        object.__setattr__(self, "attention", attention_kind(self.attention).name)
         if self.positions == "onehot" and self.width <= self.T:
             raise ValueError(
                 f"width={self.width}: onehot positions take T={self.T} coordinates of the residual "

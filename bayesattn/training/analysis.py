@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from ..bayes.posterior import Prior
-from ..models.attention import ORDER_PARAMETER, AttentionKind
+from ..models.attention import AttentionName, attention_kind
 from ..tasks import Task
 from .loop import train_sweep
 from .results import SweepResult
@@ -48,11 +48,12 @@ def final_vs_P(
     ``onset_hot`` (smallest P at which every hot seed stays above threshold), the theory's P_c and spinodals,
     and, if the theory has them, which of binodal / spinodals the small-init onset is closest to (in log P).
     """
-    attention = sweep_small.config.get("attention", "softmax")
-    key = key or ORDER_PARAMETER[attention]
+    kind = attention_kind(sweep_small.config.get("attention", "softmax"))
+    key = key or kind.order_parameter
     T = sweep_small.config["task"]["T"]
     threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
-    min_q = (1e-4 if attention == "linear" else 0.0) if min_q is None else min_q
+    # an unnormalised map collapses to L -> 0, where its cosine u is arbitrary
+    min_q = (0.0 if kind.normalised else 1e-4) if min_q is None else min_q
 
     def summary(sw):
         x = sw.final_order_parameters[key]
@@ -75,7 +76,7 @@ def final_vs_P(
             "failures": sw.failures,
         }
 
-    out = {"key": key, "threshold": threshold, "min_q": min_q, "attention": attention, "small": summary(sweep_small)}
+    out = {"key": key, "threshold": threshold, "min_q": min_q, "attention": kind.name, "small": summary(sweep_small)}
     out["onset_small"] = out["small"]["onset_all"]
     out["onset_small_any"] = out["small"]["onset_any"]
     if sweep_hot is not None:
@@ -103,7 +104,7 @@ def final_vs_P(
 
 
 def training_curves(
-    task: Task, prior: Prior, attention: AttentionKind, P_values, key: jax.Array, *, seeds=(0,), **train_kwargs
+    task: Task, prior: Prior, attention: AttentionName, P_values, key: jax.Array, *, seeds=(0,), **train_kwargs
 ) -> dict:
     """Training curves at a few P (e.g. below, near and above the transition): for each P and seed the
     history of step, loss, test_loss, objective, m, q, u and the emergence of m."""

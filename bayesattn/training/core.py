@@ -275,3 +275,10 @@ def failure_message(seed, P, step, what: str) -> str:
         f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {DIVERGENCE_BOUND:g}) "
         f"with {what}; frozen at its last finite state"
     )
+
+
+def history_numpy(recs) -> dict:
+    """The records of :func:`run_loop` as numpy arrays ({name: (..., records)}), "step" as ints."""
+    h = {k: np.asarray(v) for k, v in recs.items()}
+    h["step"] = h["step"].astype(int)
+    return h

@@ -35,7 +35,7 @@ from .._validate import check_array, check_choice, check_int, check_positive
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
-from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, failure_message, run_loop
+from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, failure_message, history_numpy, run_loop
 from .results import FitResult, FitSweepResult, can_sample
 
 LossKind = Literal["mse", "xent"]
@@ -226,12 +226,6 @@ def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     return tX, tY, pX, pY, note
 
 
-def _history_np(recs) -> dict:
-    h = {k: np.asarray(v) for k, v in recs.items()}
-    h["step"] = h["step"].astype(int)
-    return h
-
-
 def fit(
     network: eqx.Module | NetworkConfig | dict,
     data: Dataset | Task,
@@ -329,7 +323,7 @@ def fit(
         "seed": seed,
         "penalty": None if penalty is None else repr(penalty),
     }
-    return FitResult(_history_np(recs), final, config, failure, failed_at if failure else None, ckpts)
+    return FitResult(history_numpy(recs), final, config, failure, failed_at if failure else None, ckpts)
 
 
 def _mode(online, batch_size):

@@ -53,24 +53,23 @@ from .._batching import default_batch, map_batched
 from .._validate import check_array, check_int
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
-from ..models.attention import AttentionKind, hot_logits
+from ..models.attention import AttentionName, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
-from .core import run_loop, sgld
-from .objective import _batch_sq_error, _decay, _marginal_objective, _objective, _sq_error
+from .core import history_numpy, run_loop, sgld
+from .objective import joint_loss, marginal_loss, minibatch_loss, sq_error
 from .results import SweepResult, TrainResult, can_sample
 from .run_config import (
     InitKind,
     ObjectiveKind,
     OptimizerKind,
-    _check_prior_attention,
-    _Config,
-    _config_dict,
-    _failure_message,
-    _finals,
-    _history_np,
-    _init_arrays,
-    _make_config,
+    TrainConfig,
+    check_prior_attention,
+    final_records,
+    init_arrays,
+    make_train_config,
+    train_config_dict,
+    train_failure_message,
 )
 
 # ----------------------------------------------------------------------------------------------------------
@@ -86,7 +85,7 @@ class _RunData(NamedTuple):
     P: Any  # number of valid sequences in X (the rest is padding)
 
 
-def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
+def _init_net(cfg: TrainConfig, post: Posterior, key, L0, V0) -> SingleLayer:
     net_cfg = SingleLayerConfig.for_task(
         post.task, post.attention, heads=post.heads, init_scale=cfg.init_scale if cfg.init == "small" else 1e-2
     )
@@ -102,20 +101,19 @@ def _init_net(cfg: _Config, post: Posterior, key, L0, V0) -> SingleLayer:
     return SingleLayer(net_cfg, key, L0, V0)
 
 
-def _loss_fn(cfg: _Config, data: _RunData):
+def _loss_fn(cfg: TrainConfig, data: _RunData):
     """(net, key) -> J (full batch, from the statistics) or its minibatch estimate; J_marg(L) for the marginal
     objective (full batch only)."""
     post = data.post
     if cfg.objective == "marginal":
-        return lambda net, key: _marginal_objective(post, net.L)
+        return lambda net, key: marginal_loss(post, net.L)
     if cfg.batch_size is None:
-        return lambda net, key: _objective(post, net.L, net.V)
+        return lambda net, key: joint_loss(post, net.L, net.V)
     B = cfg.batch_size
 
     def f(net, key):
         idx = jax.random.randint(key, (B,), 0, data.P)
-        sq = _batch_sq_error(post.task, post.model, net.L, net.V, data.X[idx], data.Y[idx]) * (data.P / B)
-        return 0.5 * sq / post.n + _decay(post.prior, post.d, post.n, net.L, net.V)
+        return minibatch_loss(post, net.L, net.V, data.X[idx], data.Y[idx], data.P)
 
     return f
 
@@ -125,7 +123,7 @@ def _with_readout_mode(net: SingleLayer, post: Posterior) -> SingleLayer:
     return eqx.tree_at(lambda n: n.V, net, post.readout_posterior(net.L)[0])
 
 
-def _record_fn(cfg: _Config, data: _RunData):
+def _record_fn(cfg: TrainConfig, data: _RunData):
     post, test = data.post, data.test
     obs = declared(post.task, post.model)
     marginal = cfg.objective == "marginal"
@@ -135,10 +133,10 @@ def _record_fn(cfg: _Config, data: _RunData):
             net = _with_readout_mode(net, post)
         L, V = net.L, net.V
         alpha = post.model.weights(L, post.task.key_mask)
-        rec = {"loss": _sq_error(post, L, V) / (post.n * post.d_out)}
+        rec = {"loss": sq_error(post, L, V) / (post.n * post.d_out)}
         if test is not None:
-            rec["test_loss"] = _sq_error(test, L, V) / (test.n * test.d_out)
-        J = _marginal_objective(post, L) if marginal else _objective(post, L, V)
+            rec["test_loss"] = sq_error(test, L, V) / (test.n * test.d_out)
+        J = marginal_loss(post, L) if marginal else joint_loss(post, L, V)
         return {**rec, "objective": J, **evaluate(obs, alpha), "L": L}
 
     return record
@@ -156,7 +154,7 @@ def _freeze_readout(opt) -> optax.GradientTransformationExtraArgs:
     return optax.GradientTransformationExtraArgs(opt.init, update)
 
 
-def _optimizer(cfg: _Config, post: Posterior):
+def _optimizer(cfg: TrainConfig, post: Posterior):
     if cfg.optimizer == "adam":
         opt = optax.adam(cfg.lr)
     else:
@@ -166,7 +164,7 @@ def _optimizer(cfg: _Config, post: Posterior):
     return _freeze_readout(opt) if cfg.objective == "marginal" else opt
 
 
-def _run(cfg: _Config, data: _RunData, key, L0=None, V0=None):
+def _run(cfg: TrainConfig, data: _RunData, key, L0=None, V0=None):
     """Train one network; returns (final LoopState, records). Pure function of key."""
     init_key, noise_key = jax.random.split(key)
     net = _init_net(cfg, data.post, init_key, L0, V0)
@@ -205,7 +203,7 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 def train(
     dataset: Dataset,
     prior: Prior,
-    attention: AttentionKind = "softmax",
+    attention: AttentionName = "softmax",
     key: jax.Array | None = None,
     *,
     optimizer: OptimizerKind = "adam",
@@ -259,7 +257,7 @@ def train(
     """
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
-    attention = _check_prior_attention(prior, attention, heads)
+    attention = check_prior_attention(prior, attention, heads)
     if key is None:
         raise ValueError("key=None: expected a jax PRNG key (jax.random.key(seed))")
     task = dataset.task
@@ -275,28 +273,28 @@ def train(
         check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
-    cfg = _make_config(
+    cfg = make_train_config(
         optimizer, lr, steps, init, init_scale, batch_size, record_every, dataset.P, log_records, objective, temperature
     )
     L0 = V0 = None
     if cfg.init == "array":
-        L0, V0 = _init_arrays(init, attention.logit_shape(task.T), task.d_out, attention.heads * task.d)
+        L0, V0 = init_arrays(init, attention.logit_shape(task.T), task.d_out, attention.heads * task.d)
 
     data, run_key, test_note = _prepare(dataset, prior, attention, key, test_size, cfg.batch_size is not None, test)
     state, recs = _run_one(cfg, data, run_key, L0, V0)
-    history = _history_np(recs)
+    history = history_numpy(recs)
     L, V = np.asarray(state.params.L), np.asarray(state.params.V)
     failed_at = int(state.failed_at)
     failure = None
     if failed_at >= 0:
-        failure = _failure_message(seed, dataset.P, failed_at, cfg.optimizer)
+        failure = train_failure_message(seed, dataset.P, failed_at, cfg.optimizer)
         warnings.warn(failure, RuntimeWarning, stacklevel=2)
-    final = {k: float(v) for k, v in _finals(history).items()}
+    final = {k: float(v) for k, v in final_records(history).items()}
     return TrainResult(
         history,
         final,
         (L, V),
-        _config_dict(cfg, attention, prior, task, P=dataset.P, seed=seed, test_size=test_size, test=test_note),
+        train_config_dict(cfg, attention, prior, task, P=dataset.P, seed=seed, test_size=test_size, test=test_note),
         failure,
         failed_at if failure else None,
     )
@@ -335,7 +333,7 @@ def _prepare(dataset: Dataset, prior, attention, key, test_size, minibatch, test
 def train_sweep(
     task: Task,
     prior: Prior,
-    attention: AttentionKind,
+    attention: AttentionName,
     P_values,
     seeds,
     key: jax.Array,
@@ -369,7 +367,7 @@ def train_sweep(
     """
     if not isinstance(task, Task):
         raise ValueError(f"task={task!r}: expected a bayesattn Task")
-    attention = _check_prior_attention(prior, attention, heads)
+    attention = check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
     if not P_values or not seeds:
@@ -378,7 +376,7 @@ def train_sweep(
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)
     Pmax = max(P_values)
-    cfg = _make_config(
+    cfg = make_train_config(
         optimizer,
         lr,
         steps,
@@ -427,10 +425,10 @@ def train_sweep(
     for i, P in enumerate(P_values):
         for j, s in enumerate(seeds):
             if failed_at[i, j] >= 0:
-                msg = _failure_message(s, P, int(failed_at[i, j]), cfg.optimizer)
+                msg = train_failure_message(s, P, int(failed_at[i, j]), cfg.optimizer)
                 failures.append({"seed": s, "P": P, "step": int(failed_at[i, j]), "message": msg})
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    final = _finals(history)
+    final = final_records(history)
     return SweepResult(
         np.asarray(P_values),
         np.asarray(seeds),
@@ -439,7 +437,7 @@ def train_sweep(
         L,
         V,
         failures,
-        _config_dict(cfg, attention, prior, task, test_size=test_size),
+        train_config_dict(cfg, attention, prior, task, test_size=test_size),
     )
 
 

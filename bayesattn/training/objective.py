@@ -19,20 +19,23 @@ from ..models.attention import AttentionModel
 from ..tasks import Task
 
 
-def _sq_error(post: Posterior, L, V):
+def sq_error(post: Posterior, L, V):
     """sum over query rows of |y - V z|^2 from the statistics: |Y|^2 - 2 tr(V C) + tr(V G V^T)."""
     G, C = post.gram(L)
     return post.yy - 2.0 * jnp.sum(V * C.T) + jnp.sum((V @ G) * V)
 
 
-def _decay(prior: Prior, d: int, n, L, V):
-    """The prior as weight decay, in the per-row normalisation of J."""
+def prior_decay(prior: Prior, d: int, n, L, V):
+    """The prior as weight decay, in the per-row normalisation of J: (sigma2 / 2n) (|L|^2 / sigma_A2 + d |V|^2 /
+    sigma_V2)."""
     s2 = prior.sigma2
     return 0.5 * s2 / n * (jnp.sum(L**2) / prior.sigma_A2 + d * jnp.sum(V**2) / prior.sigma_V2)
 
 
-def _objective(post: Posterior, L, V):
-    return 0.5 * _sq_error(post, L, V) / post.n + _decay(post.prior, post.d, post.n, L, V)
+def joint_loss(post: Posterior, L, V):
+    """J(L, V) (module docstring) for L: ``post.L_shape``, V: (d_out, H d), without input checks: what the
+    training loop differentiates (:func:`training_objective` is the checked entry)."""
+    return 0.5 * sq_error(post, L, V) / post.n + prior_decay(post.prior, post.d, post.n, L, V)
 
 
 def _log_density_constant(post: Posterior):
@@ -44,12 +47,24 @@ def _log_density_constant(post: Posterior):
     )
 
 
-def _marginal_objective(post: Posterior, L):
-    """J_marg(L) = (|Y|^2 - tr C^T (G + lam)^{-1} C) / 2n + (sigma2 / 2n) (|L|^2 / sigma_A2 + d_out log det(I + G/lam))."""
+def marginal_loss(post: Posterior, L):
+    """J_marg(L) = (|Y|^2 - tr C^T (G + lam)^{-1} C) / 2n + (sigma2 / 2n) (|L|^2 / sigma_A2 + d_out log det(I + G/lam)),
+    without input checks (:func:`marginal_objective` is the checked entry)."""
     return -(post.prior.sigma2 / post.n) * (post.log_density(L) - _log_density_constant(post))
 
 
-def _batch_sq_error(task: Task, attention, L, V, Xb, Yb):
+def minibatch_loss(post: Posterior, L, V, Xb, Yb, P):
+    """An unbiased estimate of J(L, V) from B sequences drawn uniformly (with replacement) from the P training
+    sequences: the batch's squared error scaled by P / B, plus the whole prior decay (the prior is not a sum over
+    sequences, so it is not subsampled). Xb, Yb: (B, T, d); what a minibatch step of :func:`bayesattn.train`
+    differentiates."""
+    B = Xb.shape[0]
+    sq = batch_sq_error(post.task, post.model, L, V, Xb, Yb) * (P / B)
+    return 0.5 * sq / post.n + prior_decay(post.prior, post.d, post.n, L, V)
+
+
+def batch_sq_error(task: Task, attention, L, V, Xb, Yb):
+
     """sum over query rows of |y - V z|^2 on a batch Xb: (B, T, d), with z = [z^1, ..., z^H] the concatenated head
     outputs (attention: a kind string for one head or an AttentionModel)."""
     model = AttentionModel.coerce(attention)
@@ -71,7 +86,7 @@ def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.
         raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
     L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
     V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
-    return _objective(posterior, L, V)
+    return joint_loss(posterior, L, V)
 
 
 def marginal_objective(L: jax.Array, posterior: Posterior) -> jax.Array:
@@ -84,4 +99,4 @@ def marginal_objective(L: jax.Array, posterior: Posterior) -> jax.Array:
     if not isinstance(posterior, Posterior):
         raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
     L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
-    return _marginal_objective(posterior, L)
+    return marginal_loss(posterior, L)

@@ -23,8 +23,9 @@ TRAIN_INITS = ("small", "hot")
 
 
 @dataclass(frozen=True)
-class _Config:
-    """Static (hashable) configuration of a run; one jit compilation per distinct config and shape."""
+class TrainConfig:
+    """Static (hashable) configuration of a single-layer run (``train``, ``train_sweep``), checked by
+    :func:`make_train_config`; one jit compilation per distinct config and shape."""
 
     optimizer: str
     lr: Any  # float or an optax schedule (callable of the step)
@@ -52,7 +53,7 @@ def _default_init_scale(init: str) -> float | None:
     return None if init == "hot" else 1e-2
 
 
-def _make_config(
+def make_train_config(
     optimizer,
     lr,
     steps,
@@ -64,7 +65,9 @@ def _make_config(
     log_records=0,
     objective="joint",
     temperature=1.0,
-):
+) -> TrainConfig:
+    """The checked :class:`TrainConfig` of a run's options (ValueError naming the option otherwise), with the
+    defaults filled in: lr per optimizer, init_scale per init; batch_size at most ``P_max``."""
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("objective", objective, OBJECTIVES)
     temperature = check_positive("temperature", temperature)
@@ -94,20 +97,20 @@ def _make_config(
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
     log_records = check_int("log_records", log_records, minimum=0)
-    return _Config(
+    return TrainConfig(
         optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective, float(temperature)
     )
 
 
-def _check_prior_attention(prior, attention, heads=None) -> AttentionModel:
+def check_prior_attention(prior, attention, heads=None) -> AttentionModel:
     """The attention model of a run (a kind string with ``heads``, or an AttentionModel)."""
     if not isinstance(prior, Prior):
         raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
     return AttentionModel.coerce(attention, heads)
 
 
-def _init_arrays(init, shape, d_out, d):
-    """init given as an array L of ``shape`` ((T, T) or (H, T, T)) or a pair (L, V), V: (d_out, d) with d = H d_in."""
+def init_arrays(init, shape, d_out, d):
+    """(L0, V0 or None) from an init given as an array L of ``shape`` ((T, T) or (H, T, T)) or a pair (L, V), V: (d_out, d) with d = H d_in."""
     if isinstance(init, (tuple, list)):
         if len(init) != 2:
             raise ValueError(f"init: a sequence must be the pair (L, V), got {len(init)} items")
@@ -123,7 +126,9 @@ def _init_arrays(init, shape, d_out, d):
     return jnp.asarray(check_array("init", L0, shape)), None
 
 
-def _config_dict(cfg: _Config, attention, prior, task, **extra):
+def train_config_dict(cfg: TrainConfig, attention, prior, task, **extra) -> dict:
+    """The config recorded with a run's result (plain data): the options, the attention model, prior, task and
+    ``extra``."""
     return {
         "optimizer": cfg.optimizer,
         "lr": cfg.lr if not callable(cfg.lr) else repr(cfg.lr),
@@ -148,17 +153,12 @@ def _config_dict(cfg: _Config, attention, prior, task, **extra):
     }
 
 
-def _history_np(recs) -> dict:
-    h = {k: np.asarray(v) for k, v in recs.items()}
-    h["step"] = h["step"].astype(int)
-    return h
-
-
-def _failure_message(seed, P, step, optimizer):
+def train_failure_message(seed, P, step, optimizer) -> str:
+    """:func:`~bayesattn.training.core.failure_message` of a single-layer run with ``optimizer``."""
     return failure_message(seed, P, step, f"optimizer={optimizer!r}")
 
 
-def _finals(history: dict, index=-1) -> dict:
+def final_records(history: dict, index=-1) -> dict:
     """The last record of every declared observable (history keys other than the losses, step and L)."""
     skip = {"step", "loss", "test_loss", "objective", "L"}
     return {k: v[..., index] for k, v in history.items() if k not in skip}

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .softmax_table import _grids, _padded_draws, _row_moments, _Table, _table_parts, _tilt
+from .softmax_table import SoftmaxTable, dual_grids, padded_draws, row_moments, table_parts, tilted_row
 
 
 def row_types(task) -> tuple[np.ndarray, np.ndarray]:
@@ -44,16 +44,16 @@ def _build_row_tables(z0, Tm1, sigma_A2, h, g, nl, nc, ny):
         z, tm1 = args
         c_min = jnp.min(g) * 1.0001 - 1e-9
         x_extra = jnp.log1p(jnp.max(jnp.abs(h)) * sigma_A2)
-        mom = _row_moments(z, tm1, sigma_A2, c_min, x_extra, nl, nc, ny)
-        return _table_parts(h, g, mom), mom
+        mom = row_moments(z, tm1, sigma_A2, c_min, x_extra, nl, nc, ny)
+        return table_parts(h, g, mom), mom
 
     return jax.lax.map(one, (z0, Tm1))
 
 
 @functools.lru_cache(maxsize=4)  # each holds T_q tables' row moments (~2 MB per key count)
-def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl=200, nc=96, ny=800):
+def causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl=200, nc=96, ny=800):
     """The row-averaged table Lambda_bar, (m, q) and det Cov_bar on one dual grid (the cyclic grid of the largest
-    key count), with the stacked per-row-type moments and weights as ``mom`` (what ``_tilt_rows`` reads).
+    key count), with the stacked per-row-type moments and weights as ``mom`` (what ``tilted_rows`` reads).
 
     Ks, weights: tuples (key counts >= 2 and their shares). The draws of a row with K keys are the cyclic
     table's draws for T = K (the same fixed ``seed``), so a causal row type and a cyclic row with as many keys
@@ -63,8 +63,8 @@ def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed,
         raise ValueError(f"key counts {Ks}: a query row needs its source and at least one other key")
     w = np.asarray(weights, float)
     W = max(Ks) - 1
-    z0 = jnp.stack([_padded_draws(seed, K, num_samples, W) for K in Ks])
-    h, g = _grids(max(Ks), d, beta_max, nh, ng)
+    z0 = jnp.stack([padded_draws(seed, K, num_samples, W) for K in Ks])
+    h, g = dual_grids(max(Ks), d, beta_max, nh, ng)
     (Lam, m, q, Vaa, Vab, Vbb), mom = _build_row_tables(
         z0, jnp.asarray(np.array(Ks, float) - 1), float(sigma_A2), jnp.asarray(h), jnp.asarray(g), nl, nc, ny
     )
@@ -74,12 +74,12 @@ def _causal_table(Ks, weights, sigma_A2, d, beta_max, nh, ng, num_samples, seed,
     detC = Vaa * Vbb - Vab**2
     if not all(np.all(np.isfinite(a)) for a in (Lam, m, q, detC)):
         raise FloatingPointError("causal softmax table: non-finite entries (dual grid too wide for the row moments)")
-    return _Table(h, g, Lam, m, q, tuple(mom) + (jnp.asarray(w),), detC)
+    return SoftmaxTable(h, g, Lam, m, q, tuple(mom) + (jnp.asarray(w),), detC)
 
 
 def causal_softmax_table(
     task, prior, beta_max: float, *, nh: int = 241, ng: int = 121, num_samples: int = 20000, seed: int = 0
-) -> _Table:
+) -> SoftmaxTable:
     """The row-averaged cumulant generating function Lambda_bar(h, g) of a causal (or any per-row key count)
     softmax task and its gradient (m, q), on an (h, g) grid wide enough for every beta <= beta_max. Query rows
     with K keys use the same prior draws as a cyclic table with T = K."""
@@ -87,7 +87,7 @@ def causal_softmax_table(
 
     covered(task, "softmax", onehot=True, causal=True)
     Ks, w = row_types(task)
-    return _causal_table(
+    return causal_table(
         tuple(int(k) for k in Ks),
         tuple(float(x) for x in w),
         float(prior.sigma_A2),
@@ -101,7 +101,7 @@ def causal_softmax_table(
 
 
 @jax.jit
-def _tilt_rows(h, g, y, s, logM, R, R2, w, ci=None):
+def tilted_rows(h, g, y, s, logM, R, R2, w, ci=None):
     """The row-averaged tilt: sum_k w_k (Lambda_k, m_k, q_k, Cov_k) at (h, g) over the row types k.
 
     y: (nK, ny) or, with ci, (C, nK, ny) (configuration ci), and likewise s, logM, R, R2; w: (nK,) or (C, nK)
@@ -112,5 +112,5 @@ def _tilt_rows(h, g, y, s, logM, R, R2, w, ci=None):
     C, nK = w.shape
     flat = lambda a: a.reshape((C * nK,) + a.shape[2:])  # noqa: E731
     y, s, logM, R, R2 = (flat(a) for a in (y, s, logM, R, R2))
-    parts = jax.vmap(lambda k: jnp.stack(_tilt(h, g, y, s, logM, R, R2, ci * nK + k)))(jnp.arange(nK))
+    parts = jax.vmap(lambda k: jnp.stack(tilted_row(h, g, y, s, logM, R, R2, ci * nK + k)))(jnp.arange(nK))
     return tuple(jnp.tensordot(w[ci], parts, axes=1))

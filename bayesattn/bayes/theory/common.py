@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_choice
-from ...models.attention import ATTENTIONS, AttentionModel
+from ...models.attention import AttentionModel, AttentionName, attention_kind
 from ...tasks import CopyTask
 from ..posterior import Prior
 
-Attention = Literal["softmax", "linear"]
+Attention = AttentionName  # the attention kinds' names, as the theory's functions take them
 
 # ----------------------------------------------------------------------------------------------------
 # input checks
@@ -27,31 +26,58 @@ COVERED = (
 )
 
 
+class Coverage(NamedTuple):
+    """What the reduced theory of one attention kind derives beyond the cyclic boundary.
+
+    causal_as_cyclic: Gaussian tokens with the causal boundary need nothing new (linear: the cosine's law depends
+    on the mask only through the number of free logits); causal_by_row_types: the causal boundary, Gaussian or
+    one-hot tokens, is covered by per-key-count row tables when the caller handles them (softmax,
+    docs/theory.md section 10)."""
+
+    causal_as_cyclic: bool
+    causal_by_row_types: bool
+
+
+COVERAGE = {"softmax": Coverage(False, True), "linear": Coverage(True, False)}
+
+
 def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> str:
-    """Raise ValueError unless the reduced theory is derived for this task and attention (a kind string or an
-    AttentionModel); return the attention kind. ``onehot``: the caller handles one-hot tokens (softmax:
-    docs/theory.md section 8); ``causal``: the caller handles softmax with the causal mask (section 10)."""
+    """Raise ValueError unless the reduced theory is derived for this task and attention (a kind's name, an
+    AttentionKind or an AttentionModel); return the attention kind's name. ``onehot``: the caller handles one-hot
+    tokens (softmax: docs/theory.md section 8); ``causal``: the caller handles softmax with the causal mask
+    (section 10)."""
     if isinstance(attention, AttentionModel):
         if attention.heads != 1 or attention.mask != "task":
             raise ValueError(f"attention={attention!r}: not covered; {COVERED}")
         attention = attention.kind
-    check_choice("attention", attention, ATTENTIONS)
+    attention = attention_kind(attention).name
+    cover = COVERAGE[attention]
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={task!r}: not covered; {COVERED}")
     if task.tokens == "onehot":
-        if not (onehot and (task.boundary == "cyclic" or (causal and attention == "softmax"))):
+        if not (onehot and (task.boundary == "cyclic" or (causal and cover.causal_by_row_types))):
             raise ValueError(
                 f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
                 f"covered here; {COVERED}"
             )
     elif task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED}")
-    if attention == "softmax" and task.boundary != "cyclic" and not (causal and task.boundary == "causal"):
-        raise ValueError(f"task.boundary={task.boundary!r} with attention='softmax': not covered here; {COVERED}")
+    if not cover.causal_as_cyclic and task.boundary != "cyclic" and not (causal and task.boundary == "causal"):
+        raise ValueError(f"task.boundary={task.boundary!r} with attention={attention!r}: not covered here; {COVERED}")
     return attention
 
 
-def _check_prior(prior):
+def covers(task, attention, *, onehot: bool = False, causal: bool = False) -> bool:
+    """Whether :func:`covered` accepts this task and attention (with the same flags)."""
+    try:
+        covered(task, attention, onehot=onehot, causal=causal)
+    except ValueError:
+        return False
+    return True
+
+
+def check_prior(prior):
+    """``prior`` if it is a :class:`~bayesattn.Prior`; ValueError otherwise."""
     if not isinstance(prior, Prior):
         raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
     return prior
@@ -71,7 +97,7 @@ def first_crossing(P, y, level: float) -> float | None:
     return float(np.exp(x0 + (level - y[i - 1]) * (x1 - x0) / (y[i] - y[i - 1])))
 
 
-def _check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
+def check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
     """A non-empty, strictly increasing, positive, finite 1-D grid."""
     try:
         arr = np.asarray(values, dtype=np.float64)
@@ -88,7 +114,7 @@ def _check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
     return arr
 
 
-def _scales(task, prior, P):
+def scales(task, prior, P):
     """beta = P d / (2 sigma2) and eps = lam / n as arrays over P; T_q = number of query rows.
 
     One-hot tokens (docs/theory.md section 8): the d - 1 directions orthogonal to the all-ones vector carry
@@ -129,7 +155,9 @@ def action(m, q, entropy, *, beta, eps, d: int, T_q: int, noise_fit_coef=0.0):
     return be * (1.0 - m**2 / (q + eps)) + d**2 / (2.0 * T_q) * jnp.log1p(q / eps) + entropy
 
 
-def _energy_grads(m, q, beta, eps, d, Tq, nf):
+def energy_grads(m, q, beta, eps, d, Tq, nf):
+    """Gradient (dE/dm, dE/dq) of the per-row energy part of :func:`action` (broadcasting), with the noise-fit
+    coefficient ``nf`` subtracted from beta."""
     be = beta - nf
     dm = -2.0 * be * m / (q + eps)
     dq = be * m**2 / (q + eps) ** 2 + d**2 / (2.0 * Tq) / (q + eps)
@@ -141,5 +169,5 @@ def prediction_error(m, q, eps):
     that the readout's posterior mean leaves unexplained, per query row and output coordinate, to leading order in
     n (docs/theory.md section 9): 1 - m^2 (q + 2 eps) / (q + eps)^2. The training error is the same at this order
     (their O(d/n) difference is the generalisation gap of a d x d least-squares readout). For one-hot tokens it
-    is the fraction of the centred target's variance, with eps the one-hot eps' of ``_scales``."""
+    is the fraction of the centred target's variance, with eps the one-hot eps' of ``scales``."""
     return 1.0 - m**2 * (q + 2.0 * eps) / (q + eps) ** 2

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import check_int
-from .common import Attention, _check_grid, _check_prior, _scales, covered, occam_d, prediction_error
-from .linear import _linear_curves, _linear_dims, _linear_energy, _radius_quadrature
+from .common import Attention, check_grid, check_prior, covered, occam_d, prediction_error, scales
+from .linear import linear_curves, linear_dims, linear_energy, radius_quadrature
 from .linear_onehot import onehot_linear_phase_curve
-from .softmax_minima import _softmax_minima
-from .softmax_table import _cached_table, _softmax_tables
+from .softmax_minima import softmax_action_minima
+from .softmax_table import cached_table, softmax_tables
 
 # ----------------------------------------------------------------------------------------------------
 # phase curves
@@ -75,7 +75,7 @@ class PhaseCurve:
         )
 
 
-def _track_branches(P, minima, tol):
+def track_branches(P, minima, tol):
     """Link the local minima at successive P into branches (nearest m, within tol)."""
     branches = []  # each: dict of lists
     active = []
@@ -139,7 +139,7 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
             "theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be biased",
             stacklevel=4,
         )
-    branches = _track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
+    branches = track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
     for b in branches:
         b["free_energy"] = b["free_energy"] * Tq
     stable = {k: np.full(len(P), np.nan) for k in ("m", "q", "u", "free_energy")}
@@ -176,7 +176,8 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
     return PhaseCurve("softmax", np.asarray(P), branches, stable, mean, trans)
 
 
-def _check_noise_fit(task, noise_fit) -> None:
+def check_noise_fit(task, noise_fit) -> None:
+    """ValueError if ``noise_fit`` is asked for one-hot tokens (the term is derived for Gaussian tokens)."""
     if noise_fit and getattr(task, "tokens", "gaussian") == "onehot":
         raise ValueError(
             "noise_fit=True with task.tokens='onehot': the noise-fit term is derived for Gaussian "
@@ -184,13 +185,13 @@ def _check_noise_fit(task, noise_fit) -> None:
         )
 
 
-def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
+def softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
     """Phase curves of several (task, prior) configurations over one P grid, in a few compiled calls."""
     num_samples, seed = numerics.get("num_samples", 20000), numerics.get("seed", 0)
     nh, ng = numerics.get("nh", 241), numerics.get("ng", 121)
     betas, epss, Tqs = [], [], []
     for task, prior in zip(tasks, priors):
-        beta, eps, Tq = _scales(task, prior, P)
+        beta, eps, Tq = scales(task, prior, P)
         # the noise-fit term only shifts beta: beta_eff = beta - d^2 / (2 sigma2 T_q)
         betas.append(beta - nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq))
         epss.append(eps)
@@ -203,11 +204,11 @@ def _softmax_phase_curves(tasks, priors, P, nf_flag, numerics):
     def tables(beta_max):
         if len(tasks) == 1:
             return [
-                _cached_table(
+                cached_table(
                     tasks[0].T, float(priors[0].sigma_A2), d, beta_max, nh, ng, num_samples, seed, 200, 96, 800
                 )
             ]
-        return _softmax_tables(
+        return softmax_tables(
             [t.T for t in tasks], [p.sigma_A2 for p in priors], d, beta_max, nh, ng, num_samples, seed, 200, 96, 800
         )
 
@@ -236,10 +237,10 @@ def _beta_bands(beta):
 
 
 def _banded_minima(tables, beta, eps, Tqs, d, **minima_kw):
-    """``_softmax_minima`` band by band of beta (``_beta_bands`` of the largest beta per P), each band on the
+    """``softmax_action_minima`` band by band of beta (``_beta_bands`` of the largest beta per P), each band on the
     tables ``tables(beta_max)`` sized for it, joined along P. beta, eps: (C, NP)."""
     parts = [
-        _softmax_minima(tables(float(beta[:, sl].max())), beta[:, sl], eps[:, sl], Tqs, d, **minima_kw)
+        softmax_action_minima(tables(float(beta[:, sl].max())), beta[:, sl], eps[:, sl], Tqs, d, **minima_kw)
         for sl in _beta_bands(beta.max(axis=0))
     ]
     minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(beta.shape[0])]
@@ -253,7 +254,7 @@ def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
     """Causal softmax (docs/theory.md section 10): one row-averaged table per configuration (and band of beta),
     minima by Newton on the row-averaged tilt; one configuration at a time (the stacked per-row-type moments are
     T_q times a cyclic table's)."""
-    from .causal import _causal_table, _tilt_rows, row_types
+    from .causal import causal_table, row_types, tilted_rows
 
     out = []
     for c, (task, prior) in enumerate(zip(tasks, priors)):
@@ -261,7 +262,7 @@ def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
 
         def tables(beta_max, Ks=Ks, w=w, prior=prior):
             return [
-                _causal_table(
+                causal_table(
                     tuple(int(k) for k in Ks),
                     tuple(float(x) for x in w),
                     float(prior.sigma_A2),
@@ -275,27 +276,23 @@ def _causal_phase_curves(tasks, priors, P, beta, eps, Tqs, d, numerics):
             ]
 
         minima, edge_hit, means, edge_mass = _banded_minima(
-            tables, beta[c : c + 1], eps[c : c + 1], [Tqs[c]], d, tilt=_tilt_rows
+            tables, beta[c : c + 1], eps[c : c + 1], [Tqs[c]], d, tilt=tilted_rows
         )
         out.append(_softmax_curve(P, minima[0], edge_hit[0], means[0], edge_mass[0], Tqs[c], eps[c]))
     return out
 
 
-def _softmax_phase_curve(task, prior, P, nf_flag, numerics):
-    return _softmax_phase_curves([task], [prior], P, nf_flag, numerics)[0]
-
-
-def _linear_critical_P(task, prior, nf_flag):
+def linear_critical_P(task, prior, nf_flag):
     """P where the curvature of the c-action at c = 0 changes sign: (D - 3) = 2 T_q beta_eff <q/(q+eps)>_{c=0}."""
     from scipy.optimize import brentq
 
-    D, Tq = _linear_dims(task)
+    D, Tq = linear_dims(task)
 
     def curv(P):
-        beta, eps, _ = _scales(task, prior, P)
+        beta, eps, _ = scales(task, prior, P)
         nf = nf_flag * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
-        _, _, log_pt, q = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
-        lw = log_pt - np.asarray(_linear_energy(0.0, q, beta - nf, eps, Tq, task.d_out))  # at c = 0
+        _, _, log_pt, q = radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
+        lw = log_pt - np.asarray(linear_energy(0.0, q, beta - nf, eps, Tq, task.d_out))  # at c = 0
         w = np.exp(lw - lw.max())
         w /= w.sum()
         return 2 * Tq * (beta - nf) * np.sum(w * q / (q + eps)) - (D - 3)
@@ -309,7 +306,9 @@ def _linear_critical_P(task, prior, nf_flag):
     return float(brentq(curv, lo, hi, xtol=1e-10 * P0))
 
 
-def _linear_phase_curves(tasks, priors, P, nf_flag):
+def linear_phase_curves(tasks, priors, P, nf_flag, numerics=None):
+    """Linear phase curves of several (task, prior) configurations over one P grid (one-hot tokens: the exact
+    four-variable reduction). ``numerics`` is not used (the linear theory is closed form up to quadrature)."""
     return [
         onehot_linear_phase_curve(t, p, P) if t.tokens == "onehot" else _linear_phase_curve(t, p, P, nf_flag)
         for t, p in zip(tasks, priors)
@@ -317,10 +316,10 @@ def _linear_phase_curves(tasks, priors, P, nf_flag):
 
 
 def _linear_phase_curve(task, prior, P, nf_flag):
-    c, logp, mean_u, Tq, D = _linear_curves(task, prior, P, nf_flag)
-    Pc = _linear_critical_P(task, prior, nf_flag)
+    c, logp, mean_u, Tq, D = linear_curves(task, prior, P, nf_flag)
+    Pc = linear_critical_P(task, prior, nf_flag)
     S = -logp  # total action in nats on the cosine grid
-    beta, eps, _ = _scales(task, prior, P)
+    beta, eps, _ = scales(task, prior, P)
     # minimum in c per P, refined by a parabola through the grid minimum and its neighbours
     rows = np.arange(len(P))
     j = np.argmin(S, axis=1)
@@ -357,11 +356,11 @@ def _linear_mean_test_error(task, prior, beta, eps, c, logp, D, Tq, n_sub=65):
     """Posterior mean of test_error(m, q, eps) = 1 - u g(q), g(q) = q (q + 2 eps)/(q + eps)^2: the cosine density
     (logp on the grid c) times the conditional mean of g(q) given c, computed on n_sub cosines and interpolated
     (it is smooth in c)."""
-    _, _, log_pt, qv = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
+    _, _, log_pt, qv = radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
     cs = np.linspace(0.0, float(c[-1]), n_sub)
     g_given_c = np.empty((len(beta), n_sub))
     for i, (be, ep) in enumerate(zip(np.asarray(beta, float), np.asarray(eps, float))):
-        lw = log_pt[None, :] - np.asarray(_linear_energy(cs[:, None] ** 2, qv[None, :], be, ep, Tq, task.d_out))
+        lw = log_pt[None, :] - np.asarray(linear_energy(cs[:, None] ** 2, qv[None, :], be, ep, Tq, task.d_out))
         w = np.exp(lw - lw.max(axis=1, keepdims=True))
         g = qv * (qv + 2 * ep) / (qv + ep) ** 2
         g_given_c[i] = (w @ g) / w.sum(axis=1)
@@ -375,12 +374,16 @@ def _linear_mean_test_error(task, prior, beta, eps, c, logp, D, Tq, n_sub=65):
 
 def _linear_q_given_c(task, prior, beta, eps, c, D, Tq):
     """Conditional mean of q given the cosine c (beta, eps, c: scalars or arrays of one shape)."""
-    _, _, log_pt, q = _radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
+    _, _, log_pt, q = radius_quadrature(D, prior.sigma_A2, task.T, Tq, xp=np)
     beta, eps, c = (np.asarray(x, float)[..., None] for x in (beta, eps, c))
-    lw = log_pt - np.asarray(_linear_energy(c**2, q, beta, eps, Tq, task.d_out))
+    lw = log_pt - np.asarray(linear_energy(c**2, q, beta, eps, Tq, task.d_out))
     w = np.exp(lw - lw.max(axis=-1, keepdims=True))
     out = np.sum(w * q, axis=-1) / np.sum(w, axis=-1)
     return float(out) if out.ndim == 0 else out
+
+
+# per attention kind: (tasks, priors, P, noise-fit flag, numerics) -> one PhaseCurve per (task, prior)
+PHASE_CURVES = {"softmax": softmax_phase_curves, "linear": linear_phase_curves}
 
 
 def phase_curve(
@@ -410,16 +413,12 @@ def phase_curve(
     'second'
     """
     attention = covered(task, attention, onehot=True, causal=True)
-    prior = _check_prior(prior)
-    P = _check_grid("P_values", P_values)
+    prior = check_prior(prior)
+    P = check_grid("P_values", P_values)
     num_samples = check_int("num_samples", num_samples, minimum=100)
-    _check_noise_fit(task, noise_fit)
-    if attention == "softmax":
-        pc = _softmax_phase_curve(
-            task, prior, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
-        )
-    else:
-        pc = _linear_phase_curves([task], [prior], P, float(noise_fit))[0]
+    check_noise_fit(task, noise_fit)
+    numerics = dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+    pc = PHASE_CURVES[attention]([task], [prior], P, float(noise_fit), numerics)[0]
     pc.config = {
         "task": task.config(),
         "prior": prior.config(),

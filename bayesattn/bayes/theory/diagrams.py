@@ -10,37 +10,42 @@ import numpy as np
 
 from ..._validate import check_int
 from ...models.attention import ORDER_PARAMETER
-from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .curves import (
-    PhaseCurve,
-    _check_noise_fit,
-    _linear_critical_P,
-    _linear_phase_curves,
-    _softmax_phase_curves,
-    phase_curve,
-)
-from .linear import _linear_dims, _linear_log_density_c
+from .common import Attention, check_grid, check_prior, covered, scales
+from .curves import PHASE_CURVES, PhaseCurve, check_noise_fit, linear_critical_P, phase_curve
+from .linear import linear_cosine_log_density, linear_dims
 
 # ----------------------------------------------------------------------------------------------------
 # phase diagrams, critical exponent, finite-size scaling
 # ----------------------------------------------------------------------------------------------------
 
 
-def _crossover(pc: PhaseCurve) -> float:
-    """Crossover marker: linear -> the P where <u> reaches 1/2; softmax -> the P of steepest rise of <m>
-    in log P (for a first-order transition this sits at the jump)."""
+def _half_way(pc: PhaseCurve) -> float:
+    """The P where <u> reaches 1/2 (linear interpolation in P), NaN if it does not on the grid."""
+    P, u = pc.P, pc.mean["u"]
+    k = np.flatnonzero((u[:-1] < 0.5) & (u[1:] >= 0.5))
+    if k.size == 0:
+        return float("nan")
+    k = k[0]
+    return float(P[k] + (0.5 - u[k]) / (u[k + 1] - u[k]) * (P[k + 1] - P[k]))
+
+
+def _steepest_rise(pc: PhaseCurve) -> float:
+    """The P of steepest rise of <m> in log P (for a first-order transition this sits at the jump)."""
     P = pc.P
-    if pc.attention == "linear":
-        u = pc.mean["u"]
-        k = np.flatnonzero((u[:-1] < 0.5) & (u[1:] >= 0.5))
-        if k.size == 0:
-            return float("nan")
-        k = k[0]
-        return float(P[k] + (0.5 - u[k]) / (u[k + 1] - u[k]) * (P[k + 1] - P[k]))
     if len(P) < 3:
         return float("nan")
     slope = np.gradient(pc.mean["m"], np.log(P))
     return float(P[int(np.nanargmax(slope))])
+
+
+# the crossover marker of each attention kind's phase curve
+CROSSOVERS = {"softmax": _steepest_rise, "linear": _half_way}
+
+
+def _crossover(pc: PhaseCurve) -> float:
+    """Crossover marker (:data:`CROSSOVERS`): linear -> the P where <u> reaches 1/2; softmax -> the P of steepest
+    rise of <m> in log P."""
+    return CROSSOVERS[pc.attention](pc)
 
 
 @dataclass
@@ -117,13 +122,13 @@ def phase_diagram(
     the theory's posterior mean of the order parameter (m for softmax, u for linear) on the (vary, P) grid.
     """
     attention = covered(task, attention, onehot=True, causal=True)
-    prior = _check_prior(prior)
-    P = _check_grid("P_values", P_values)
-    _check_noise_fit(task, noise_fit)
+    prior = check_prior(prior)
+    P = check_grid("P_values", P_values)
+    check_noise_fit(task, noise_fit)
     if not isinstance(vary, dict) or len(vary) != 1 or next(iter(vary)) not in ("sigma_A2", "T"):
         raise ValueError(f"vary={vary!r}: expected a dict with one key, 'sigma_A2' or 'T', mapping to a grid")
     name, values = next(iter(vary.items()))
-    vals = _check_grid(f"vary[{name!r}]", values, integer=(name == "T"))
+    vals = check_grid(f"vary[{name!r}]", values, integer=(name == "T"))
     out = {k: np.full(len(vals), np.nan) for k in ("P_c", "lo", "hi", "cross")}
     order = []
     tasks = [task.replace(T=int(v)) if name == "T" else task for v in vals]
@@ -131,13 +136,10 @@ def phase_diagram(
     for t in tasks:
         covered(t, attention, onehot=True, causal=True)
     num_samples = check_int("num_samples", num_samples, minimum=100)
-    if attention == "softmax":
-        # every value in a few compiled calls: tables, grid scans and Newton batched over the second axis
-        curves = _softmax_phase_curves(
-            tasks, priors, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
-        )
-    else:
-        curves = _linear_phase_curves(tasks, priors, P, float(noise_fit))
+    # every value in a few compiled calls (softmax: tables, grid scans and Newton batched over the second axis)
+    curves = PHASE_CURVES[attention](
+        tasks, priors, P, float(noise_fit), dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
+    )
     mean = np.full((len(vals), len(P)), np.nan)
     for k, pc in enumerate(curves):
         mean[k] = pc.mean[ORDER_PARAMETER[attention]]
@@ -173,18 +175,18 @@ def _linear_mode_u(task, prior, P):
     """Mode of the reduced density of the cosine (u* = c*^2) by bounded 1-D minimisation."""
     from scipy.optimize import minimize_scalar
 
-    D, Tq = _linear_dims(task)
-    beta, eps, _ = _scales(task, prior, np.array([P]))
+    D, Tq = linear_dims(task)
+    beta, eps, _ = scales(task, prior, np.array([P]))
     f = jax.jit(
         lambda c: (
-            -_linear_log_density_c(
+            -linear_cosine_log_density(
                 jnp.atleast_1d(c), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
             )[0]
         )
     )
     grid = np.linspace(0, 0.999, 400)
     vals = np.asarray(
-        -_linear_log_density_c(
+        -linear_cosine_log_density(
             jnp.asarray(grid), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
         )
     )
@@ -209,8 +211,8 @@ def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> d
     Returns {"P_c", "exponent", "amplitude", "P", "u"}; mean-field theory predicts exponent 1.
     """
     covered(task, "linear")
-    prior = _check_prior(prior)
-    Pc = _linear_critical_P(task, prior, 0.0)
+    prior = check_prior(prior)
+    Pc = linear_critical_P(task, prior, 0.0)
     P = Pc * (1 + np.geomspace(*rel_range, num))
     u = np.array([_linear_mode_u(task, prior, p) for p in P])
     good = u > 0
@@ -218,6 +220,29 @@ def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> d
         return {"P_c": Pc, "exponent": float("nan"), "amplitude": float("nan"), "P": P, "u": u}
     slope, icpt = np.polyfit(np.log(P[good] - Pc), np.log(u[good]), 1)
     return {"P_c": Pc, "exponent": float(slope), "amplitude": float(np.exp(icpt)), "P": P, "u": u}
+
+
+def _jump_and_window(out, k, pc, task, prior):
+    """Softmax at one T: the jump of m between the branches at the binodal and the coexistence window."""
+    tr = pc.transition
+    out["jump"][k] = 0.0
+    if tr["order"] == "first" and tr["P_c"] is not None:
+        ms = [np.interp(tr["P_c"], b["P"], b["m"]) for b in pc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1]]
+        out["jump"][k] = max(ms) - min(ms) if len(ms) >= 2 else np.nan
+        out["window"][k] = (tr["spinodals"][1] - tr["spinodals"][0]) / tr["P_c"]
+
+
+def _onset(out, k, pc, task, prior):
+    """Linear at one T: the onset exponent and slope of ``critical_exponent`` (and its P_c where the curve has none)."""
+    ce = critical_exponent(task, prior)
+    out["exponent"][k] = ce["exponent"]
+    out["onset_slope"][k] = ce["amplitude"] * ce["P_c"] if np.isfinite(ce["exponent"]) else np.nan
+    if not np.isfinite(out["P_c"][k]):
+        out["P_c"][k] = ce["P_c"]
+
+
+# what measures the sharpness of each attention kind's transition at one T (finite_size_scaling fills it in)
+SHARPNESS = {"softmax": _jump_and_window, "linear": _onset}
 
 
 def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, **numerics) -> dict:
@@ -232,8 +257,8 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
     - "curves": {T: PhaseCurve} the phase curves these were read from.
     """
     attention = covered(task, attention)
-    P = _check_grid("P_values", P_values)
-    Ts = _check_grid("T_values", T_values, integer=True).astype(int)
+    P = check_grid("P_values", P_values)
+    Ts = check_grid("T_values", T_values, integer=True).astype(int)
     keys = ("P_c", "crossover", "jump", "window", "width", "onset_slope", "exponent")
     out = {k: np.full(len(Ts), np.nan) for k in keys}
     order, curves = [], {}
@@ -248,18 +273,7 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
         out["crossover"][k] = _crossover(pc)
         if tr["P_c"] is not None:
             out["P_c"][k] = tr["P_c"]
-        if attention == "softmax":
-            out["jump"][k] = 0.0
-            if tr["order"] == "first" and tr["P_c"] is not None:
-                ms = [np.interp(tr["P_c"], b["P"], b["m"]) for b in pc.branches if b["P"][0] <= tr["P_c"] <= b["P"][-1]]
-                out["jump"][k] = max(ms) - min(ms) if len(ms) >= 2 else np.nan
-                out["window"][k] = (tr["spinodals"][1] - tr["spinodals"][0]) / tr["P_c"]
-        else:
-            ce = critical_exponent(t, prior)
-            out["exponent"][k] = ce["exponent"]
-            out["onset_slope"][k] = ce["amplitude"] * ce["P_c"] if np.isfinite(ce["exponent"]) else np.nan
-            if not np.isfinite(out["P_c"][k]):
-                out["P_c"][k] = ce["P_c"]
+        SHARPNESS[attention](out, k, pc, t, prior)
     out["order"] = order
     out["T"] = Ts
     out["curves"] = curves

@@ -10,7 +10,7 @@ Under the theory every row is drawn from the prior tilted by exp(h a + g b) (b =
 with (h, g) the dual point of the order parameters (m, q); the posterior over (m, q) is the saddle-point density
 integrated on the dual grid (docs/theory.md section 2). The tilted mean of H needs one more conditional moment
 than the table of Lambda: Hbar(y, c) = E[phi(y + log S1) e^{c r} H_o] / E[phi(y + log S1) e^{c r}], from the same
-prior draws and the same binning in log S1 as the table (``softmax_table._row_moments``).
+prior draws and the same binning in log S1 as the table (``softmax_table.row_moments``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .common import _check_grid, _check_prior, _scales, covered, occam_d
-from .softmax_minima import _cell_log_weights
-from .softmax_table import _cached_table, _interp_c, _row_bins, _std_draws, _unphysical
+from .common import check_grid, check_prior, covered, occam_d, scales
+from .softmax_minima import cell_log_weights
+from .softmax_table import cached_table, interp_c, row_bins, std_draws, unphysical
 
 
 @jax.jit
 def _other_entropy_moment(z0, sigma_A2, y, s):
     """Hbar(y, c) on the table's (y, c) grid (c = -expm1(s)): the conditional mean of the other keys' entropy
     H_o given y = x - log S1, under the tilt exp(c r). Same draws, bins (200 in log S1, cloud-in-cell) and
-    source-logit density as ``_row_moments``, so it is consistent with the table's log M(y, c)."""
-    z, l1, r, lgrid, hist = _row_bins(z0, sigma_A2, 200)
+    source-logit density as ``row_moments``, so it is consistent with the table's log M(y, c)."""
+    z, l1, r, lgrid, hist = row_bins(z0, sigma_A2, 200)
     w = jnp.exp(z - l1[:, None])
     H_o = l1 - jnp.sum(w * z, axis=1)
     r_ref = 1.0 / z0.shape[1]
@@ -50,7 +50,7 @@ def _h2(a, one_a):
 def _tilted_entropy(h, g, y, s, logM, Hbar):
     """E[H] for one row under the prior tilted by exp(h a + g b) (h, g scalars; exact off the grid)."""
     a, one_a = jax.nn.sigmoid(y), jax.nn.sigmoid(-y)
-    lm, hb, _ = _interp_c(g, y, s, logM, Hbar, Hbar)
+    lm, hb, _ = interp_c(g, y, s, logM, Hbar, Hbar)
     p = jax.nn.softmax(h * a + g * a**2 + lm)
     return jnp.sum(p * (_h2(a, one_a) + one_a * hb))
 
@@ -61,7 +61,7 @@ def _entropy_table(h, g, y, s, logM, Hbar):
     time): the matrix-product form of ``_table_from_moments`` underflows to 0/0 where the h and g factors peak
     at different y (|h| of a few hundred and more)."""
     a, one_a = jax.nn.sigmoid(y), jax.nn.sigmoid(-y)
-    lm, hb, _ = jax.vmap(lambda gg: _interp_c(gg, y, s, logM, Hbar, Hbar))(g)  # (Ng, ny)
+    lm, hb, _ = jax.vmap(lambda gg: interp_c(gg, y, s, logM, Hbar, Hbar))(g)  # (Ng, ny)
     B = g[:, None] * a[None, :] ** 2 + lm
     Hrow = _h2(a, one_a)[None, :] + one_a[None, :] * hb
 
@@ -74,13 +74,13 @@ def _entropy_table(h, g, y, s, logM, Hbar):
 @jax.jit
 def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
     """Posterior means of (entropy, m) at one P: the Daniels density on the dual grid (as ``_softmax_scan``),
-    restricted to the cells ``ok`` (those a softmax row can have, ``softmax_table._unphysical``, with a finite
+    restricted to the cells ``ok`` (those a softmax row can have, ``softmax_table.unphysical``, with a finite
     entropy). Also dropped: isolated cells whose log weight exceeds every valid neighbour's by more than
     20 nats. The density is smooth on the grid (neighbours differ by < 1 nat at the peaks checked); such a cell
     is a tail of the table that its prior draws do not resolve (T = 16, P = 65536: one cell 312 nats above its
     neighbours, at m = 0.935, where NUTS and the neighbouring well give m = 0.81).
     Returns (entropy, m, number of masked cells)."""
-    lw = _cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d)
+    lw = cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d)
     ok = jnp.isfinite(lw)
     for _ in range(3):  # isolated spikes: a cell above all its valid neighbours by > 20 nats (see the docstring)
         pad = jnp.pad(lw, 1, constant_values=-jnp.inf)
@@ -104,10 +104,10 @@ def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
 
 def _table_and_moment(task, prior, beta_max, num_samples, seed, nh, ng):
     """The phase curve's table for this beta_max (shared through its cache) and the matching Hbar(y, c)."""
-    tab = _cached_table(
+    tab = cached_table(
         task.T, float(prior.sigma_A2), occam_d(task), float(beta_max), nh, ng, num_samples, seed, 200, 96, 800
     )
-    Hbar = _other_entropy_moment(_std_draws(seed, task.T, num_samples), float(prior.sigma_A2), tab.mom[0], tab.mom[1])
+    Hbar = _other_entropy_moment(std_draws(seed, task.T, num_samples), float(prior.sigma_A2), tab.mom[0], tab.mom[1])
     return tab, Hbar
 
 
@@ -118,7 +118,7 @@ def tilted_row_entropy(
     tilted by exp(h a + g b) (a: weight on the source key, b: sum of squared weights), from the theory's table
     (``beta_max`` sets the table's grids, as in ``softmax_action_table``)."""
     covered(task, "softmax", onehot=True)
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     tab, Hbar = _table_and_moment(task, prior, beta_max, num_samples, seed, nh, ng)
     return float(_tilted_entropy(float(h), float(g), tab.mom[0], tab.mom[1], tab.mom[2], Hbar))
 
@@ -138,9 +138,9 @@ def entropy_curve(
     True
     """
     covered(task, "softmax", onehot=True)
-    prior = _check_prior(prior)
-    P = _check_grid("P_values", P_values)
-    beta, eps, Tq = _scales(task, prior, P)
+    prior = check_prior(prior)
+    P = check_grid("P_values", P_values)
+    beta, eps, Tq = scales(task, prior, P)
     d = occam_d(task)
     H, m, masked = [], [], []
     for be, ep in zip(beta, eps):
@@ -149,7 +149,7 @@ def entropy_curve(
         tab, Hbar = _table_and_moment(task, prior, float(be), num_samples, seed, nh, ng)
         h, g = jnp.asarray(tab.h), jnp.asarray(tab.g)
         EH = _entropy_table(h, g, tab.mom[0], tab.mom[1], tab.mom[2], Hbar)
-        ok = ~_unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & np.isfinite(np.asarray(EH))
+        ok = ~unphysical(task.T, tab.Lam, tab.m, tab.q, tab.detC) & np.isfinite(np.asarray(EH))
         Hi, mi, ki = _posterior_mean(
             h,
             g,

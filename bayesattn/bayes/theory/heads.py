@@ -29,24 +29,14 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
-from ..._validate import check_choice, check_int
+from ..._validate import check_int
+from ...models.attention import attention_kind
 from ..posterior import Prior
-from .common import _check_grid, first_crossing
-from .heads_rowlaw import (
-    adapt_proposal,
-    default_proposal,
-    is_moments,
-    linear_cgf,
-    linear_legendre,
-    n_stats,
-    pack,
-    softmax_row_samples,
-    unpack,
-)
+from .common import check_grid, first_crossing
+from .heads_rowlaw import ROW_LAWS, RowLaw, default_proposal, linear_legendre, n_stats, pack, unpack
 
 COVERED_HEADS = (
     "heads_curve / heads_energy cover MultiLagCopyTask with tokens='gaussian', boundary='cyclic' and "
@@ -96,6 +86,12 @@ def _phi_E(x, beta, eps, w, R, d, T, H, K):
     fit = jnp.trace(jnp.linalg.solve(A, M))
     _, logdet = jnp.linalg.slogdet(jnp.eye(H) + Q / eps)
     return beta * (jnp.sum(w**2) - fit) + d**2 / (2.0 * T) * logdet
+
+
+def _energy(ep, H, K):
+    """phi(x, beta, eps): the per-row energy of :func:`_phi_E` with the task's parameters ``ep`` fixed."""
+    args = (ep["w"], ep["R"], ep["d"], ep["T"], H, K)
+    return lambda x, b, e: _phi_E(x, b, e, *args)
 
 
 def heads_energy(m, Q, *, task, prior: Prior, P: float):
@@ -176,72 +172,6 @@ def _images(x, H, K, signs):
 
 
 # ---------------------------------------------------------------------------------------------- the solver
-class _RowLaw:
-    """Lambda, tilted mean and covariance of the row statistics, and Psi(lam) with its gradient."""
-
-    def __init__(self, attention, H, K, T, sigma_A2, num_samples, key, ep):
-        self.attention, self.H, self.K, self.T, self.sA2 = attention, H, K, T, sigma_A2
-        self.n, self.key, self.ep = num_samples, key, ep
-        args = (ep["w"], ep["R"], ep["d"], T, H, K)
-        phi = lambda x, b, e: _phi_E(x, b, e, *args)  # noqa: E731
-        self.phi, self.dphi, self.hphi = jax.jit(phi), jax.jit(jax.grad(phi)), jax.jit(jax.hessian(phi))
-        if attention == "linear":
-            cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
-            self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
-
-            def psi(lam, b, e):
-                L, x, C = cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)
-                return phi(x, b, e) + lam @ x - L, C @ (jax.grad(phi)(x, b, e) + lam), L
-        else:
-
-            def psi(lam, b, e, S, logw):
-                # Psi and its gradient Cov (grad Phi_E + lam) without forming Cov: O(n D) per evaluation
-                lw = logw + S @ lam
-                lse = logsumexp(lw)
-                p = jnp.exp(lw - lse)
-                x = p @ S
-                dS = S - x
-                v = jax.grad(phi)(x, b, e) + lam
-                L = lse - jnp.log(S.shape[0])
-                return phi(x, b, e) + lam @ x - L, (p * (dS @ v)) @ dS, L
-
-        self._psi = jax.jit(psi)
-
-    def set_proposal(self, rho, mu, sd):
-        if self.attention == "softmax":
-            self.prop = (rho, mu, sd)
-            self.S, self.logw, self.xs = softmax_row_samples(
-                self.key,
-                jnp.asarray(rho),
-                jnp.asarray(mu),
-                jnp.asarray(sd),
-                H=self.H,
-                K=self.K,
-                T=self.T,
-                n=self.n,
-                sigma_A2=self.sA2,
-            )
-
-    def moments(self, lam):
-        lam = jnp.asarray(lam)
-        if self.attention == "linear":
-            L, x, C = self._lin(lam)
-            return float(L), np.asarray(x), np.asarray(C), math.inf
-        L, x, C, ess = is_moments(lam, self.S, self.logw)
-        return float(L), np.asarray(x), np.asarray(C), float(ess)
-
-    def psi(self, lam, b, e):
-        extra = () if self.attention == "linear" else (self.S, self.logw)
-        val, grad, L = self._psi(jnp.asarray(lam), b, e, *extra)
-        if not np.isfinite(float(L)):
-            return 1e30, np.zeros_like(lam)
-        return float(val), np.asarray(grad)
-
-    def adapt(self, lam):
-        if self.attention == "softmax":
-            self.set_proposal(*adapt_proposal(jnp.asarray(lam), self.S, self.logw, self.xs, self.sA2))
-
-
 def _residual(law, lam, b, e):
     L, x, C, _ = law.moments(lam)
     if not np.isfinite(L):
@@ -266,11 +196,12 @@ def _newton_polish(law, lam, b, e, steps=30, tol=1e-11):
     return lam
 
 
-def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
-    """Minimise Psi from lam0 (softmax: re-fitting the proposal between rounds). Returns a dict or None."""
+def _fixed_point(law: RowLaw, lam0, b, e, rounds=6, tol=1e-3):
+    """Minimise Psi from lam0 (an adaptive law, softmax: re-fitting the proposal between rounds). Returns a dict
+    or None."""
     lam = np.asarray(lam0, np.float64)
     x_prev = None
-    for r in range(rounds if law.attention == "softmax" else 1):
+    for r in range(rounds if law.adaptive else 1):
         res = minimize(
             law.psi,
             lam,
@@ -295,7 +226,7 @@ def _fixed_point(law: _RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     # transverse to the O(H) orbit of x (along it F is flat: an exact symmetry)
     D = len(x)
     B = np.eye(D)
-    if law.attention == "linear":
+    if law.kind.sign_symmetric:
         Tg = _orbit_tangents(x, law.H, law.K)
         if len(Tg):
             u, sv, _ = np.linalg.svd(np.eye(D) - Tg.T @ Tg)
@@ -345,27 +276,6 @@ def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
     lw = np.where(res < 1e-8, -T * F - 0.5 * logdetC - logq, -np.inf)
     w = np.exp(lw - lw.max())
     return xs, w / w.sum()
-
-
-def _starts(H, K, attention, sA2):
-    """Named starting points in x: cold (the prior means), hot (head h on lag h), competitive (all on lag 1)."""
-
-    def x_of(pairs, mass):
-        m = np.full((H, K), 0.0 if attention == "linear" else 0.02)
-        for h, k in pairs:
-            m[h, k] = mass
-        if attention == "linear":
-            Q = sA2 * np.eye(H) + m @ m.T
-        else:
-            Q = np.full((H, H), 0.02) + m @ m.T
-            Q[np.diag_indices(H)] = 0.05 + np.sum(m**2, axis=1)
-        return pack(m, Q)
-
-    mass = 1.0 if attention == "linear" else 0.7
-    return {
-        "hot": x_of([(h, h) for h in range(min(H, K))], mass),
-        "competitive": x_of([(h, 0) for h in range(H)], mass),
-    }
 
 
 @dataclass
@@ -429,7 +339,7 @@ def heads_curve(
     spurious wells: seen at H = 3 with 60,000 rows). Raises ValueError outside what is covered (:data:`COVERED_HEADS`)."""
     from ...tasks import MultiLagCopyTask
 
-    check_choice("attention", attention, ("softmax", "linear"))
+    kind = attention_kind(attention)
     H = check_int("heads", heads, minimum=1)
     if task is None:
         w = tuple(0.6**k for k in range(H)) if weights is None else tuple(weights)
@@ -438,22 +348,21 @@ def heads_curve(
         )
     check_heads_task(task)
     prior = Prior(1.0, 100.0, 400.0) if prior is None else prior
-    P = _check_grid("P", P)
+    P = check_grid("P", P)
     T, K = task.T, task.K
     ep = energy_params(task, prior, P)
-    law = _RowLaw(
-        attention,
+    law = ROW_LAWS[kind.name](
+        _energy(ep, H, K),
         H,
         K,
         T,
         float(prior.sigma_A2),
         check_int("num_samples", num_samples, minimum=1000),
         jax.random.key(seed),
-        ep,
     )
-    signs = attention == "linear"
+    signs = kind.sign_symmetric
     rng = np.random.default_rng(seed)
-    named = _starts(H, K, attention, float(prior.sigma_A2))
+    named = law.named_starts()
     out_mean = {"mass_max": [], "m_canon": [], "Q_canon": [], "m_sv": []}
     out_fix = {"m_fp": [], "Q_fp": [], "F": []}
     key, tol = ("invariants", 5e-3) if signs else ("x_canon", 0.02)
@@ -541,7 +450,7 @@ def heads_curve(
     trans = {f"lag{k + 1}": first_crossing(P, mean["mass_max"][:, k], 3.0 / T) for k in range(K)}
     trans.update(_coexistence(P, all_fp, T))
     return HeadsCurve(
-        attention,
+        kind.name,
         P,
         mean,
         {k: np.asarray(v) for k, v in out_fix.items()},

@@ -22,14 +22,18 @@ within a row, so the row law does not factorise over heads.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from ...models.attention import LINEAR, SOFTMAX
+
 
 def n_stats(H: int, K: int) -> int:
+    """The number of row statistics of H heads on K lags: H K lag masses and H (H + 1) / 2 overlaps."""
     return H * K + H * (H + 1) // 2
 
 
@@ -49,6 +53,7 @@ def unpack(x, H: int, K: int, xp=jnp):
 
 
 def pack(m, Q):
+    """m (..., H, K), Q (..., H, H) -> x (..., n_stats): the inverse of :func:`unpack` (numpy)."""
     m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
     H = m.shape[-2]
     iu = np.triu_indices(H)
@@ -165,3 +170,139 @@ def linear_legendre(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: 
         return (lam, cgf(lam), jnp.linalg.slogdet(jax.hessian(cgf)(lam))[1], jnp.max(jnp.abs(jax.grad(cgf)(lam) - xi)))
 
     return jax.vmap(one)(x)
+
+
+# ------------------------------------------------------------------------------------ the row laws as objects
+class RowLaw:
+    """Lambda, the tilted mean and covariance of the row statistics, and Psi(lam) = Phi_E(grad Lambda) +
+    lam . grad Lambda - Lambda with its gradient, for the per-row energy ``phi(x, beta, eps)`` of the H-head
+    theory (:mod:`.heads`); one subclass per attention kind (:data:`ROW_LAWS`).
+
+    kind: the attention kind; adaptive: whether its Lambda rests on a proposal that is refitted between rounds
+    of the minimisation (softmax's importance sampling)."""
+
+    kind = None
+    adaptive = False
+
+    def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
+        self.H, self.K, self.T, self.sA2 = H, K, T, sigma_A2
+        self.n, self.key = num_samples, key
+        self.phi, self.dphi, self.hphi = jax.jit(phi), jax.jit(jax.grad(phi)), jax.jit(jax.hessian(phi))
+
+    def set_proposal(self, rho, mu, sd):
+        """Draw the importance samples of the proposal (rho, mu, sd) (:func:`softmax_row_samples`); no-op for a
+        closed-form law."""
+
+    def adapt(self, lam):
+        """Refit the proposal to the tilted law at lam; no-op for a closed-form law."""
+
+    def psi(self, lam, b, e):
+        """(Psi, its gradient) at lam for beta = b, eps = e; (1e30, 0) where Lambda is not finite."""
+        val, grad, L = self._psi(jnp.asarray(lam), b, e, *self._psi_args())
+        if not np.isfinite(float(L)):
+            return 1e30, np.zeros_like(lam)
+        return float(val), np.asarray(grad)
+
+    def _psi_args(self):
+        return ()
+
+
+class LinearRowLaw(RowLaw):
+    """Linear heads: the closed-form Gaussian row law (:func:`linear_cgf`)."""
+
+    kind = LINEAR
+
+    def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
+        super().__init__(phi, H, K, T, sigma_A2, num_samples, key)
+        cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
+        self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
+
+        def psi(lam, b, e):
+            L, x, C = cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)
+            return phi(x, b, e) + lam @ x - L, C @ (jax.grad(phi)(x, b, e) + lam), L
+
+        self._psi = jax.jit(psi)
+
+    def moments(self, lam):
+        """(Lambda, tilted mean, tilted covariance, effective sample size = inf) at lam."""
+        L, x, C = self._lin(jnp.asarray(lam))
+        return float(L), np.asarray(x), np.asarray(C), math.inf
+
+    def named_starts(self):
+        """Starting points in x: "hot" (head h on lag h) and "competitive" (all heads on lag 1), mass 1, from the
+        prior's overlaps sigma_A2 I."""
+        H, K = self.H, self.K
+
+        def x_of(pairs):
+            m = np.full((H, K), 0.0)
+            for h, k in pairs:
+                m[h, k] = 1.0
+            return pack(m, self.sA2 * np.eye(H) + m @ m.T)
+
+        return {"hot": x_of([(h, h) for h in range(min(H, K))]), "competitive": x_of([(h, 0) for h in range(H)])}
+
+
+class SoftmaxRowLaw(RowLaw):
+    """Softmax heads: Lambda by importance sampling of whole rows (:func:`softmax_row_samples`, :func:`is_moments`)."""
+
+    kind = SOFTMAX
+    adaptive = True
+
+    def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
+        super().__init__(phi, H, K, T, sigma_A2, num_samples, key)
+
+        def psi(lam, b, e, S, logw):
+            # Psi and its gradient Cov (grad Phi_E + lam) without forming Cov: O(n D) per evaluation
+            lw = logw + S @ lam
+            lse = logsumexp(lw)
+            p = jnp.exp(lw - lse)
+            x = p @ S
+            dS = S - x
+            v = jax.grad(phi)(x, b, e) + lam
+            L = lse - jnp.log(S.shape[0])
+            return phi(x, b, e) + lam @ x - L, (p * (dS @ v)) @ dS, L
+
+        self._psi = jax.jit(psi)
+
+    def set_proposal(self, rho, mu, sd):
+        self.prop = (rho, mu, sd)
+        self.S, self.logw, self.xs = softmax_row_samples(
+            self.key,
+            jnp.asarray(rho),
+            jnp.asarray(mu),
+            jnp.asarray(sd),
+            H=self.H,
+            K=self.K,
+            T=self.T,
+            n=self.n,
+            sigma_A2=self.sA2,
+        )
+
+    def adapt(self, lam):
+        self.set_proposal(*adapt_proposal(jnp.asarray(lam), self.S, self.logw, self.xs, self.sA2))
+
+    def moments(self, lam):
+        """(Lambda, tilted mean, tilted covariance, effective sample size) at lam, from the importance samples."""
+        L, x, C, ess = is_moments(jnp.asarray(lam), self.S, self.logw)
+        return float(L), np.asarray(x), np.asarray(C), float(ess)
+
+    def named_starts(self):
+        """Starting points in x: "hot" (head h on lag h) and "competitive" (all heads on lag 1), mass 0.7, the
+        other masses 0.02 and overlaps 0.02 (self-overlaps 0.05) above the copying part."""
+        H, K = self.H, self.K
+
+        def x_of(pairs):
+            m = np.full((H, K), 0.02)
+            for h, k in pairs:
+                m[h, k] = 0.7
+            Q = np.full((H, H), 0.02) + m @ m.T
+            Q[np.diag_indices(H)] = 0.05 + np.sum(m**2, axis=1)
+            return pack(m, Q)
+
+        return {"hot": x_of([(h, h) for h in range(min(H, K))]), "competitive": x_of([(h, 0) for h in range(H)])}
+
+    def _psi_args(self):
+        return (self.S, self.logw)
+
+
+ROW_LAWS = {law.kind.name: law for law in (SoftmaxRowLaw, LinearRowLaw)}  # the row law of each attention kind

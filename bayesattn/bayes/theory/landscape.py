@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._validate import check_int, check_positive
-from .common import Attention, _check_grid, _check_prior, _energy_grads, _scales, action, covered
-from .linear import _linear_dims, _linear_log_density_c
-from .softmax_minima import _hess_E
-from .softmax_table import _tilt, softmax_action_table
+from ...models.attention import attention_kind
+from .common import Attention, action, check_grid, check_prior, covered, energy_grads, scales
+from .linear import linear_cosine_log_density, linear_dims
+from .softmax_minima import energy_hessian
+from .softmax_table import softmax_action_table, tilted_row
 
 # ----------------------------------------------------------------------------------------------------
 # free-energy landscape
@@ -25,9 +26,9 @@ def _profile_softmax(mt, h0, g0, mom, be, eps, d, Tq, iters=40):
 
     def body(carry, _):
         h, g = carry
-        Lam, m, q, Vaa, Vab, Vbb = _tilt(h, g, *mom)
-        _, dq = _energy_grads(mt, q, be, eps, d, Tq, 0.0)
-        _, _, Hqq = _hess_E(mt, q, be, eps, d, Tq)
+        Lam, m, q, Vaa, Vab, Vbb = tilted_row(h, g, *mom)
+        _, dq = energy_grads(mt, q, be, eps, d, Tq, 0.0)
+        _, _, Hqq = energy_hessian(mt, q, be, eps, d, Tq)
         r = jnp.array([m - mt, g + dq])
         J = jnp.array([[Vaa, Vab], [Hqq * Vab, 1.0 + Hqq * Vbb]])
         dx = jnp.linalg.solve(J, -r)
@@ -37,10 +38,45 @@ def _profile_softmax(mt, h0, g0, mom, be, eps, d, Tq, iters=40):
         return (h + scale * dx[0], jnp.minimum(g + scale * dx[1], -1e-6)), None
 
     (h, g), _ = jax.lax.scan(body, (h0, g0), None, length=iters)
-    Lam, m, q, *_ = _tilt(h, g, *mom)
+    Lam, m, q, *_ = tilted_row(h, g, *mom)
     Phi = action(mt, q, h * mt + g * q - Lam, beta=be, eps=eps, d=d, T_q=Tq)
     ok = jnp.abs(m - mt) < 1e-6 * (1 + mt)
     return jnp.where(ok, Phi, jnp.nan)
+
+
+def _softmax_landscape(task, prior, x, beta, eps, Tq, num_samples, seed):
+    """T_q min_q Phi(m, q) at m = x, from the row table: Newton from the table point closest in m."""
+    tab = softmax_action_table(
+        task, prior, float(beta), num_samples=check_int("num_samples", num_samples, minimum=100), seed=seed
+    )
+    H, G = tab.h[:, None], tab.g[None, :]
+    Phi = np.asarray(action(tab.m, tab.q, H * tab.m + G * tab.q - tab.Lam, beta=beta, eps=eps, d=task.d_out, T_q=Tq))
+    _, dq = energy_grads(tab.m, tab.q, beta, eps, task.d_out, Tq, 0.0)
+    F = np.abs(G + dq)
+    # starts: the table point closest in m among those near q-stationarity, lowest Phi
+    starts = []
+    for mt in x:
+        score = Phi + 1e4 * (tab.m - mt) ** 2 + 0.1 * F
+        i, j = np.unravel_index(np.argmin(score), score.shape)
+        starts.append((tab.h[i], tab.g[j]))
+    h0, g0 = (jnp.asarray(a) for a in zip(*starts))
+    profile = jax.vmap(lambda mt, a, b: _profile_softmax(mt, a, b, tab.mom, beta, eps, task.d_out, Tq))
+    return np.asarray(profile(jnp.asarray(x), h0, g0)) * Tq
+
+
+def _linear_landscape(task, prior, x, beta, eps, Tq, num_samples, seed):
+    """-log p of the cosine sqrt(u) at u = x (the radius integrated exactly), up to a constant."""
+    D, Tq = linear_dims(task)
+    c = jnp.sqrt(jnp.asarray(x))
+    return -np.asarray(linear_cosine_log_density(c, beta, eps, float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0))
+
+
+# per attention kind: the landscape S(x) of its order parameter, and the default grid of x for T keys
+LANDSCAPES = {"softmax": _softmax_landscape, "linear": _linear_landscape}
+DEFAULT_GRIDS = {
+    "softmax": lambda T: np.linspace(0.5 / T, 0.9, 200),
+    "linear": lambda T: np.linspace(0.0, 0.9, 200)[1:],
+}
 
 
 def landscape(
@@ -54,48 +90,15 @@ def landscape(
     Returns {"x", "x_name", "S", "P", "attention"}. grid: increasing values in (0, 1).
     """
     attention = covered(task, attention)
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     P = check_positive("P", P)
     if grid is None:
-        grid = np.linspace(0.5 / task.T, 0.9, 200) if attention == "softmax" else np.linspace(0.0, 0.9, 200)[1:]
-    x = _check_grid("grid", grid)
+        grid = DEFAULT_GRIDS[attention](task.T)
+    x = check_grid("grid", grid)
     if x[-1] >= 1:
         raise ValueError(f"grid={grid!r}: expected values in (0, 1)")
-    beta, eps, Tq = _scales(task, prior, np.array([P]))
+    beta, eps, Tq = scales(task, prior, np.array([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
-    if attention == "softmax":
-        tab = softmax_action_table(
-            task, prior, float(beta[0]), num_samples=check_int("num_samples", num_samples, minimum=100), seed=seed
-        )
-        H, G = tab.h[:, None], tab.g[None, :]
-        Phi = np.asarray(
-            action(tab.m, tab.q, H * tab.m + G * tab.q - tab.Lam, beta=beta[0], eps=eps[0], d=task.d_out, T_q=Tq)
-        )
-        _, dq = _energy_grads(tab.m, tab.q, beta[0], eps[0], task.d_out, Tq, 0.0)
-        F = np.abs(G + dq)
-        # starts: the table point closest in m among those near q-stationarity, lowest Phi
-        starts = []
-        for mt in x:
-            score = Phi + 1e4 * (tab.m - mt) ** 2 + 0.1 * F
-            i, j = np.unravel_index(np.argmin(score), score.shape)
-            starts.append((tab.h[i], tab.g[j]))
-        h0, g0 = (jnp.asarray(a) for a in zip(*starts))
-        S = (
-            np.asarray(
-                jax.vmap(lambda mt, a, b: _profile_softmax(mt, a, b, tab.mom, beta[0], eps[0], task.d_out, Tq))(
-                    jnp.asarray(x), h0, g0
-                )
-            )
-            * Tq
-        )
-        name = "m"
-    else:
-        D, Tq = _linear_dims(task)
-        S = -np.asarray(
-            _linear_log_density_c(
-                jnp.sqrt(jnp.asarray(x)), beta[0], eps[0], float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0
-            )
-        )
-        name = "u"
+    S = LANDSCAPES[attention](task, prior, x, beta[0], eps[0], Tq, num_samples, seed)
     S = S - np.nanmin(S)
-    return {"x": x, "x_name": name, "S": S, "P": float(P), "attention": attention}
+    return {"x": x, "x_name": attention_kind(attention).order_parameter, "S": S, "P": float(P), "attention": attention}

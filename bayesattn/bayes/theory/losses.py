@@ -5,9 +5,26 @@ from __future__ import annotations
 import numpy as np
 
 from .causal import row_types
-from .common import _check_grid, _check_prior, _scales, covered, prediction_error
+from .common import check_grid, check_prior, covered, covers, prediction_error, scales
 from .curves import phase_curve
 from .zero_temperature import mode_curve
+
+
+def _uniform_rows(task, P, eps) -> list:
+    """Softmax's plateau: uniform rows, m = q = the mean over query rows of 1/K_t (1/T cyclic; K_t = t + 1
+    causal)."""
+    Ks, w = row_types(task)
+    u = float(np.sum(w / Ks))
+    return np.asarray(prediction_error(u, u, eps)).tolist()
+
+
+def _zero_attention(task, P, eps) -> list:
+    """Linear attention's plateau: L = 0 predicts nothing (error 1)."""
+    return np.ones(len(P)).tolist()
+
+
+# per attention kind: the error where Adam from a small init starts, over P
+PLATEAUS = {"softmax": _uniform_rows, "linear": _zero_attention}
 
 
 def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
@@ -30,22 +47,16 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     [1.0, 1.0, 1.0]
     """
     attention = covered(task, attention, onehot=True, causal=True)
-    prior = _check_prior(prior)
-    P = _check_grid("P_values", P_values)
+    prior = check_prior(prior)
+    P = check_grid("P_values", P_values)
     if curve is None:
         curve = phase_curve(task, prior, attention, P)
     elif len(curve.P) != len(P) or not np.allclose(curve.P, P):
         raise ValueError("curve: expected the phase_curve of the same P_values")
-    _, eps, _ = _scales(task, prior, P)
+    _, eps, _ = scales(task, prior, P)
     out = {"P": P.tolist(), "posterior": np.asarray(curve.mean["test_error"]).tolist()}
-    if attention == "softmax":
-        # uniform rows: m = q = the mean over query rows of 1/K_t (1/T cyclic; K_t = t + 1 causal)
-        Ks, w = row_types(task)
-        u = float(np.sum(w / Ks))
-        out["plateau"] = np.asarray(prediction_error(u, u, eps)).tolist()
-    else:
-        out["plateau"] = np.ones(len(P)).tolist()
-    if task.tokens == "gaussian" and not (attention == "softmax" and task.boundary == "causal"):
+    out["plateau"] = PLATEAUS[attention](task, P, eps)
+    if covers(task, attention):  # what the zero-temperature theory (mode_curve) covers
         mode = mode_curve(task, prior, attention, P, objective="joint")
         out["joint_mode"] = np.asarray(prediction_error(mode.stable["m"], mode.stable["q"], eps)).tolist()
     return out

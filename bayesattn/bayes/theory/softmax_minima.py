@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .common import _energy_grads, action, prediction_error
-from .softmax_table import _tilt
+from .common import action, energy_grads, prediction_error
+from .softmax_table import tilted_row
 
 
-def _hess_E(m, q, be, eps, d, Tq):
+def energy_hessian(m, q, be, eps, d, Tq):
     """Hessian of the per-row energy in (m, q): (Hmm, Hmq, Hqq)."""
     Hmm = -2.0 * be / (q + eps)
     Hmq = 2.0 * be * m / (q + eps) ** 2
@@ -20,14 +20,14 @@ def _hess_E(m, q, be, eps, d, Tq):
     return Hmm, Hmq, Hqq
 
 
-def _newton_step(h, g, be, eps, mom, d, Tq, ci, tilt=_tilt):
+def _newton_step(h, g, be, eps, mom, d, Tq, ci, tilt=tilted_row):
     """One damped Newton step on theta + grad E(grad Lambda(theta)) = 0, theta = (h, g); returns the new
-    (h, g) and the relative move. ``tilt``: the row law's (Lambda, m, q, Cov) at (h, g) (``_tilt`` for one row type;
+    (h, g) and the relative move. ``tilt``: the row law's (Lambda, m, q, Cov) at (h, g) (``tilted_row`` for one row type;
     the causal mask averages row types, see causal.py)."""
     Lam, m, q, Vaa, Vab, Vbb = tilt(h, g, *mom, ci)
-    dm, dq = _energy_grads(m, q, be, eps, d, Tq, 0.0)
+    dm, dq = energy_grads(m, q, be, eps, d, Tq, 0.0)
     r = jnp.array([h + dm, g + dq])
-    Hmm, Hmq, Hqq = _hess_E(m, q, be, eps, d, Tq)
+    Hmm, Hmq, Hqq = energy_hessian(m, q, be, eps, d, Tq)
     # J = I + H_E Cov
     J = jnp.eye(2) + jnp.array([[Hmm, Hmq], [Hmq, Hqq]]) @ jnp.array([[Vaa, Vab], [Vab, Vbb]])
     dx = jnp.linalg.solve(J, -r)
@@ -41,7 +41,7 @@ def _newton_step(h, g, be, eps, mom, d, Tq, ci, tilt=_tilt):
 
 
 @functools.partial(jax.jit, static_argnames=("d", "tilt"))
-def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters, tilt=_tilt):
+def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters, tilt=tilted_row):
     """`iters` Newton steps for a flat batch of starts (each with its configuration index ci into the stacked
     moments `mom`); a start stops moving once a step moves it by less than 1e-9 (relative; Newton converges quadratically, so the
     point is then exact to ~1e-15). Returns h, g
@@ -59,16 +59,16 @@ def _newton_steps(h, g, ci, be, eps, Tq, mom, d, iters, tilt=_tilt):
 
 
 @functools.partial(jax.jit, static_argnames=("d", "tilt"))
-def _newton_final(h, g, ci, be, eps, Tq, mom, d, tilt=_tilt):
+def _newton_final(h, g, ci, be, eps, Tq, mom, d, tilt=tilted_row):
     """At the Newton end points: m, q, Phi, converged, is_min, the Laplace log weight
     -T_q Phi - 0.5 log det(I + H_E Cov)."""
 
     def one(h, g, c, be, ep, tq):
         Lam, m, q, Vaa, Vab, Vbb = tilt(h, g, *mom, c)
-        dm, dq = _energy_grads(m, q, be, ep, d, tq, 0.0)
+        dm, dq = energy_grads(m, q, be, ep, d, tq, 0.0)
         r = jnp.array([h + dm, g + dq])
         Phi = action(m, q, h * m + g * q - Lam, beta=be, eps=ep, d=d, T_q=tq)
-        Hmm, Hmq, Hqq = _hess_E(m, q, be, ep, d, tq)
+        Hmm, Hmq, Hqq = energy_hessian(m, q, be, ep, d, tq)
         detC = Vaa * Vbb - Vab**2
         # Hessian of Phi in (m, q): H_E + Cov^{-1}
         K11, K12, K22 = Hmm + Vbb / detC, Hmq - Vab / detC, Hqq + Vaa / detC
@@ -90,7 +90,7 @@ def _bucket(n):
     return int(-(-n // q) * q)
 
 
-def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20), tilt=_tilt):
+def _newton_batch(h0, g0, ci, be, eps, Tq, mom, d, rounds=(6, 6, 8, 20), tilt=tilted_row):
     """Newton from a flat list of starts, in rounds of fixed steps; only the starts still moving go on to the
     next round (at most sum(rounds) = 40 steps each). Returns (m, q, Phi, conv, is_min, logw, h, g)."""
     n = len(h0)
@@ -147,7 +147,7 @@ def _dual_weights(h, g, detC):
     )
 
 
-def _cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d):
+def cell_log_weights(h, g, Lam, m, q, detC, ok, beta, eps, Tq, d):
     """The log weights of ``PhaseCurve.mean`` on the dual grid, -T_q Phi + ``_dual_weights``, for the cells
     ``ok`` (-inf elsewhere, and where the weight is not finite): for means other than the curve's own, at one P."""
     m_, q_ = jnp.where(ok, m, 0.5), jnp.where(ok, q, 0.5)
@@ -236,7 +236,7 @@ def _collect(res, ok):
     return out
 
 
-def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d, tilt=_tilt):
+def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d, tilt=tilted_row):
     """Newton from starts on a (C, NP, K) array (only where live); results as (C, NP, K) arrays."""
     C, NP, K = h0.shape
     c, i, k = np.nonzero(live)
@@ -249,14 +249,14 @@ def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d, tilt=_tilt):
     return out
 
 
-def _softmax_minima(tabs, beta, eps, Tq, d, passes=4, tilt=_tilt):
+def softmax_action_minima(tabs, beta, eps, Tq, d, passes=4, tilt=tilted_row):
     """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
     configuration, and the posterior means (C, NP, 5: m, q, u, test error, then the largest cell's share of the
     density) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
     from the minima at the neighbouring P), which finds shallow metastable minima near their spinodals.
-    beta, eps: (C, NP); Tq: (C,). ``tilt``: the row law at (h, g), ``_tilt`` or the causal average of row types.
+    beta, eps: (C, NP); Tq: (C,). ``tilt``: the row law at (h, g), ``tilted_row`` or the causal average of row types.
     """
     stack = lambda f: np.stack([f(t) for t in tabs])  # noqa: E731
     H, G = stack(lambda t: t.h), stack(lambda t: t.g)

@@ -18,7 +18,7 @@ from .common import covered
 
 
 @dataclass(frozen=True)
-class _Table:
+class SoftmaxTable:
     """Row moments on a (y, c) grid and Lambda(h, g) with its gradient (m, q) on an (h, g) grid."""
 
     h: np.ndarray
@@ -26,26 +26,26 @@ class _Table:
     Lam: np.ndarray  # (Nh, Ng)
     m: np.ndarray
     q: np.ndarray
-    mom: tuple  # (y, s, logM, R, R2): what _tilt needs for exact evaluation off the grid
+    mom: tuple  # (y, s, logM, R, R2): what tilted_row needs for exact evaluation off the grid
     detC: np.ndarray = None  # (Nh, Ng): det Cov(a, b) of the tilted row = Jacobian of (h, g) -> (m, q)
 
 
 @functools.lru_cache(maxsize=16)
-def _std_draws(seed: int, T: int, num_samples: int):
+def std_draws(seed: int, T: int, num_samples: int):
     """Standard-normal prior draws of the T-1 non-source logits, (num_samples, T-1). Scaled by sigma_A where
     used, so one set of draws serves every sigma_A2 (the same numbers as drawing N(0, sigma_A2) directly)."""
     return jax.random.normal(jax.random.key(seed), (num_samples, T - 1), dtype=jnp.float64)
 
 
-def _padded_draws(seed, T, num_samples, width):
-    """_std_draws padded with -inf columns to `width` (exp(-inf) = 0 adds nothing to S1, S2)."""
-    z = _std_draws(seed, T, num_samples)
+def padded_draws(seed, T, num_samples, width):
+    """std_draws padded with -inf columns to `width` (exp(-inf) = 0 adds nothing to S1, S2)."""
+    z = std_draws(seed, T, num_samples)
     if width > T - 1:
         z = jnp.pad(z, ((0, 0), (0, width - (T - 1))), constant_values=-jnp.inf)
     return z
 
 
-def _row_bins(z0, sigma_A2, nl):
+def row_bins(z0, sigma_A2, nl):
     """The non-source logits z = sigma_A z0 of each prior draw, l1 = log S1 and r = S2 / S1^2, and a cloud-in-cell
     histogram of l1 (second-order accurate) on nl nodes: (z, l1, r, lgrid, hist), hist(V) the per-node sum of
     the rows of V (K, ...) over the draws, divided by their number."""
@@ -67,7 +67,7 @@ def _row_bins(z0, sigma_A2, nl):
     return z, l1, r, lgrid, hist
 
 
-def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
+def row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     """log M(y, c) = log E[phi(y + l1) exp(c r)], R = E[r | y, c], R2 = E[r^2 | y, c] on a (y, c) grid.
 
     z0: (K, W) standard-normal draws (-inf padded beyond the Tm1 = T-1 non-source logits); l1 = log S1,
@@ -75,7 +75,7 @@ def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     a = sigmoid(y), b = a^2 + (1 - a)^2 r.
     """
     sA = jnp.sqrt(sigma_A2)
-    _, l1, r, lgrid, hist = _row_bins(z0, sigma_A2, nl)
+    _, l1, r, lgrid, hist = row_bins(z0, sigma_A2, nl)
     lo, hi = lgrid[0], lgrid[-1]
     r_ref = 1.0 / Tm1
     s = jnp.linspace(0.0, jnp.log1p(-c_min), nc)
@@ -95,7 +95,7 @@ def _row_moments(z0, Tm1, sigma_A2, c_min, x_max_extra, nl, nc, ny):
     return y, s, logM, MR / (M + tiny), MR2 / (M + tiny)
 
 
-def _interp_c(g, y, s, logM, R, R2, ci=None):
+def interp_c(g, y, s, logM, R, R2, ci=None):
     """The (y, c) moments at c = g (1 - a(y))^2, linear in log(1 - c): (lm, rr, rr2), each shaped like y.
     ci: index of the configuration when logM, R, R2 carry a leading configuration axis (y, s already picked)."""
     one_a = jax.nn.sigmoid(-y)
@@ -118,7 +118,7 @@ def _interp_c(g, y, s, logM, R, R2, ci=None):
 
 
 @jax.jit
-def _tilt(h, g, y, s, logM, R, R2, ci=None):
+def tilted_row(h, g, y, s, logM, R, R2, ci=None):
     """One row tilted by exp(h a + g b): Lambda, m = <a>, q = <b> and Cov(a, b) = (Vaa, Vab, Vbb).
     With ci: y, s, logM, R, R2 carry a leading configuration axis and configuration ci is used."""
     if ci is not None:
@@ -126,7 +126,7 @@ def _tilt(h, g, y, s, logM, R, R2, ci=None):
         s = jax.lax.dynamic_index_in_dim(s, ci, keepdims=False)
     a = jax.nn.sigmoid(y)
     one_a = jax.nn.sigmoid(-y)
-    lm, rr, rr2 = _interp_c(g, y, s, logM, R, R2, ci)
+    lm, rr, rr2 = interp_c(g, y, s, logM, R, R2, ci)
     logw = h * a + g * a**2 + lm
     Lam = logsumexp(logw)
     p = jnp.exp(logw - Lam)
@@ -140,22 +140,22 @@ def _tilt(h, g, y, s, logM, R, R2, ci=None):
 
 
 def _table_from_moments(h, g, mom):
-    """Lambda, m, q and det Cov on the whole (h, g) grid (``_table_parts`` with the covariance reduced to its
+    """Lambda, m, q and det Cov on the whole (h, g) grid (``table_parts`` with the covariance reduced to its
     determinant)."""
-    Lam, m, q, Vaa, Vab, Vbb = _table_parts(h, g, mom)
+    Lam, m, q, Vaa, Vab, Vbb = table_parts(h, g, mom)
     return Lam, m, q, Vaa * Vbb - Vab**2
 
 
-def _table_parts(h, g, mom):
-    """Lambda, m, q and Cov(a, b) = (Vaa, Vab, Vbb) on the whole (h, g) grid, as the same sums over y as ``_tilt`` but arranged as
+def table_parts(h, g, mom):
+    """Lambda, m, q and Cov(a, b) = (Vaa, Vab, Vbb) on the whole (h, g) grid, as the same sums over y as ``tilted_row`` but arranged as
     matrix products: sum_y exp(h a_y) exp(B_y(g)) with B = g a^2 + log M(y, g (1-a)^2). Each factor is shifted
     by its own maximum, so the product can underflow where the two maxima sit at different y (large |h| and
     |g|, i.e. large beta): such entries come out NaN or non-physical and ``_fix_table`` recomputes them by
-    ``_tilt``."""
+    ``tilted_row``."""
     y, s, logM, R, R2 = mom
     a = jax.nn.sigmoid(y)
     one_a = jax.nn.sigmoid(-y)
-    lm, rr, rr2 = jax.vmap(lambda gg: _interp_c(gg, y, s, logM, R, R2))(g)  # (Ng, ny)
+    lm, rr, rr2 = jax.vmap(lambda gg: interp_c(gg, y, s, logM, R, R2))(g)  # (Ng, ny)
     B = g[:, None] * a[None, :] ** 2 + lm
     sb = jnp.max(B, axis=1)
     F = jnp.exp(B - sb[:, None])  # (Ng, ny)
@@ -173,7 +173,9 @@ def _table_parts(h, g, mom):
     return Lam, m, q, Vaa, Vab, Vbb
 
 
-def _grids(T, d, beta_max, nh, ng):
+def dual_grids(T, d, beta_max, nh, ng):
+    """The dual grids (h: (nh,), g: (ng,), ascending, g <= 0) of a T-key row table wide enough for every
+    beta <= beta_max (d: the Occam term's d)."""
     h_max = 6.0 * beta_max + 4.0 * d**2 / T + 10.0
     h = np.linspace(-0.1 * h_max, h_max, nh)
     g_min = -(1.05 * beta_max * T + d**2 / 2.0 + 10.0)
@@ -191,14 +193,14 @@ def _build_tables(z0, zi, Tm1, sigma_A2, h, g, nl, nc, ny):
         k, tm1, sa2, hh, gg = args
         c_min = jnp.min(gg) * 1.0001 - 1e-9
         x_extra = jnp.log1p(jnp.max(jnp.abs(hh)) * sa2)
-        mom = _row_moments(z0[k], tm1, sa2, c_min, x_extra, nl, nc, ny)
+        mom = row_moments(z0[k], tm1, sa2, c_min, x_extra, nl, nc, ny)
         Lam, m, q, detC = _table_from_moments(hh, gg, mom)
         return (Lam, m, q, detC), mom
 
     return jax.lax.map(one, (zi, Tm1, sigma_A2, h, g))
 
 
-def _unphysical(T, Lam, m, q, detC):
+def unphysical(T, Lam, m, q, detC):
     """Entries no tilted softmax row over T keys can have: non-finite, m outside [0, 1], q below 1/T (the
     uniform row's sum of squares) or above 1, m^2 > q (Cauchy-Schwarz: a^2 <= b row by row), det Cov <= 0.
     These are what underflow in the matrix-product form leaves behind (seen at beta ~ 200 and more)."""
@@ -210,14 +212,14 @@ def _unphysical(T, Lam, m, q, detC):
     return ~ok
 
 
-_tilt_many = jax.jit(jax.vmap(_tilt, in_axes=(0, 0, None, None, None, None, None)))
+_tilt_many = jax.jit(jax.vmap(tilted_row, in_axes=(0, 0, None, None, None, None, None)))
 
 
 def _fix_table(T, h, g, tab, mom):
-    """Recompute by ``_tilt`` (a log-sum-exp over the y nodes of each entry alone) the entries the
+    """Recompute by ``tilted_row`` (a log-sum-exp over the y nodes of each entry alone) the entries the
     matrix-product form lost to underflow; returns the table and how many entries were recomputed."""
     Lam, m, q, detC = (np.array(a) for a in tab)
-    bad = _unphysical(T, Lam, m, q, detC)
+    bad = unphysical(T, Lam, m, q, detC)
     i, j = np.nonzero(bad)
     if i.size:
         L_, m_, q_, Vaa, Vab, Vbb = (np.asarray(v) for v in _tilt_many(jnp.asarray(h[i]), jnp.asarray(g[j]), *mom))
@@ -225,14 +227,14 @@ def _fix_table(T, h, g, tab, mom):
     return (Lam, m, q, detC), int(i.size)
 
 
-def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
-    """Tables for configurations (T_k, sigma_A2_k), built in one compiled call. Returns a list of _Table."""
+def softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
+    """Tables for configurations (T_k, sigma_A2_k), built in one compiled call. Returns a list of SoftmaxTable."""
     Ts = [int(t) for t in Ts]
     uT = sorted(set(Ts))
     W = max(uT) - 1
-    z0 = jnp.stack([_padded_draws(seed, T, num_samples, W) for T in uT])
+    z0 = jnp.stack([padded_draws(seed, T, num_samples, W) for T in uT])
     zi = np.array([uT.index(T) for T in Ts], np.int32)
-    grids = [_grids(T, d, beta_max, nh, ng) for T in Ts]
+    grids = [dual_grids(T, d, beta_max, nh, ng) for T in Ts]
     h = np.stack([gr[0] for gr in grids])
     g = np.stack([gr[1] for gr in grids])
     (Lam, m, q, detC), mom = _build_tables(
@@ -251,13 +253,15 @@ def _softmax_tables(Ts, sigma_A2s, d, beta_max, nh, ng, num_samples, seed, nl, n
     for k in range(len(Ts)):
         mk = tuple(a[k] for a in mom)
         tk, _ = _fix_table(Ts[k], h[k], g[k], (Lam[k], m[k], q[k], detC[k]), mk)
-        out.append(_Table(h[k], g[k], tk[0], tk[1], tk[2], mk, tk[3]))
+        out.append(SoftmaxTable(h[k], g[k], tk[0], tk[1], tk[2], mk, tk[3]))
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_table(T, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
-    return _softmax_tables([T], [sigma_A2], d, beta_max, nh, ng, num_samples, seed, nl, nc, ny)[0]
+def cached_table(T, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny):
+    """:func:`softmax_tables` for one configuration, cached (the phase curves, the entropy and the landscape of
+    one (T, sigma_A2, beta_max) share it)."""
+    return softmax_tables([T], [sigma_A2], d, beta_max, nh, ng, num_samples, seed, nl, nc, ny)[0]
 
 
 def softmax_action_table(
@@ -272,7 +276,7 @@ def softmax_action_table(
     nl: int = 200,
     nc: int = 96,
     ny: int = 800,
-) -> _Table:
+) -> SoftmaxTable:
     """The per-row cumulant generating function Lambda(h, g) = log E_prior exp(h a + g b) of one softmax row
     and its gradient (m, q) on an (h, g) grid wide enough for every beta <= beta_max.
 
@@ -280,6 +284,6 @@ def softmax_action_table(
     fixed ``seed``) and quadrature error (``ny`` source-logit nodes, ``nc`` tilt nodes, ``nl`` bins).
     """
     covered(task, "softmax")
-    return _cached_table(
+    return cached_table(
         task.T, float(prior.sigma_A2), task.d_out, float(beta_max), nh, ng, num_samples, seed, nl, nc, ny
     )

@@ -39,9 +39,9 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from ..._validate import check_choice
-from .common import Attention, _check_grid, _check_prior, _scales, covered
-from .curves import PhaseCurve, _track_branches
-from .linear import _linear_dims
+from .common import Attention, check_grid, check_prior, covered, scales
+from .curves import PhaseCurve, track_branches
+from .linear import linear_dims
 
 Objective = Literal["joint", "marginal"]
 MODE_OBJECTIVES = ("joint", "marginal")
@@ -72,6 +72,15 @@ def _softmax_mode_action(delta, beta, eps, T, Tq, d, sigma_A2, w):
     )
 
 
+def _linear_mode_action(q, beta, eps, T, Tq, d, sigma_A2, w):
+    """Per-row action Phi_0 of the linear mode at radius q (broadcasting), up to a constant."""
+    return beta * eps / (q + eps) + w * d**2 / (2.0 * Tq) * np.log1p(q / eps) + T * q / (2.0 * sigma_A2)
+
+
+# per attention kind: Phi_0 along the path of minimum-cost rows, (x, beta, eps, T, T_q, d, sigma_A2, w) -> Phi_0
+MODE_ACTIONS = {"softmax": _softmax_mode_action, "linear": _linear_mode_action}
+
+
 def mode_action(
     task, prior, attention: Attention, P: float, x, *, objective: Objective = "marginal", noise_fit: bool = False
 ) -> np.ndarray:
@@ -79,25 +88,18 @@ def mode_action(
     x = the logit gap Delta (softmax) or the radius q >= 0 (linear). T_q * Phi_0 is -log p of the mode's L (plus
     a constant), in nats."""
     attention = covered(task, attention)
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     w = _occam_weight(objective)
-    beta, eps, Tq = _scales(task, prior, np.asarray([float(P)]))
+    beta, eps, Tq = scales(task, prior, np.asarray([float(P)]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
     x = np.asarray(x, np.float64)
-    if attention == "softmax":
-        return _softmax_mode_action(x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
-    d = task.d_out
-    return (
-        beta[0] * eps[0] / (x + eps[0])
-        + w * d**2 / (2.0 * Tq) * np.log1p(x / eps[0])
-        + task.T * x / (2.0 * prior.sigma_A2)
-    )
+    return MODE_ACTIONS[attention](x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
 
 
 def _softmax_minima(task, prior, P, nf, w):
     """Local minima (m, q, T_q Phi_0, Delta) of the softmax mode action at each P."""
     T, d = task.T, task.d_out
-    beta, eps, Tq = _scales(task, prior, P)
+    beta, eps, Tq = scales(task, prior, P)
     beta = beta - nf * d**2 / (2.0 * prior.sigma2 * Tq)
     x = _DELTA_GRID
     out = []
@@ -122,7 +124,7 @@ def _stationary_P(task, prior, nf, w, delta):
     h = 1e-6
 
     def grad(P):
-        beta, eps, Tq = _scales(task, prior, P)
+        beta, eps, Tq = scales(task, prior, P)
         beta = beta - nf * d**2 / (2.0 * prior.sigma2 * Tq)
         f = lambda x: _softmax_mode_action(x, beta, eps, T, Tq, d, prior.sigma_A2, w)  # noqa: E731
         return (f(delta + h) - f(delta - h)) / (2 * h)
@@ -163,7 +165,7 @@ def _softmax_spinodals(task, prior, nf, w):
 
 def _softmax_mode_curve(task, prior, P, nf, w):
     minima, Tq = _softmax_minima(task, prior, P, nf, w)
-    branches = _track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
+    branches = track_branches(P, [[t[:3] for t in mins] for mins in minima], tol=0.05)
     stable = {k: np.full(len(P), np.nan) for k in ("m", "q", "u", "free_energy", "delta")}
     for i, mins in enumerate(minima):
         m_, q_, F_, dl = min(mins, key=lambda t: t[2])
@@ -196,9 +198,9 @@ def _softmax_binodal(task, prior, spin, nf, w):
 def linear_mode_critical_P(task, prior, objective: Objective = "marginal", noise_fit: bool = False) -> float:
     """P_c of the linear mode, lam / (T_q x*) with K x*^2 + D x* - C = 0 (module docstring)."""
     covered(task, "linear")
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     w = _occam_weight(objective)
-    _, Tq = _linear_dims(task)
+    _, Tq = linear_dims(task)
     d = task.d_out
     lam = prior.lam(task.d)
     K = task.T / (2.0 * prior.sigma_A2)
@@ -206,7 +208,7 @@ def linear_mode_critical_P(task, prior, objective: Objective = "marginal", noise
 
     # C = beta_eff eps; the noise-fit shift beta -> beta - d^2 / (2 sigma2 T_q) makes it depend on P: solve
     def root(P):
-        beta, eps, _ = _scales(task, prior, P)
+        beta, eps, _ = scales(task, prior, P)
         C = (beta - float(noise_fit) * d**2 / (2.0 * prior.sigma2 * Tq)) * eps
         x = (-D + np.sqrt(D * D + 4.0 * K * C)) / (2.0 * K)
         return eps - x
@@ -221,7 +223,7 @@ def linear_mode_critical_P(task, prior, objective: Objective = "marginal", noise
 
 def _linear_mode_curve(task, prior, P, nf, w):
     d = task.d_out
-    beta, eps, Tq = _scales(task, prior, P)
+    beta, eps, Tq = scales(task, prior, P)
     C = (beta - nf * d**2 / (2.0 * prior.sigma2 * Tq)) * eps
     K = task.T / (2.0 * prior.sigma_A2)
     D = w * d**2 / (2.0 * Tq)
@@ -235,6 +237,10 @@ def _linear_mode_curve(task, prior, P, nf, w):
     inside = P[0] <= Pc <= P[-1]
     trans = {"order": "second", "P_c": float(Pc) if inside else None, "spinodals": [], "P_c_exact": float(Pc)}
     return PhaseCurve("linear", np.asarray(P), [branch], stable, {k: stable[k].copy() for k in ("m", "q", "u")}, trans)
+
+
+# per attention kind: (task, prior, P, noise-fit flag, Occam weight) -> the PhaseCurve of the modes
+MODE_CURVES = {"softmax": _softmax_mode_curve, "linear": _linear_mode_curve}
 
 
 def mode_curve(
@@ -256,14 +262,11 @@ def mode_curve(
     40.0
     """
     attention = covered(task, attention)
-    prior = _check_prior(prior)
+    prior = check_prior(prior)
     w = _occam_weight(objective)
-    P = _check_grid("P_values", P_values)
+    P = check_grid("P_values", P_values)
     nf = float(noise_fit)
-    if attention == "softmax":
-        pc = _softmax_mode_curve(task, prior, P, nf, w)
-    else:
-        pc = _linear_mode_curve(task, prior, P, nf, w)
+    pc = MODE_CURVES[attention](task, prior, P, nf, w)
     pc.config = {
         "task": task.config(),
         "prior": prior.config(),

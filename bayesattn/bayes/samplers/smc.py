@@ -1,4 +1,10 @@
-"""Adaptive tempered SMC (blackjax) from the prior to the posterior, and the mode weights it gives."""
+"""Adaptive tempered SMC (blackjax) from the prior to the posterior, and the mode weights it gives.
+
+``sample(method="smc")`` runs ``num_chains`` independent SMC runs of ``num_samples`` particles each in one compiled
+program; a "chain" of the returned :class:`~bayesattn.bayes.samples.Samples` is one run and its draws are its
+particles resampled to equal weight. ``init``, ``num_warmup`` and ``thin`` are not used: the particles start from
+the prior.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,19 @@ import numpy as np
 from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from blackjax.smc.tuning.from_particles import particles_stds
 
-from ..models.attention import ORDER_PARAMETER
-from ._program import _rebuild
-from .samples import Samples, _assemble, draw_observables
+from ..program import rebuild_posterior
+from ..samples import Samples, assemble_samples, draw_observables
+from .base import Sampler, SamplerJob
+from .starts import no_starts
+
+SMC_OPTIONS = {
+    "target_ess": 0.5,
+    "num_mcmc_steps": 10,
+    "num_integration_steps": 8,
+    "initial_step_size": 0.1,
+    "max_steps": 500,
+    "mode_threshold": None,
+}
 
 
 def tempered_smc(
@@ -101,11 +117,20 @@ def tempered_smc(
     }
 
 
-def _smc_program(num_particles, options, task, model):
+def smc_program_key(job: SamplerJob) -> tuple:
+    """The static arguments of :func:`smc_program`: (particles per run, sorted options but the mode threshold)."""
+    return (job.num_samples, tuple(sorted((k, v) for k, v in job.options.items() if k != "mode_threshold")))
+
+
+def smc_program(num_particles, options, task, model):
+    """The program builder of ``method="smc"``: ``run(dynamic, keys, positions=None)`` runs one adaptive tempered
+    SMC of ``num_particles`` particles from the prior per key (keys: (runs,)) and returns per run its particles,
+    weights, log evidence and tempering diagnostics (:func:`tempered_smc`), "L" (the particles resampled to equal
+    weight, (runs, num_particles, *L_shape)) and their "logdensity"."""
     opts = dict(options)
 
-    def run(dynamic, keys):
-        post = _rebuild((task, model), dynamic)
+    def run(dynamic, keys, positions=None):
+        post = rebuild_posterior((task, model), dynamic)
         sA = jnp.sqrt(post.prior.sigma_A2)
 
         def one_run(key):
@@ -135,11 +160,15 @@ def _smc_program(num_particles, options, task, model):
     return run
 
 
-def _assemble_smc(post, out, diag, opts, config) -> Samples:
+def assemble_smc(post, out: dict, diag: dict, opts: dict, config: dict, superchains=None) -> Samples:
+    """:class:`Samples` from :func:`smc_program`'s output, with the log evidence per run and the mode weights: the
+    weighted share of particles whose order parameter exceeds ``mode_threshold`` (default: the attention kind's
+    :meth:`~bayesattn.models.attention.AttentionKind.copy_threshold`)."""
+    kind = post.attention_kind
     thr = opts["mode_threshold"]
     if thr is None:
-        thr = 3.0 / post.T if post.attention == "softmax" else 0.5
-    by = ORDER_PARAMETER[post.attention]
+        thr = kind.copy_threshold(post.T)
+    by = kind.order_parameter
     obs = draw_observables(post, out["particles"])  # (runs, N), weighted particles
     w = out["weights"]
     high = np.sum(w * (obs[by] > thr), axis=1) if by in obs else np.full(w.shape[0], np.nan)
@@ -169,4 +198,15 @@ def _assemble_smc(post, out, diag, opts, config) -> Samples:
         },
         "complete": bool(np.all(out["tempering_param"] >= 1.0)),
     }
-    return _assemble(post, out["L"], out["logdensity"], diag, "smc", config, extra)
+    return assemble_samples(post, out["L"], out["logdensity"], diag, "smc", config, extra)
+
+
+SMC = Sampler(
+    "smc",
+    "blackjax",
+    SMC_OPTIONS,
+    starts=no_starts,
+    program=smc_program,
+    program_key=smc_program_key,
+    assemble=assemble_smc,
+)
