@@ -7,15 +7,18 @@ Inside jit-traced code the values are abstract, so only static properties (shape
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from typing import Any
 
-import jax
 import numpy as np
 
 
 def is_traced(x: Any) -> bool:
-    return isinstance(x, jax.core.Tracer)
+    """Whether ``x`` is an abstract value inside a JAX trace (never, when JAX is not even imported: this module
+    is imported by the command line before JAX)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.core.Tracer)
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -1,35 +1,44 @@
-"""The ``bayesattn`` command. Thin: parses arguments into a RunConfig and calls the library.
+"""The ``bayesattn`` command: thin, no science inside. One way to run every system of the registry::
 
-    bayesattn phase-diagram [--config NAME|PATH] [--attention softmax|linear|both] [--methods theory,mcmc,adam]
-                            [--T ..] [--d ..] [--sigma-A2 ..] [--sigma-V2 ..] [--sigma2 ..] [--P a:b:n | --P v1,v2]
-                            [--out DIR] [--set section.key=value ...]
-                            [--workers N] [--executor serial|thread|process|dask] [--scheduler tcp://HOST:PORT]
-                            [--dask-threads] [--batch N]
-    bayesattn sample ...      exact-posterior sampling at one point
-    bayesattn train ...       Adam / Langevin training at one point
-    bayesattn figures DIR     redraw every figure from saved results
+    bayesattn list                                   every experiment and its named configs
+    bayesattn run EXPERIMENT [--config NAME|PATH] [--set section.key=value ...] [--out DIR]
+                             [--executor serial|thread|process|dask] [--workers N] [--scheduler tcp://HOST:PORT]
+                             [--dask-threads] [--wait] [--no-figures] [--quiet]
+    bayesattn figures DIR                            redraw a result folder's figures from its files
+    bayesattn check DIR                              verify a result folder, computing nothing
+    bayesattn phase-diagram [...]                    the main job: ``run phase-diagram`` with its short options
+    bayesattn EXPERIMENT [...]                       ``run EXPERIMENT``, with ``--parts`` where it has parts
+    bayesattn sample | train ...                     one exact-posterior sample / one training run at one point
+    bayesattn screen MODEL|DIR ...                   screen the heads of a pretrained model or of checkpoints
 
-Bad arguments, and output paths that cannot be written (checked before any work), exit with status 2 and
-one line on stderr. Ctrl-C (SIGINT) ends the process at once with status 130 (SIGTERM: 143), leaving every
-finished point on disk; rerunning the same command resumes.
+The parser is built without importing JAX (``--help`` answers at once); every option is checked before any work
+starts. Exit status: 0 done; 2 bad input (one line naming the parameter, its value and what is allowed); 1 some
+points failed or a result file could not be written (one line; every finished point stays on disk); 130 / 143
+interrupted by SIGINT / SIGTERM (finished points stay; rerunning the same command resumes).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
+import typing
 from pathlib import Path
 
-from .bayes.sampling import BACKENDS, SAMPLER_INITS
-from .bayes.sampling import METHODS as SAMPLERS
-from .experiments import METHODS
-from .models import ATTENTIONS
-from .scaleout import EXECUTORS
-from .tasks.base import BOUNDARIES, TOKENS
-from .training import OPTIMIZERS, TRAIN_INITS
+from .experiments import EXPERIMENTS, get_experiment
+from .experiments.copy_head.config import TrainInit
+from .experiments.sections import CopyTaskSection, MCMCSection, Sampler, SamplerInit
 
 INTERRUPTED = "bayesattn: interrupted; finished points are on disk, rerun the same command to resume"
+EXECUTORS = ("serial", "thread", "process", "dask")  # bayesattn.scaleout.EXECUTORS (tests/test_cli.py checks)
+ATTENTIONS = ("softmax", "linear")
+# the named experiments' own subcommands (aliases of `run NAME`) and the option that selects their parts
+ALIASES = {
+    "staircase": "staircase",
+    "sparse": "sparse",
+    "dynlab": "dynlab",
+    "screens": "screens",
+    "three-transitions": "three-transitions",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,42 +46,89 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"bayesattn: error: {message}\n")
 
 
-def _P_grid(text: str) -> dict:
-    """'start:stop:num' (log-spaced) or 'v1,v2,...' -> GridConfig fields."""
-    try:
-        if ":" in text:
-            start, stop, num = text.split(":")
-            return {"start": float(start), "stop": float(stop), "num": int(num), "values": []}
-        return {"values": [int(v) for v in text.split(",") if v.strip()]}
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--P={text!r}: expected start:stop:num or v1,v2,... (integers)") from None
+def _choices(literal) -> tuple:
+    return typing.get_args(literal)
 
 
-def _one_P(text: str) -> dict:
-    """One number of training sequences (for sample / train) -> GridConfig fields."""
-    try:
-        P = int(text)
-    except ValueError:
-        P = 0
-    if P < 1:
-        raise argparse.ArgumentTypeError(
-            f"--P={text!r}: expected one positive integer (the number of training sequences)"
-        )
-    return {"values": [P]}
-
-
-def _common_model_args(p: argparse.ArgumentParser, *, one_point: bool) -> None:
-    g = p.add_argument_group("model (override the config)")
-    g.add_argument("--config", help="named config in phase_diagrams/ (e.g. default, finite_size) or a TOML path")
-    if one_point:
-        g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
+# ------------------------------------------------------------------------------------------ shared options
+def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
+    """The options every experiment takes."""
+    if experiment is None:
+        p.add_argument("experiment", choices=list(EXPERIMENTS), help="the experiment to run (see `bayesattn list`)")
+        default = "its default named config"
     else:
-        g.add_argument("--attention", choices=[*ATTENTIONS, "both"], help="attention map(s) to run")
+        default = f"{get_experiment(experiment).default_config!r}"
+    p.add_argument(
+        "--config",
+        metavar="NAME|PATH",
+        help=f"a named config of the experiment (`bayesattn list`) or a TOML file (default: {default})",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config field by dotted key, e.g. --set mcmc.num_chains=4; the value is a TOML "
+        "literal (4, 1e-3, true, [1, 2]) or a bare word; a list field also takes a,b,c (repeatable)",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="output folder (default: results/<config name>, relative to the current folder)"
+    )
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where points run (default: serial, or process with --workers > 1; thread: points overlap in "
+        "this process; dask: a local or remote Dask cluster)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="points computed at once: threads, processes or local Dask workers (default 1; 2 with --executor thread)",
+    )
+    p.add_argument(
+        "--scheduler", metavar="tcp://HOST:PORT", help="join a running Dask cluster (implies --executor dask)"
+    )
+    p.add_argument(
+        "--dask-threads",
+        action="store_true",
+        help="with --executor dask: the local cluster's workers are threads of this process, sharing its "
+        "compiled programs",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run is writing into the same folder, wait for it instead of stopping",
+    )
+    p.add_argument("--no-figures", action="store_true", help="skip drawing figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not use JAX's persistent compilation cache (see BAYESATTN_CACHE_DIR)",
+    )
+
+
+def _phase_diagram_options(p: argparse.ArgumentParser) -> None:
+    """The main job's short options: each is a --set of the phase-diagram config."""
+    g = p.add_argument_group("phase diagram (shortcuts for --set)")
+    g.add_argument("--attention", choices=[*ATTENTIONS, "both"], help="attention map(s) to run")
+    g.add_argument("--methods", help="comma-separated subset of theory,mcmc,adam")
+    _model_options(g, one_point=False)
+    g.add_argument(
+        "--batch", type=int, metavar="N", help="MCMC points of one shape sampled N at a time in one program (default 1)"
+    )
+
+
+def _model_options(g, *, one_point: bool) -> None:
+    fields = CopyTaskSection.model_fields
     g.add_argument("--T", type=int, help="sequence length T (>= 2)")
     g.add_argument("--d", type=int, help="token dimension d (>= 1)")
     g.add_argument("--offset", type=int, help="copy offset, 1..T-1 (1: previous token)")
-    g.add_argument("--tokens", choices=TOKENS, help="token distribution")
-    g.add_argument("--boundary", choices=BOUNDARIES, help="boundary condition of the copy task")
+    g.add_argument("--tokens", choices=_choices(fields["tokens"].annotation), help="token distribution")
+    g.add_argument(
+        "--boundary", choices=_choices(fields["boundary"].annotation), help="boundary condition of the copy task"
+    )
     g.add_argument("--sigma-A2", type=float, dest="sigma_A2", help="prior variance of the attention logits")
     g.add_argument(
         "--sigma-V2", type=float, dest="sigma_V2", help="prior variance scale of the readout (V_ij ~ N(0, sigma_V2/d))"
@@ -83,272 +139,302 @@ def _common_model_args(p: argparse.ArgumentParser, *, one_point: bool) -> None:
     else:
         g.add_argument("--P", type=_P_grid, help="P grid: start:stop:num (log-spaced) or v1,v2,...")
     g.add_argument("--seed", type=int, help="run seed; data, sampler and training keys are folded from it")
-    g.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any config field by dotted key, e.g. --set mcmc.num_chains=4 (repeatable)",
-    )
 
 
-def _config_from_args(args):
-    from .experiments import RunConfig
+def _P_grid(text: str) -> list[str]:
+    """'start:stop:num' (log-spaced) or 'v1,v2,...' -> --set items of the P section."""
+    try:
+        if ":" in text:
+            start, stop, num = text.split(":")
+            return [f"P.start={float(start)}", f"P.stop={float(stop)}", f"P.num={int(num)}", "P.values=[]"]
+        return [f"P.values=[{', '.join(str(int(v)) for v in text.split(',') if v.strip())}]"]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--P={text!r}: expected start:stop:num or v1,v2,... (integers)") from None
 
-    cfg = RunConfig.from_toml(args.config) if args.config else RunConfig()
-    if args.attention:
-        cfg = cfg.override("attention", list(ATTENTIONS) if args.attention == "both" else [args.attention])
+
+def _one_P(text: str) -> list[str]:
+    try:
+        P = int(text)
+    except ValueError:
+        P = 0
+    if P < 1:
+        raise argparse.ArgumentTypeError(
+            f"--P={text!r}: expected one positive integer (the number of training sequences)"
+        )
+    return [f"P.values=[{P}]"]
+
+
+def model_sets(args) -> list[str]:
+    """The --set items that the short model options stand for."""
+    sets = []
     for name in ("T", "d", "offset", "tokens", "boundary"):
-        if getattr(args, name) is not None:
-            cfg = cfg.override(f"task.{name}", getattr(args, name))
+        if getattr(args, name, None) is not None:
+            sets.append(f"task.{name}={getattr(args, name)}")
     for name in ("sigma_A2", "sigma_V2", "sigma2"):
-        if getattr(args, name) is not None:
-            cfg = cfg.override(f"prior.{name}", getattr(args, name))
-    if args.P is not None:
-        for k, v in args.P.items():
-            cfg = cfg.override(f"P.{k}", v)
-    if args.seed is not None:
-        cfg = cfg.override("seed", args.seed)
-    for item in args.set:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        cfg = cfg.override(k.strip(), v.strip())
+        if getattr(args, name, None) is not None:
+            sets.append(f"prior.{name}={getattr(args, name)}")
+    if getattr(args, "P", None):
+        sets += args.P
+    if getattr(args, "seed", None) is not None:
+        sets.append(f"seed={args.seed}")
+    if getattr(args, "attention", None):
+        sets.append("attention=" + ("softmax,linear" if args.attention == "both" else args.attention))
     if getattr(args, "methods", None):
-        cfg = cfg.override("methods", args.methods)
-    if getattr(args, "workers", None) is not None:
-        cfg = cfg.override("workers", args.workers)
-    return cfg.validate()
+        sets.append(f"methods={args.methods}")
+    return sets
 
 
-def _cmd_phase_diagram(args) -> int:
-    from .experiments import run_phase_diagram
+# ------------------------------------------------------------------------------------------ commands
+def _compile_cache(args) -> None:
+    from .runtime import enable_compile_cache
+
+    enable_compile_cache(disabled=getattr(args, "no_compile_cache", False))
+
+
+def _cmd_run(args) -> int:
+    from .runtime import prepare_output_dir
     from .scaleout import sweep_executor
-    from .sweep import SweepError, prepare_output_dir
+    from .sweep import SweepError, run_experiment
 
-    cfg = _config_from_args(args)
-    if args.batch is not None and args.batch < 1:
-        raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
-    out = prepare_output_dir(args.out or f"phase_diagrams/{cfg.name}", "--out")
+    name = args.experiment
+    cls = get_experiment(name)
+    sets = list(args.set)
+    if name == "phase-diagram":
+        sets = model_sets(args) + sets
+    if getattr(args, "parts", None) is not None:
+        sets.append(f"parts={args.parts}")
+    if getattr(args, "seeds", None) is not None:
+        sets.append(f"seeds={args.seeds}")
+    config = cls.load_config(args.config, sets)
+    experiment = cls()
+    if getattr(args, "batch", None) is not None:
+        if args.batch < 1:
+            raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
+        experiment.mcmc_batch = args.batch
+    experiment.check(config)
     workers = args.workers
     if workers is None and args.executor in ("process", "dask") and not args.scheduler:
-        workers = cfg.workers  # the config's workers, as --workers alone would use them
+        workers = getattr(config, "workers", None)  # the config's workers, as --workers alone would use them
+    elif workers is None and args.executor is None and not args.scheduler:
+        workers = getattr(config, "workers", 1)
     if args.dask_threads and (args.executor != "dask" or args.scheduler):
         raise ValueError(
             "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
             "--scheduler (an existing cluster has its own workers)"
         )
+    out = prepare_output_dir(args.out or Path("results") / config.name, "--out")
+    _compile_cache(args)
+    kind = args.executor or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
     with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
-        where = f"; executor: {args.executor or ('dask' if args.scheduler else 'default')}"
-        print(
-            f"bayesattn: phase diagram '{cfg.name}' -> {out}  (attention: {', '.join(cfg.attention)}; "
-            f"methods: {', '.join(cfg.methods)}; P: {cfg.P.grid().tolist()}{where})",
-            flush=True,
-        )
+        print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
         try:
-            run_phase_diagram(
-                cfg, out, progress=not args.quiet, figures=not args.no_figures, executor=executor, batch=args.batch or 1
+            summary = run_experiment(
+                experiment,
+                config,
+                out,
+                executor=executor,
+                workers=1 if executor is not None else (workers or 1),
+                progress=not args.quiet,
+                figures=not args.no_figures,
+                wait=args.wait,
             )
         except SweepError as e:
             print(f"bayesattn: {e}", file=sys.stderr)
             return 1
-    print(f"bayesattn: wrote {out / 'summary.json'}" + ("" if args.no_figures else f" and {out / 'figures'}/"))
+    figs = f" and {len(summary.get('figures', []))} figure files in {out / 'figures'}/" if not args.no_figures else ""
+    print(f"bayesattn: wrote {out / 'summary.json'}{figs}")
     return 0
 
 
-def _one_point(args):
-    """(config, attention, P, output file or None) of sample / train, the output path checked before any work."""
-    from .sweep import check_output_file
+def _folder_experiment(folder: str):
+    """(experiment class, config) of a result folder, read from its run.json."""
+    from .files import read_json
 
-    cfg = _config_from_args(args)
-    P = cfg.P.grid()
-    if P.size != 1:  # a config file's grid; --P itself takes one value
-        raise ValueError(f"P={P.tolist()}: expected a single value for one point (give --P N)")
-    out = check_output_file(args.out, "--out") if args.out else None
-    return cfg, cfg.attention[0], int(P[0]), out
-
-
-def _cmd_sample(args) -> int:
-    from .bayes.posterior import Posterior
-    from .bayes.sampling import sample
-    from .experiments import MCMC, data_record, point_data, point_keys
-    from .sweep import provenance, write_json_atomic
-
-    cfg, att, P, out = _one_point(args)
-    data = point_data(cfg.make_task(), cfg.seed, P)
-    rec = data_record(data)
-    print(
-        f"bayesattn: sample {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.method} "
-        f"({args.backend}), {args.init} start; data sha256 {rec['sha256'][:12]}",
-        flush=True,
-    )
-    post = Posterior(data, attention=att, prior=cfg.make_prior())
-    s = sample(
-        post,
-        point_keys(cfg.seed, MCMC, P, 0),
-        method=args.method,
-        backend=args.backend,
-        num_chains=args.num_chains,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        init=args.init,
-        progress=not args.quiet,
-    )
-    summ = s.summary()
-    for x in ("m", "q", "u"):
-        print(
-            f"{x} = {summ[x]['mean']:.4f} +- {summ[x]['se']:.4f}   (ESS {summ[x]['ess_bulk']:.0f}, R-hat {summ[x]['r_hat']:.3f})"
-        )
-    if "log_evidence" in summ:
-        print(f"log evidence (per SMC run): {summ['log_evidence']}; mode weights: {summ.get('mode_weights')}")
-    diag = summ["diagnostics"]
-    print(
-        f"divergences: {diag.get('num_divergent')}, gradient evaluations: {diag.get('num_grad_evals')}, "
-        f"wall time {float(diag.get('wall_time_s', float('nan'))):.1f} s"
-    )
-    if out:
-        prov = provenance()
-        write_json_atomic(
-            out,
-            {
-                "config": cfg.to_dict(),
-                "P": P,
-                "attention": att,
-                "method": args.method,
-                "init": args.init,
-                "data": rec,
-                "result": summ,
-                "versions": prov.pop("versions"),
-                "provenance": prov,
-            },
-        )
-        print(f"bayesattn: wrote {out}")
-    return 0
-
-
-def _cmd_train(args) -> int:
-    from .experiments import ADAM, data_record, point_data, point_keys
-    from .sweep import provenance, write_json_atomic
-    from .training import train
-
-    cfg, att, P, out = _one_point(args)
-    data = point_data(cfg.make_task(), cfg.seed, P)
-    rec = data_record(data)
-    kw = {k: v for k, v in {"lr": args.lr, "steps": args.steps, "init": args.init}.items() if v is not None}
-    print(
-        f"bayesattn: train {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.optimizer} "
-        f"from {args.init or 'small'} init; data sha256 {rec['sha256'][:12]}",
-        flush=True,
-    )
-    t0 = time.perf_counter()
-    res = train(data, cfg.make_prior(), att, point_keys(cfg.seed, ADAM, P, 0, 0), optimizer=args.optimizer, **kw)
-    fin = res.final_order_parameters
-    print(
-        f"{att}: final m = {float(fin['m']):.4f}, q = {float(fin['q']):.4f}, u = {float(fin['u']):.4f}  "
-        f"({time.perf_counter() - t0:.1f} s)"
-    )
-    if out:
-        prov = provenance()
-        write_json_atomic(
-            out,
-            {
-                "config": cfg.to_dict(),
-                "P": P,
-                "attention": att,
-                "data": rec,
-                "result": res.to_dict(),
-                "versions": prov.pop("versions"),
-                "provenance": prov,
-            },
-        )
-        print(f"bayesattn: wrote {out}")
-    return 0
+    out = Path(folder)
+    run = out / "run.json"
+    if not run.is_file():
+        raise ValueError(f"dir={folder!r}: no run.json there (expected a folder written by `bayesattn run`)")
+    info = read_json(run)
+    cls = get_experiment(info["experiment"])
+    return cls, cls.Config.load(info["config"], source=f"{run}")
 
 
 def _cmd_figures(args) -> int:
-    from .plots import draw_all
-    from .sweep import prepare_output_dir
+    from .runtime import prepare_output_dir
 
-    out = Path(args.dir)
-    if not (out / "points").is_dir():
-        raise ValueError(
-            f"dir={str(out)!r}: no saved results there (expected {out / 'points'}/ from a phase-diagram run)"
-        )
-    prepare_output_dir(out / "figures", "dir")
-    paths = draw_all(out)
-    print(f"bayesattn: drew {len(paths)} figure files in {out / 'figures'}/")
+    cls, _ = _folder_experiment(args.dir)
+    prepare_output_dir(Path(args.dir) / "figures", "dir")
+    paths = cls().figures(Path(args.dir))
+    print(f"bayesattn: drew {len(paths)} figure files in {Path(args.dir) / 'figures'}/")
     return 0
 
 
+def _cmd_check(args) -> int:
+    from .sweep import verify
+
+    cls, config = _folder_experiment(args.dir)
+    report = verify(cls().points(config), args.dir)
+    bad = 0
+    for part, r in report.items():
+        print(
+            f"{part}: {len(r['ok'])} complete, {len(r['missing'])} missing, {len(r['damaged'])} damaged"
+            + (f", {len(r['other'])} of other settings" if r["other"] else "")
+        )
+        for name in r["missing"]:
+            print(f"  missing: {name}")
+        for name, why in r["damaged"].items():
+            print(f"  damaged: {name} {why}")
+        bad += len(r["missing"]) + len(r["damaged"])
+    print(
+        f"bayesattn: {args.dir}: "
+        + ("complete" if not bad else f"{bad} point files missing or damaged; rerun the same command to compute them")
+    )
+    return 0 if not bad else 1
+
+
+def _cmd_list(args) -> int:
+    for cls in EXPERIMENTS.values():
+        print(f"{cls.name}: {cls.description}")
+        for name, path in sorted(cls.configs().items()):
+            print(f"  {name:<26} {_first_comment(path)}")
+    return 0
+
+
+def _first_comment(path: Path) -> str:
+    """The first comment line of a TOML file: what the config computes (and, where measured, its time)."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def _cmd_sample(args) -> int:
+    from .commands import sample_point
+
+    return sample_point(args)
+
+
+def _cmd_train(args) -> int:
+    from .commands import train_point
+
+    return train_point(args)
+
+
+def _cmd_screen(args) -> int:
+    from .commands import screen_models
+
+    return screen_models(args)
+
+
+# ------------------------------------------------------------------------------------------ the parser
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="bayesattn",
         description="Bayesian theory of copy-head emergence: phase diagrams, exact "
-        "posterior sampling and training of a single attention layer on the copy task.",
+        "posterior sampling and training of attention layers, and the related published systems.",
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    ls = sub.add_parser(
+        "list",
+        help="every experiment and its named configs",
+        description="List every experiment "
+        "of the registry with its named configs (package data: found from any directory).",
+    )
+    ls.set_defaults(func=_cmd_list)
+
+    rp = sub.add_parser(
+        "run",
+        help="run an experiment: its grid of points, summary.json and figures",
+        description="Run an experiment of the registry: every missing point (resumable), then "
+        "summary.json and the figures.",
+    )
+    _run_options(rp, None)
+    rp.set_defaults(func=_cmd_run)
+
     pd = sub.add_parser(
         "phase-diagram",
-        help="theory + MCMC + Adam over P; writes results, summary.json, figures",
-        description="Run the theory and, where asked, sampling and training over a grid of P. "
-        "With no arguments: the embedded default config.",
+        help="the main job: theory + MCMC + Adam over P (run phase-diagram)",
+        description="Run the theory and, where asked, sampling and training over a grid of P "
+        "(`bayesattn run phase-diagram` with short options). With no arguments: the default config.",
     )
-    _common_model_args(pd, one_point=False)
-    pd.add_argument(
-        "--methods",
-        type=lambda s: [m for m in s.split(",") if m],
-        help=f"comma-separated subset of {','.join(METHODS)}",
+    _run_options(pd, "phase-diagram")
+    _phase_diagram_options(pd)
+    pd.set_defaults(func=_cmd_run, experiment="phase-diagram")
+
+    for alias, name in ALIASES.items():
+        if name not in EXPERIMENTS:
+            continue
+        cls = EXPERIMENTS[name]
+        ap = sub.add_parser(
+            alias,
+            help=f"{cls.description} (run {name})",
+            description=f"{cls.description}. The same as `bayesattn run {name}`.",
+        )
+        _run_options(ap, name)
+        parts = (
+            typing.get_args(typing.get_args(cls.Config.model_fields["parts"].annotation)[0])
+            if "parts" in cls.Config.model_fields
+            else ()
+        )
+        if parts:
+            ap.add_argument("--parts", help=f"comma-separated subset of {','.join(parts)} (default: the config's)")
+        if "seeds" in cls.Config.model_fields:
+            ap.add_argument("--seeds", type=int, help="seeds per setting (default: the config's)")
+        ap.set_defaults(func=_cmd_run, experiment=name)
+
+    fp = sub.add_parser(
+        "figures",
+        help="redraw a result folder's figures from its saved files",
+        description="Redraw all figures of a result folder (written by `bayesattn run`) from its point files.",
     )
-    pd.add_argument(
-        "--out", help="output folder (default phase_diagrams/<config name>, relative to the current folder)"
+    fp.add_argument("dir", help="a result folder")
+    fp.set_defaults(func=_cmd_figures)
+
+    cp = sub.add_parser(
+        "check",
+        help="verify a result folder, computing nothing",
+        description="Check that every point file of a result folder parses and matches its name "
+        "and checksum, and list the missing points. Exit 0 when complete, 1 otherwise.",
     )
-    pd.add_argument(
-        "--workers",
-        type=int,
-        help="grid points computed in parallel: threads, processes or local Dask workers "
-        "(default 1; 2 with --executor thread)",
-    )
-    pd.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        help="where points run (default: serial, or process with --workers > 1; thread: points overlap in "
-        "this process; README 'Run on a cluster')",
-    )
-    pd.add_argument(
-        "--scheduler", metavar="tcp://HOST:PORT", help="join a running Dask cluster (implies --executor dask)"
-    )
-    pd.add_argument(
-        "--dask-threads",
-        action="store_true",
-        help="with --executor dask: the local cluster's workers are threads of this process "
-        "(LocalCluster(processes=False)), sharing its compiled programs",
-    )
-    pd.add_argument("--batch", type=int, help="MCMC points of one shape sampled N at a time in one program (default 1)")
-    pd.add_argument("--no-figures", action="store_true", help="skip drawing figures")
-    pd.add_argument("--quiet", action="store_true", help="no progress bars")
-    pd.set_defaults(func=_cmd_phase_diagram)
+    cp.add_argument("dir", help="a result folder")
+    cp.set_defaults(func=_cmd_check)
 
     sp = sub.add_parser(
         "sample",
         help="sample the exact posterior over L at one point",
         description="Sample the closed-form posterior over the attention matrix at one (attention, P).",
     )
-    _common_model_args(sp, one_point=True)
-    sp.add_argument("--method", default="nuts", choices=SAMPLERS, help="sampler")
-    sp.add_argument("--backend", default="blackjax", choices=BACKENDS, help="library")
+    g = sp.add_argument_group("model (override the config)")
+    g.add_argument("--config", metavar="NAME|PATH", help="a named phase-diagram config or a TOML file")
+    g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
+    _model_options(g, one_point=True)
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any phase-diagram config field, e.g. --set prior.sigma2=100 (repeatable)",
+    )
+    sp.add_argument("--method", default="nuts", choices=_choices(Sampler), help="sampler")
+    sp.add_argument(
+        "--backend",
+        default="blackjax",
+        choices=_choices(MCMCSection.model_fields["backend"].annotation),
+        help="library",
+    )
     sp.add_argument(
         "--num-chains",
         type=int,
         default=4,
-        help="independent chains, all in one compiled program: one after another on a CPU, "
-        "vectorised (vmap) on a GPU or TPU",
+        help="independent chains, all in one compiled program: "
+        "one after another on a CPU, vectorised (vmap) on a GPU or TPU",
     )
     sp.add_argument("--num-warmup", type=int, default=500, help="warm-up (adaptation) steps per chain")
     sp.add_argument("--num-samples", type=int, default=1000, help="draws per chain")
-    sp.add_argument("--init", default="cold", choices=SAMPLER_INITS, help="chain initialisation")
+    sp.add_argument("--init", default="cold", choices=_choices(SamplerInit), help="chain initialisation")
     sp.add_argument("--out", help="write the summary to this JSON file")
-    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--quiet", action="store_true", help="no progress lines")
     sp.set_defaults(func=_cmd_sample)
 
     tp = sub.add_parser(
@@ -356,27 +442,59 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the attention network at one point (Adam or Langevin)",
         description="Train L and V on the squared loss plus the prior's weight decay at one (attention, P).",
     )
-    _common_model_args(tp, one_point=True)
-    tp.add_argument("--optimizer", default="adam", choices=OPTIMIZERS, help="optimiser")
+    g = tp.add_argument_group("model (override the config)")
+    g.add_argument("--config", metavar="NAME|PATH", help="a named phase-diagram config or a TOML file")
+    g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
+    _model_options(g, one_point=True)
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any phase-diagram config field (repeatable)",
+    )
+    tp.add_argument("--optimizer", default="adam", choices=("adam", "langevin"), help="optimiser")
     tp.add_argument("--lr", type=float, help="learning rate (default: the library's)")
     tp.add_argument("--steps", type=int, help="optimisation steps (default: the library's)")
-    tp.add_argument("--init", choices=TRAIN_INITS, help="initialisation of L (default small)")
+    tp.add_argument("--init", choices=_choices(TrainInit), help="initialisation of L (default small)")
     tp.add_argument("--out", help="write the result to this JSON file")
+    tp.add_argument("--quiet", action="store_true", help="no progress bar")
     tp.set_defaults(func=_cmd_train)
 
-    fp = sub.add_parser(
-        "figures",
-        help="redraw every figure from saved results",
-        description="Redraw all figures of a phase-diagram run from its saved point files.",
+    sc = sub.add_parser(
+        "screen",
+        help="circuit screens of a pretrained model or of a checkpoint folder",
+        description="Screen every head (selectivity per class, PR, detection scores) of a pretrained "
+        "model (--model smollm2, or GGUF files) or of the checkpoints in a directory "
+        "(docs/screens.md). Training and screening a small transformer, or the Bayesian copy head: "
+        "`bayesattn run screens`.",
     )
-    fp.add_argument("dir", help="output folder of a phase-diagram run")
-    fp.set_defaults(func=_cmd_figures)
-    from ._cli_experiments import _add_dynlab, _add_screen, _add_sparse, _add_staircase
-
-    _add_staircase(sub)  # issue 13
-    _add_screen(sub)  # issue 14
-    _add_sparse(sub)  # issue 15
-    _add_dynlab(sub)  # issue 16
+    sc.add_argument("directory", nargs="?", help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)")
+    sc.add_argument(
+        "--model",
+        nargs="+",
+        help="a pretrained model shipped in an installed package: smollm2 (extra "
+        "'real'), or a llama GGUF file (PATH.gguf); several GGUF files: a checkpoint series, screened on "
+        "one probe batch and ranked by the integral of PR over steps",
+    )
+    sc.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        help="training steps of the --model checkpoints (default: the last number in each file name)",
+    )
+    sc.add_argument(
+        "--probe", default="repeated_pair", choices=["repeated_pair", "repeated_sequence"], help="probe batch kind"
+    )
+    sc.add_argument("--N", type=int, default=64, help="probe sequences (default 64)")
+    sc.add_argument("--T", type=int, help="probe length (default: 256 for a pretrained model, the context otherwise)")
+    sc.add_argument("--seed", type=int, default=0, help="probe seed")
+    sc.add_argument("--bos", action="store_true", help="put the model's BOS token at position 0")
+    sc.add_argument("--threshold", type=float, default=30.0, help="selectivity a head must reach (default 30)")
+    sc.add_argument("--chunk", type=int, default=8, help="sequences per forward pass of a pretrained model")
+    sc.add_argument("--out", help="JSON file of records (figures beside it)")
+    sc.add_argument("--quiet", action="store_true", help="no progress bar")
+    sc.set_defaults(func=_cmd_screen)
     return p
 
 
@@ -384,19 +502,27 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (None: ``sys.argv``, as the ``bayesattn`` command does).
 
     As a command (argv None), SIGINT / SIGTERM end the process at once with status 130 / 143 after any result
-    file being written is in place (:func:`bayesattn.sweep.exit_on_interrupt`); called in-process with a list,
+    file being written is in place (:func:`bayesattn.runtime.exit_on_interrupt`); called in-process with a list,
     an interrupt is a KeyboardInterrupt, answered with status 130."""
     if argv is None:
-        from .sweep import exit_on_interrupt
+        from .runtime import exit_on_interrupt
 
         exit_on_interrupt(INTERRUPTED)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as e:
+    except ValueError as e:  # bad input, found before any work (ConfigError, FolderInUse included)
         print(f"bayesattn: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a result file that could not be written (a full disk, a folder made read-only)
+        where = f"{e.filename}: " if e.filename else ""
+        print(
+            f"bayesattn: error: {where}[Errno {e.errno}] {e.strerror}; every finished point is on disk, rerun "
+            "the same command to resume",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         print(f"\n{INTERRUPTED}", file=sys.stderr)
         return 130

@@ -121,10 +121,10 @@ def sweep_executor(
         with cf.ThreadPoolExecutor(max_workers=workers or 2, thread_name_prefix="bayesattn-sweep") as pool:
             yield pool
     elif kind == "process":
-        from .sweep import _worker_init
+        from .runtime import worker_init
 
         with cf.ProcessPoolExecutor(
-            max_workers=workers or 1, mp_context=mp.get_context("spawn"), initializer=_worker_init
+            max_workers=workers or 1, mp_context=mp.get_context("spawn"), initializer=worker_init
         ) as pool:
             yield pool
     elif scheduler:

@@ -1,103 +1,62 @@
-"""Run any computation over a grid of points, one result file per point, atomically and resumably.
+"""Run any computation over a grid of points, one result file per point, atomically and resumably; and run a
+whole experiment (:func:`run_experiment`) through it.
 
 A *point* is a JSON-serialisable dict (method, attention, P, task and prior fields, keys, ...). Its result file
 is ``out_dir/<point_id(point)>.json``; the id is readable and ends in a hash of the whole point, so a changed
 point never reuses a stale result (the caller decides what a point holds: only what its computation depends
-on). Files are written to a temporary name and renamed (``os.replace``), so an interrupted sweep leaves only
-complete files: rerunning the same sweep skips them and computes the rest.
+on). Files are written atomically (:func:`bayesattn.files.write_atomic`), so an interrupted sweep leaves only
+complete files: rerunning the same sweep checks them, keeps them, and computes the rest. A damaged file (cut
+short by a copy, garbled) is set aside and its point computed again.
 
 Execution is pluggable: ``executor`` is any ``concurrent.futures.Executor`` (a process pool by default when
 ``workers > 1``) or a ``dask.distributed.Client`` (:mod:`bayesattn.scaleout` builds them); ``compute`` must
-then be picklable (a module-level function). Result files are always written by the calling process, so a
-lost worker never leaves a partial file. A point that raises is listed in ``failures.jsonl`` and the sweep
-goes on (:class:`SweepError` at the end); points of one shape can be computed together (:class:`Batch`).
+then be picklable (a module-level function, or a method of a module-level class). Result files are always
+written by the calling process, so a lost worker never leaves a partial file. A point that raises is listed in
+``failures.jsonl`` and the sweep goes on (:class:`SweepError` at the end); points of one shape can be computed
+together (:class:`~bayesattn._batching.Batch`).
 
-Interrupts (:func:`exit_on_interrupt`, for command-line processes): SIGINT / SIGTERM end the process at once
-with status 130 / 143, except during the write-and-rename of a result file, which is finished first.
+One run at a time writes into a result folder (:func:`bayesattn.runtime.folder_lock`); a second one stops with
+one line, or waits.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import functools
 import hashlib
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from importlib import metadata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._json import to_plain
+from . import runtime
+from ._batching import Batch
 from ._validate import check_int
+from .files import checksum, load_results, read_json, to_jsonable, write_json_atomic, write_jsonl_atomic
+from .provenance import package_versions, provenance
+from .runtime import folder_lock, prepare_output_dir, worker_init
 
-PACKAGES = ("bayesattn", "jax", "jaxlib", "numpy", "numpyro", "blackjax", "optax", "scipy", "matplotlib")
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that determine the numbers, plus Python's."""
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-@functools.cache
-def code_version() -> dict[str, Any]:
-    """The git commit of the bayesattn source that runs, and whether its tracked files differ from it.
-
-    Only when the imported package is the ``bayesattn/`` folder of a git checkout (an editable install or
-    PYTHONPATH); otherwise, e.g. an installed wheel, both are "unknown"."""
-    pkg = Path(__file__).resolve().parent
-    unknown = {"git_commit": "unknown", "git_dirty": "unknown"}
-
-    def git(*args):
-        return subprocess.run(["git", "-C", str(pkg), *args], capture_output=True, text=True, timeout=10)
-
-    try:
-        top = git("rev-parse", "--show-toplevel")
-        if top.returncode or Path(top.stdout.strip()).resolve() / pkg.name != pkg:
-            return unknown  # not a checkout, or a checkout that merely contains an installed copy
-        commit = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return unknown
-    if commit.returncode or status.returncode:
-        return unknown
-    return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
-
-
-def provenance() -> dict[str, Any]:
-    """What produced a result: code version (git), platform, JAX backend and devices, package versions."""
-    import jax
-
-    return {
-        **code_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "hostname": platform.node(),
-        "jax_backend": jax.default_backend(),
-        "jax_devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
-        "versions": package_versions(),
-    }
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types; non-finite floats become the strings 'nan' / 'inf' (visible, never a bare NaN token)."""
-    return to_plain(obj, nonfinite="string")
+__all__ = [
+    "Batch",
+    "FAILURES",
+    "SweepError",
+    "check_record",
+    "executor_name",
+    "load_results",
+    "point_id",
+    "read_json",
+    "run_experiment",
+    "run_sweep",
+    "set_aside",
+    "to_jsonable",
+    "verify",
+    "write_json_atomic",
+]
 
 
 def point_id(point: dict) -> str:
@@ -110,155 +69,38 @@ def point_id(point: dict) -> str:
     return f"{stem}-{digest}" if stem else digest
 
 
-# ----------------------------------------------------------------------------------------------- output paths
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+# ----------------------------------------------------------------------------------------------- damaged files
+DAMAGED = ".corrupt"  # suffix of a set-aside damaged point file
 
 
-def _probe(folder: Path) -> None:
-    """Create and remove a file in ``folder``: raises OSError if the folder cannot take new files."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".bayesattn-probe-")
-    os.close(fd)
-    os.unlink(tmp)
-
-
-def _why(e: OSError) -> str:
-    return e.strerror or type(e).__name__
-
-
-def prepare_output_dir(path: str | os.PathLike, name: str = "out_dir") -> Path:
-    """Create the folder ``path`` (and its parents) and check that files can be written there.
-
-    ValueError naming ``name`` when it is an existing file or cannot be created or written: call it before any
-    work, so that a bad path fails in a second and not after the computation."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{name}={str(path)!r}: exists and is not a folder; expected a folder to write results into")
+def check_record(path: Path, point: dict) -> tuple[dict | None, str | None]:
+    """(the record, None) when ``path`` is a complete record of ``point``; (None, what is wrong) otherwise: it
+    does not parse, is not a point record, holds another point, or its result does not match its checksum."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        _probe(path)
-    except OSError as e:
-        raise ValueError(
-            f"{name}={str(path)!r}: cannot write files there ({_why(e)}); expected a writable folder"
-        ) from None
-    return path
+        rec = read_json(path)
+    except (OSError, ValueError) as e:
+        return None, f"does not parse ({str(e).removeprefix(str(path) + ': ')})"
+    if not isinstance(rec, dict) or "point" not in rec or "result" not in rec:
+        return None, "is not a point record (no 'point' and 'result')"
+    if rec["point"] != to_jsonable(point):
+        return None, "holds another point than its name says"
+    if "checksum" in rec and rec["checksum"] != checksum(rec["result"]):
+        return None, "has a result that does not match its checksum"
+    return rec, None
 
 
-def check_output_file(path: str | os.PathLike, name: str = "out") -> Path:
-    """Check that the file ``path`` can be written (creating its parent folders); ValueError naming ``name``."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{name}={str(path)!r}: is a folder; expected a file name")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{name}={str(path)!r}: exists and is not writable")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _probe(path.parent)
-    except OSError as e:
-        raise ValueError(
-            f"{name}={str(path)!r}: cannot write files in {str(path.parent)!r} ({_why(e)}); "
-            "expected a path in a writable folder"
-        ) from None
-    return path
+def set_aside(path: Path) -> Path:
+    """Rename a damaged file to ``<name>.corrupt`` (``.corrupt.1``, ... when that exists); returns the new path."""
+    aside = path.with_name(path.name + DAMAGED)
+    k = 0
+    while aside.exists():
+        k += 1
+        aside = path.with_name(f"{path.name}{DAMAGED}.{k}")
+    os.replace(path, aside)
+    return aside
 
 
-# ----------------------------------------------------------------------------------------------- interrupts
-# Held during the write-and-rename of a result file; the interrupt watcher takes it before ending the process,
-# so a signal never leaves a finished point unwritten.
-_WRITE_LOCK = threading.RLock()
-_WATCHER: dict[str, Any] = {}
-
-
-def exit_on_interrupt(message: str) -> None:
-    """For a command-line process: on SIGINT (SIGTERM) print ``message`` and end at once with status 130 (143).
-
-    Why not KeyboardInterrupt: JAX dispatches work to XLA's threads asynchronously, so when the exception
-    reaches the top, compiled code or a compilation may still be running; Python's teardown then frees
-    buffers and the client under those threads, which crashed (status 139) in 3 of 13 tries. Instead,
-    Python's C-level handler writes the signal number to a pipe (``signal.set_wakeup_fd``) the moment it
-    arrives, and a watcher thread ends the process with ``os._exit`` (no teardown) as soon as no result file
-    is being written. Every finished point is already on disk (written atomically), so nothing is lost, and
-    the exit does not wait for the running computation to finish. Call from the main thread."""
-    if _WATCHER:
-        _WATCHER["message"] = message
-        return
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)  # the watcher acts; no KeyboardInterrupt in the main thread
-    _WATCHER.update(message=message, fds=(r, w))
-
-    def watch():
-        sig = 0
-        while sig not in (signal.SIGINT, signal.SIGTERM):  # the pipe also carries other handled signals
-            sig = os.read(r, 1)[0]
-        with _WRITE_LOCK:  # let a result file that is being written be renamed into place first
-            try:
-                sys.stdout.flush()
-                sys.stderr.write(f"\n{_WATCHER['message']}\n")
-                sys.stderr.flush()
-            finally:
-                os._exit(128 + sig)
-
-    threading.Thread(target=watch, name="bayesattn-interrupt", daemon=True).start()
-
-
-def _worker_init() -> None:
-    """Pool workers: leave interrupts to the parent, and end when the parent has ended."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
-
-    def watch_parent():
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch_parent, name="bayesattn-parent-watch", daemon=True).start()
-
-
-# ----------------------------------------------------------------------------------------------- files
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temporary file in the same folder, fsync, then rename over ``path``.
-
-    The file gets the permissions of a plain ``open`` (0666 minus the umask), not mkstemp's private 0600."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = json.dumps(to_jsonable(data), indent=1)
-    with _WRITE_LOCK:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())
-            with os.fdopen(fd, "w") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def read_json(path: Path) -> dict:
-    with open(path) as f:
-        return json.load(f)
-
-
-@dataclass(frozen=True)
-class Batch:
-    """How a sweep computes several points in one call (``run_sweep(..., batch=...)``).
-
-    ``key(point)``: points with equal keys (not None) can be computed together (same shapes); ``many(points)``
-    returns their results in order, the same as ``[compute(p) for p in points]`` would (a picklable module-level
-    function); ``size``: at most this many points per call (1: no batching)."""
-
-    key: Callable[[dict], Hashable]
-    many: Callable[[list[dict]], list[dict]]
-    size: int = 8
-
-
+# ----------------------------------------------------------------------------------------------- the sweep
 class SweepError(RuntimeError):
     """Some points of a sweep failed; the others are on disk. ``failures``: one dict per failed point."""
 
@@ -292,7 +134,7 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
     """On the worker: compute points (one, or a batch through ``many``) -> one (status, record) per point.
 
     A computation that raises gives ("error", {error, traceback, host}) for each of its points, so that the sweep
-    goes on; interrupts (BaseException) pass through."""
+    goes on; interrupts (BaseException) pass through. A record carries the checksum of its result."""
     t0 = time.perf_counter()
     try:
         results = compute(points) if many else [compute(points[0])]
@@ -316,7 +158,15 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
     return [
         (
             "ok",
-            {"point": p, "result": r, "wall_time_s": wall, "versions": versions, "provenance": prov, "finished_at": at},
+            {
+                "point": p,
+                "result": r,
+                "checksum": checksum(r),
+                "wall_time_s": wall,
+                "versions": versions,
+                "provenance": prov,
+                "finished_at": at,
+            },
         )
         for p, r in zip(points, results)
     ]
@@ -345,6 +195,8 @@ def run_sweep(
     executor: Any = None,
     desc: str = "sweep",
     batch: Batch | None = None,
+    stats: dict | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Compute ``compute(point)`` for every point not already on disk; return all records in ``points`` order.
 
@@ -359,6 +211,11 @@ def run_sweep(
     A point whose computation raises (or whose worker is lost for good) does not stop the sweep: it is listed,
     with its id, the error and the traceback, in ``out_dir/failures.jsonl``, and after all other points
     :class:`SweepError` is raised. Rerunning computes the failed and missing points only.
+
+    A point file that does not parse, holds another point than its name says, or whose result does not match
+    its checksum (a copy cut short, bit rot) is moved aside to ``<name>.json.corrupt`` with one warning that
+    names it (``warn``; default: a line on stderr), and its point is computed again. ``stats``, when given, is
+    filled with the counts: ``resumed`` (finished files kept), ``computed``, ``damaged`` (the names set aside).
     """
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
@@ -368,7 +225,21 @@ def run_sweep(
     paths = [out / f"{point_id(p)}.json" for p in points]
     if len(set(paths)) != len(paths):
         raise ValueError("points: contains duplicate points (each grid point must be unique)")
-    todo = [i for i, path in enumerate(paths) if not path.exists()]
+    warn = warn or runtime.warn
+    kept: dict[int, dict] = {}
+    damaged = []
+    for i, path in enumerate(paths):
+        if path.exists():
+            rec, problem = check_record(path, points[i])
+            if problem is None:
+                kept[i] = rec
+            else:
+                aside = set_aside(path)
+                damaged.append(path.name)
+                warn(f"{path} {problem}; moved to {aside.name}, computing its point again")
+    todo = [i for i in range(len(points)) if i not in kept]
+    if stats is not None:
+        stats.update(resumed=len(kept), computed=len(todo), damaged=damaged)
     failures_path = out / FAILURES
     failures_path.unlink(missing_ok=True)  # it described an earlier run, whose failed points are retried now
     failures: list[dict] = []
@@ -386,11 +257,12 @@ def run_sweep(
         for i, (status, rec) in zip(idx, outcomes):
             if status == "ok":
                 write_json_atomic(paths[i], rec)
+                kept[i] = rec
             else:
                 failures.append(
                     {"id": point_id(points[i]), "point": points[i], **rec, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
                 )
-                _write_failures(failures_path, failures)
+                write_jsonl_atomic(failures_path, failures)
         if bar:
             bar.update(len(idx))
 
@@ -416,7 +288,7 @@ def run_sweep(
 
                 # spawn: JAX is multithreaded and must not be forked
                 executor = cf.ProcessPoolExecutor(
-                    max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init
+                    max_workers=workers, mp_context=mp.get_context("spawn"), initializer=worker_init
                 )
             futures: dict = {}
             try:
@@ -455,23 +327,122 @@ def run_sweep(
             f"in {failures_path}; the other points are on disk, rerun to retry the failed ones",
             failures,
         )
-    return [read_json(p) for p in paths]
+    if stats is not None:
+        stats["computed"] -= len(failures)
+        stats["failed"] = len(failures)
+    # the records as their files hold them (JSON types): what a resumed run reads back
+    return [read_json(paths[i]) if i in todo else kept[i] for i in range(len(points))]
 
 
-def _write_failures(path: Path, failures: list[dict]) -> None:
-    """The failures file, rewritten atomically: one JSON object per line."""
-    blob = "".join(json.dumps(to_jsonable(f)) + "\n" for f in failures)
-    with _WRITE_LOCK:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+# ----------------------------------------------------------------------------------------------- experiments
+def run_experiment(
+    experiment,
+    config,
+    out_dir: str | os.PathLike,
+    *,
+    executor: Any = None,
+    workers: int = 1,
+    progress: bool = True,
+    figures: bool = True,
+    wait: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Run an experiment of the contract (:class:`bayesattn.experiments.contract.Experiment`) into ``out_dir``:
+    every missing point of every part through :func:`run_sweep`, then ``summary.json`` and the figures.
+
+    Checked before any work: the config (``experiment.check``), the folder (created, writable: ValueError naming
+    it) and its lock (FolderInUse when another run writes there, unless ``wait``). ``run.json`` records the
+    experiment and its config, so that ``bayesattn check`` and ``figures`` can read the folder back. Points that
+    fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds the
+    experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
+    ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own times, whichever run
+    computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and ``provenance``."""
+    experiment.check(config)
+    parts = {part: pts for part, pts in experiment.points(config).items() if pts}
+    out = prepare_output_dir(out_dir, "--out")
+    with folder_lock(out, wait=wait):
+        t0 = time.perf_counter()
+        experiment.progress = progress
+        if hasattr(experiment, "artifacts"):  # an experiment that keeps files besides its points (checkpoints)
+            experiment.artifacts = out / "artifacts"
+        write_json_atomic(
+            out / "run.json",
+            {
+                "experiment": experiment.name,
+                "config": config.to_dict(),
+                "points": {p: len(v) for p, v in parts.items()},
+                "versions": package_versions(),
+            },
+        )
+        records: dict[str, list[dict]] = {}
+        stats: dict[str, dict] = {}
+        errors = []
+        for part, pts in parts.items():
+            stats[part] = {}
+            try:
+                records[part] = run_sweep(
+                    pts,
+                    experiment.compute,
+                    out / "points" / part,
+                    workers=workers,
+                    executor=executor,
+                    progress=progress,
+                    desc=part,
+                    batch=experiment.batch(config, part),
+                    stats=stats[part],
+                )
+            except SweepError as e:
+                errors.append(e)
+        if errors:
+            raise SweepError("; ".join(map(str, errors)), [f for e in errors for f in e.failures])
+        summary = experiment.summarize(config, records)
+        prov = provenance()
+        compute = {p: float(sum(r.get("wall_time_s", 0.0) for r in recs)) for p, recs in records.items()}
+        summary = {
+            "experiment": experiment.name,
+            "config": config.to_dict(),
+            **summary,
+            "points": {p: len(r) for p, r in records.items()},
+            "points_resumed": sum(s["resumed"] for s in stats.values()),
+            "points_computed": sum(s["computed"] for s in stats.values()),
+            "points_damaged": [d for s in stats.values() for d in s["damaged"]],
+            "compute_time_s": float(sum(compute.values())),
+            "compute_time_s_by_part": compute,
+            "versions": prov.pop("versions"),
+            "provenance": prov,
+        }
+
+        def finish(**extra):
+            summary.update(extra, wall_time_s=time.perf_counter() - t0)
+            write_json_atomic(out / "summary.json", summary)
+
+        finish()
+        if figures:
+            finish(figures=[str(Path(p).relative_to(out)) for p in experiment.figures(out)])
+    for line in experiment.describe(summary):
+        log(line)
+    return summary
 
 
-def load_results(out_dir: str | os.PathLike) -> list[dict]:
-    """All finished records in a folder (any sweep), sorted by file name."""
-    return [read_json(p) for p in sorted(Path(out_dir).glob("*.json")) if not p.name.startswith(".")]
+def verify(points: dict[str, list[dict]], out_dir: str | os.PathLike) -> dict:
+    """Check a result folder against the points it should hold, computing nothing: per part, the points whose
+    files are complete (``ok``), ``missing``, ``damaged`` (name: what is wrong) and the ``other`` point files
+    there (results of other settings, kept for when those settings come back)."""
+    out = Path(out_dir)
+    report: dict[str, dict] = {}
+    for part, pts in points.items():
+        folder = out / "points" / part
+        expected = {f"{point_id(p)}.json": p for p in pts}
+        r = report[part] = {"ok": [], "missing": [], "damaged": {}, "other": []}
+        for name, p in expected.items():
+            path = folder / name
+            if not path.exists():
+                r["missing"].append(name)
+                continue
+            problem = check_record(path, p)[1]
+            (r["damaged"].__setitem__(name, problem) if problem else r["ok"].append(name))
+        if folder.is_dir():
+            r["other"] = sorted(
+                q.name for q in folder.glob("*.json") if q.name not in expected and not q.name.startswith(".")
+            )
+    return report

@@ -9,8 +9,8 @@ import time
 
 import jax
 
-from bayesattn.experiments import clustering_head as ch
-from bayesattn.experiments import focus_dilution as fd
+from bayesattn.experiments.dynlab import clustering_head as ch
+from bayesattn.experiments.dynlab import focus_dilution as fd
 
 
 def _time(f, repeats: int) -> float:

@@ -4,7 +4,7 @@
     (--steps: a multiple of 50)
     python benchmarks/bench_sparse.py --full    # one full 16-seed point of the config (early stop as configured)
 
-Default: the CPU default's training settings (phase_diagrams/sparse/sparse_emergence.toml) at one grid point,
+Default: the CPU default's training settings (the sparse experiment's named config sparse_emergence) at one grid point,
 ``--steps`` steps without early stopping, all seeds vmapped (``train_seeds(vmap=True)``) and then the same seeds
 one after another through the per-seed program (``vmap=False``), compilation timed apart (a first short run).
 Reported: seed-steps per second of each, the ratio, and the projected wall time of a 16-seed point of the
@@ -15,15 +15,14 @@ time and seeds per second (vmapped): the issue's target is <= 10 min for 16 seed
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import platform
 import time
 
 import numpy as np
 
-from bayesattn.experiments.sparse import SparseConfig
-from bayesattn.experiments.sparse_training import train_seeds
+from bayesattn.experiments.sparse import Sparse
+from bayesattn.experiments.sparse.training import train_seeds
 
 
 def timed(cfg, seeds, vmap):
@@ -41,7 +40,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--full", action="store_true", help="one whole point of the config, vmapped, early stop on")
     a = ap.parse_args()
-    cfg = SparseConfig.from_toml(a.config).train_config(S=a.S, s=a.s)
+    cfg = Sparse.load_config(a.config).train_config(S=a.S, s=a.s)
     seeds = list(range(a.seeds))
     print(
         f"{platform.node()} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f} config={a.config} "
@@ -57,8 +56,8 @@ def main():
         )
         return
     chunk = 50  # steps per compiled chunk: a warm-up of one chunk compiles what the timed run uses
-    short = dataclasses.replace(cfg, steps=chunk, record_every=chunk, stop_after_solved=0)
-    run = dataclasses.replace(cfg, steps=a.steps, record_every=chunk, stop_after_solved=0)
+    short = cfg.replace(steps=chunk, record_every=chunk, stop_after_solved=0)
+    run = cfg.replace(steps=a.steps, record_every=chunk, stop_after_solved=0)
     rows = {}
     for vmap in (True, False):
         comp, _ = timed(short, seeds, vmap)

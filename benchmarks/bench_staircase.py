@@ -18,15 +18,22 @@ import time
 
 import numpy as np
 
-from bayesattn.experiments.staircase import BayesConfig, StaircaseConfig, run
-from bayesattn.experiments.staircase_training import TrainingConfig
+from bayesattn.experiments.sections import ChainsSection
+from bayesattn.experiments.staircase import Staircase, StaircaseConfig
+from bayesattn.experiments.staircase.config import BayesConfig, TrainingConfig
+from bayesattn.sweep import run_experiment
 
 
 def bench_mcmc():
-    b = BayesConfig(heads=[2], attention=["softmax"], inits=["cold"], num_chains=4, num_warmup=500, num_samples=1000)
+    b = BayesConfig(
+        heads=[2],
+        attention=["softmax"],
+        inits=["cold"],
+        mcmc=ChainsSection(num_chains=4, num_warmup=500, num_samples=1000),
+    )
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
-        s = run(StaircaseConfig(parts=["mcmc"], bayes=b), d, progress=False)
+        s = run_experiment(Staircase(), StaircaseConfig(parts=["mcmc"], bayes=b), d, progress=False, figures=False)
         wall = time.perf_counter() - t0
     print(f"mcmc sweep: 12 P x 4 chains x 1500 steps, H = 2, T = 16: {wall:.0f} s ({wall / 12:.1f} s per point)")
     print(s["mcmc"]["softmax/H=2/w=0.6/cold"]["P_k"])
@@ -34,14 +41,14 @@ def bench_mcmc():
 
 def bench_train(rounds=5, batch=3000):
     """Seconds per value+grad of the minimal model's minibatch loss at the paper's batch: the gather path
-    (staircase_models.minimal_logits on integer tokens, the one training uses) against the general path
+    (staircase.models.minimal_logits on integer tokens, the one training uses) against the general path
     (MultiHeadAttention vmapped over one-hot sequences), both float32, same parameters, interleaved rounds; and
     one AdamW step of the training loop (minibatch draw, clipping, divergence guard) on the gather path."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
 
-    from bayesattn.experiments.staircase_training import forward_fn
+    from bayesattn.experiments.staircase.training import forward_fn
     from bayesattn.training.core import Plan, run_loop
 
     cfg = TrainingConfig(batch_size=batch)

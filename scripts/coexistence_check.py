@@ -29,7 +29,7 @@ import numpy as np
 import bayesattn as ba
 from bayesattn._json import to_plain
 from bayesattn.bayes import theory as th
-from bayesattn.sweep import package_versions
+from bayesattn.provenance import package_versions
 
 
 def result_path(out: str, T: int, P: int, seed: int) -> str:

@@ -46,10 +46,11 @@ def mcmc(attention, H, P, init="cold", seed=0, chains=2, warmup=300, samples=500
     import jax
 
     import bayesattn as ba
-    from bayesattn.experiments.staircase import BayesConfig, hot_init, point_posterior
-    from bayesattn.sweep import package_versions
+    from bayesattn.experiments.staircase.bayes import hot_init, point_posterior
+    from bayesattn.experiments.staircase.config import BayesConfig
+    from bayesattn.provenance import package_versions
 
-    b = BayesConfig(heads=[H], attention=[attention], num_chains=chains, num_warmup=warmup, num_samples=samples)
+    b = BayesConfig(heads=[H], attention=[attention])
     task, prior, post, k_mcmc = point_posterior(b, attention, H, P, seed)  # the data and keys of mcmc_point
     start = "cold" if init == "cold" else hot_init(task, H, attention, prior)
     t0 = time.perf_counter()
@@ -77,7 +78,7 @@ def mcmc(attention, H, P, init="cold", seed=0, chains=2, warmup=300, samples=500
 
 
 def run_mcmc(args):
-    from bayesattn.sweep import write_json_atomic
+    from bayesattn.files import write_json_atomic
 
     for (att, H), Ps in GRID.items():
         if args.attention and att not in args.attention or args.heads and H not in args.heads:
@@ -98,7 +99,8 @@ def run_mcmc(args):
 def theory(att, H, num_samples, Ps):
     """The theory at the P values Ps (cached: results/heads_theory/theory_<att>_H<H>_n<num_samples>[_P...].json)."""
     from bayesattn.bayes.theory.heads import heads_curve
-    from bayesattn.sweep import package_versions, write_json_atomic
+    from bayesattn.files import write_json_atomic
+    from bayesattn.provenance import package_versions
 
     tag = "" if list(Ps) == GRID[(att, H)] else "_P" + "-".join(map(str, Ps))
     path = OUT / f"theory_{att}_H{H}_n{num_samples}{tag}.json"
@@ -140,7 +142,7 @@ def load_mcmc(att, H, P, args):
 def table(args):
     """Markdown: per P the best head's mass per lag, theory / MCMC (mean of the cold and hot runs), and the
     largest |theory - MCMC|; linear also the singular values of m (invariant under rotating the heads)."""
-    from bayesattn.experiments.staircase import transitions
+    from bayesattn.experiments.staircase.summary import transitions
 
     lines = []
     for (att, H), Ps in GRID.items():
@@ -203,7 +205,7 @@ def orders(args):
     """Theory only, H = 2 softmax at larger T: are there coexisting wells (first-order jumps)? Lists, per P, the
     stable fixed points (relabelled lag masses, T F in nats) and the transitions of the label-free mean."""
     from bayesattn.bayes.theory.heads import heads_curve
-    from bayesattn.sweep import write_json_atomic
+    from bayesattn.files import write_json_atomic
 
     for T in args.T:
         tag = f"_P{args.P[0]}-{args.P[-1]}" if args.P else ""

@@ -85,7 +85,8 @@ def main():
         return
     from pathlib import Path
 
-    from bayesattn.sweep import provenance, write_json_atomic
+    from bayesattn.files import write_json_atomic
+    from bayesattn.provenance import provenance
 
     for P in a.P:
         path = os.path.join(a.out, f"T{a.T}_P{int(P)}.json")

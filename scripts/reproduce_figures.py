@@ -1,10 +1,10 @@
-"""Reproduce every figure of the theory (docs/model.md section 5) from the named configs in phase_diagrams/.
+"""Reproduce every figure of the theory (docs/model.md section 5) from the phase diagram's named configs.
 
-    python scripts/reproduce_figures.py                    # all configs, results in phase_diagrams/NAME/
+    python scripts/reproduce_figures.py                    # all configs, results in results/NAME/
     python scripts/reproduce_figures.py --only default finite_size
     python scripts/reproduce_figures.py --update-docs      # also copy the PNGs shown in the README to docs/figures/
 
-Each config is one resumable `bayesattn phase-diagram` run: an interrupted reproduction picks up where it
+Each config is one resumable `bayesattn run phase-diagram --config NAME` run: an interrupted reproduction picks up where it
 stopped. Figures are drawn from the saved results only (`bayesattn figures DIR` redraws one run).
 """
 
@@ -15,7 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from bayesattn.experiments import RunConfig, run_phase_diagram
+from bayesattn.experiments import get_experiment
+from bayesattn.sweep import run_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = (
@@ -46,17 +47,17 @@ def main(argv=None) -> None:
     ap.add_argument("--update-docs", action="store_true", help="copy the README's figures to docs/figures/")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args(argv)
+    cls = get_experiment("phase-diagram")
     for name in args.only or CONFIGS:
         t0 = time.perf_counter()
-        cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / f"{name}.toml")
         print(f"== {name}", flush=True)
-        run_phase_diagram(cfg, ROOT / "phase_diagrams" / name, progress=not args.quiet)
+        run_experiment(cls(), cls.load_config(name), ROOT / "results" / name, progress=not args.quiet)
         print(f"== {name}: {time.perf_counter() - t0:.0f} s", flush=True)
     if args.update_docs:
         dest = ROOT / "docs" / "figures"
         dest.mkdir(parents=True, exist_ok=True)
         for name, stem in DOC_FIGURES:
-            src = ROOT / "phase_diagrams" / name / "figures" / f"{stem}.png"
+            src = ROOT / "results" / name / "figures" / f"{stem}.png"
             if src.exists():
                 shutil.copy(src, dest / src.name)
                 print(f"copied {src.relative_to(ROOT)} -> {(dest / src.name).relative_to(ROOT)}")

@@ -66,11 +66,12 @@ def main(argv=None) -> int:
         "--sbatch", action="append", default=[], help="extra #SBATCH directive, e.g. '--gres=gpu:1' (repeatable)"
     )
     s = p.add_argument_group("the sweep")
-    s.add_argument("--config", default="default", help="named config in phase_diagrams/ or a TOML path")
+    s.add_argument("--experiment", default="phase-diagram", help="the experiment to run (see `bayesattn list`)")
+    s.add_argument("--config", help="a named config of the experiment or a TOML path (default: its default)")
     s.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)"
     )
-    s.add_argument("--out", help="output folder (default phase_diagrams/<config name>)")
+    s.add_argument("--out", help="output folder (default results/<config name>)")
     s.add_argument("--batch", type=int, default=1, help="MCMC points of one shape per program (GPU jobs: e.g. 16)")
     s.add_argument("--dry-run", action="store_true", help="print the job script and stop (no SLURM needed)")
     args = p.parse_args(argv)
@@ -78,13 +79,11 @@ def main(argv=None) -> int:
         if getattr(args, name) < 1:
             p.error(f"--{name}={getattr(args, name)}: expected a positive integer")
 
-    from bayesattn.experiments import RunConfig
+    from bayesattn.experiments import get_experiment
 
-    cfg = RunConfig.from_toml(args.config)
-    for item in args.set:
-        k, _, v = item.partition("=")
-        cfg = cfg.override(k.strip(), v.strip())
-    cfg.validate()
+    experiment = get_experiment(args.experiment)()
+    cfg = experiment.load_config(args.config, args.set)
+    experiment.check(cfg)
 
     cluster = build_cluster(args)
     try:
@@ -97,18 +96,19 @@ def main(argv=None) -> int:
             return 0
         from distributed import Client
 
-        from bayesattn.experiments import run_phase_diagram
-        from bayesattn.sweep import prepare_output_dir
+        from bayesattn.runtime import prepare_output_dir
+        from bayesattn.sweep import run_experiment
 
-        out = prepare_output_dir(args.out or f"phase_diagrams/{cfg.name}", "--out")
+        out = prepare_output_dir(args.out or f"results/{cfg.name}", "--out")
         cluster.scale(jobs=args.jobs)
         with Client(cluster) as client:
             print(
-                f"scheduler {cluster.scheduler_address}: {args.jobs} jobs submitted; phase diagram "
+                f"scheduler {cluster.scheduler_address}: {args.jobs} jobs submitted; {experiment.name} "
                 f"'{cfg.name}' -> {out}; dashboard {client.dashboard_link}",
                 flush=True,
             )
-            run_phase_diagram(cfg, out, executor=client, batch=args.batch)
+            experiment.mcmc_batch = args.batch
+            run_experiment(experiment, cfg, out, executor=client)
         return 0
     finally:
         cluster.close()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bayesattn.experiments.sparse import bayes_summary, difficulty
-from bayesattn.sweep import load_results
+from bayesattn.experiments.sparse.summary import bayes_summary, difficulty, group_seeds
+from bayesattn.files import load_results
 
 
 def training_table(run: Path) -> str:
@@ -21,7 +21,7 @@ def training_table(run: Path) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for part in ("grid", "heads", "head_dim", "mixer"):
-        recs = load_results(run / "points" / part)
+        recs = group_seeds(load_results(run / "points" / part))
         recs.sort(
             key=lambda r: tuple(
                 (str(v) if isinstance(v, str) else f"{v or 0:06d}")

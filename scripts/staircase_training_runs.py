@@ -11,10 +11,9 @@ summary.json are then written as by the CLI.
 from __future__ import annotations
 
 import argparse
-import copy
 
-from bayesattn.experiments.staircase import StaircaseConfig, run
-from bayesattn.plots.staircase import draw_all
+from bayesattn.experiments import get_experiment
+from bayesattn.sweep import run_experiment
 
 
 def main():
@@ -23,21 +22,16 @@ def main():
     ap.add_argument("--order", default="main:1,transformer,sgd,main:2")
     ap.add_argument("--out", help="default: results/<config name>")
     a = ap.parse_args()
-    base = StaircaseConfig.from_toml(a.config)
-    base.parts = ["train"]
+    cls = get_experiment("staircase")
+    base = cls.load_config(a.config).replace(parts=["train"])
     out = a.out or f"results/{base.name}"
     for item in a.order.split(","):
         name, _, n = item.partition(":")
-        cfg = copy.deepcopy(base)
-        cfg.train_only = [name]
-        if n:
-            cfg.train_seeds = int(n)
-        s = run(cfg, out, progress=False)
+        cfg = base.replace(train_only=[name], **({"train_seeds": int(n)} if n else {}))
+        s = run_experiment(cls(), cfg, out, progress=False, figures=False, log=lambda _: None)
         print(item, s["train"]["stages"], flush=True)
-    cfg = copy.deepcopy(base)
-    cfg.train_only = ["main", *base.train_variants]
-    run(cfg, out, progress=False)  # summary of everything computed
-    print(draw_all(out), flush=True)
+    s = run_experiment(cls(), base.replace(train_only=None), out, progress=False)  # everything computed, and figures
+    print(s["figures"], flush=True)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ import os
 
 import pytest
 
-from bayesattn import sweep
-from bayesattn.sweep import point_id, read_json, run_sweep, write_json_atomic
+from bayesattn import files as result_files
+from bayesattn.files import read_json, write_json_atomic
+from bayesattn.sweep import point_id, run_sweep
 
 CALLS = []
 
@@ -58,7 +59,7 @@ def half_writing_fdopen(fd, *args, **kw):
     return HalfWriter(REAL_FDOPEN(fd, *args, **kw))
 
 
-REAL_FDOPEN = sweep.os.fdopen
+REAL_FDOPEN = result_files.os.fdopen
 
 
 def test_serialiser_failing_halfway_leaves_no_result_file_and_rerun_recomputes(tmp_path, monkeypatch):
@@ -67,7 +68,7 @@ def test_serialiser_failing_halfway_leaves_no_result_file_and_rerun_recomputes(t
     done = files(tmp_path)
     assert done == [f"{point_id(points[0])}.json"]
     CALLS.clear()
-    monkeypatch.setattr(sweep.os, "fdopen", half_writing_fdopen)
+    monkeypatch.setattr(result_files.os, "fdopen", half_writing_fdopen)
     with pytest.raises(Interrupted):
         run_sweep(points, compute, tmp_path, progress=False)
     monkeypatch.undo()
@@ -90,7 +91,7 @@ def test_failed_rename_keeps_the_old_file_whole(tmp_path, monkeypatch):
     def no_rename(src, dst):
         raise OSError("rename failed")
 
-    monkeypatch.setattr(sweep.os, "replace", no_rename)
+    monkeypatch.setattr(result_files.os, "replace", no_rename)
     with pytest.raises(OSError, match="rename failed"):
         write_json_atomic(path, {"value": 2, "pad": []})
     monkeypatch.undo()
@@ -105,7 +106,7 @@ def test_failed_rename_in_a_sweep_leaves_no_result_file(tmp_path, monkeypatch):
         raise OSError("rename failed")
 
     CALLS.clear()
-    monkeypatch.setattr(sweep.os, "replace", no_rename)
+    monkeypatch.setattr(result_files.os, "replace", no_rename)
     with pytest.raises(OSError, match="rename failed"):
         run_sweep(points, compute, tmp_path, progress=False)
     monkeypatch.undo()

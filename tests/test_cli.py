@@ -1,6 +1,6 @@
-"""The `bayesattn` command: end to end on a reduced default config, resume after a kill, bad arguments."""
+"""The `bayesattn` command: the registry's commands (list, run, figures, check), the main job end to end on a reduced
+default config, bad arguments, and the one config system every experiment shares."""
 
-import dataclasses
 import json
 import os
 import signal
@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from bayesattn.cli import main
-from bayesattn.experiments import RunConfig
+from bayesattn.experiments import EXPERIMENTS, get_experiment
+from bayesattn.experiments.copy_head import RunConfig, build_points
 
 ROOT = Path(__file__).resolve().parent.parent
+PD = get_experiment("phase-diagram")
+CONFIGS = [(name, cfg) for name, cls in EXPERIMENTS.items() for cfg in sorted(cls.configs())]
 
 # A reduced default: same structure (both attentions, theory + MCMC + Adam), tiny sizes.
 SMALL = [
@@ -46,31 +49,34 @@ SMALL = [
 
 
 def test_default_toml_equals_builtin_default():
-    with open(ROOT / "phase_diagrams" / "default.toml", "rb") as f:
-        assert RunConfig.from_dict(tomllib.load(f)) == RunConfig()
+    with open(PD.configs()["default"], "rb") as f:
+        assert RunConfig.load(tomllib.load(f)) == RunConfig()
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "phase_diagrams").glob("*.toml")))
-def test_named_configs_are_valid(name):
-    cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / f"{name}.toml").validate()
+def test_every_experiment_ships_its_default_config():
+    for cls in EXPERIMENTS.values():
+        assert cls.default_config in cls.configs(), cls.name
+
+
+@pytest.mark.parametrize("experiment, name", CONFIGS)
+def test_named_configs_are_valid_and_read_the_same_however_built(experiment, name):
+    """A config built from its file, round-tripped through its dict, or rebuilt by a --set of one of its own
+    values writes the same values, types included (json, not ==): otherwise its points get other names."""
+    cls = get_experiment(experiment)
+    cfg = cls.load_config(name)
     assert cfg.name == name
-
-
-@pytest.mark.parametrize("name", [""] + sorted(p.stem for p in (ROOT / "phase_diagrams").glob("*.toml")))
-def test_config_reads_the_same_however_built(name):
-    """A config built from a file, rebuilt by --set/--workers or round-tripped writes the same values, types
-    included (json, not ==, which takes 8 for 8.0): otherwise its points get other names and a resume with
-    --workers recomputes them."""
-    cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / f"{name}.toml") if name else RunConfig()
     ref = json.dumps(cfg.to_dict(), sort_keys=True)
-    assert json.dumps(RunConfig.from_dict(cfg.to_dict()).to_dict(), sort_keys=True) == ref
-    assert json.dumps(cfg.override("workers", cfg.workers).to_dict(), sort_keys=True) == ref
+    assert json.dumps(cls.Config.load(cfg.to_dict()).to_dict(), sort_keys=True) == ref
+    assert json.dumps(cls.load_config(name, [f"name={name}"]).to_dict(), sort_keys=True) == ref
+    cls().check(cfg)
+    assert all(isinstance(p, dict) for pts in cls().points(cfg).values() for p in pts)
 
 
 def test_phase_diagram_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["phase-diagram", *SMALL, "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["experiment"] == "phase-diagram"
     assert set(summary["transitions"]) == {"softmax", "linear"}
     for att in ("softmax", "linear"):
         assert set(summary["transitions"][att]) == {"theory", "mcmc", "adam"}
@@ -86,7 +92,7 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
     ):
         assert f"{stem}.png" in figs and f"{stem}.pdf" in figs
     point = json.loads(next((out / "points" / "mcmc").glob("*.json")).read_text())
-    assert point["point"]["seed"] == 0 and "versions" in point and "provenance" in point
+    assert point["point"]["seed"] == 0 and "versions" in point and "provenance" in point and "checksum" in point
     assert point["result"]["data"]["n"] == point["point"]["P"] * 8  # cyclic: every one of the T = 8 rows
     text = capsys.readouterr().out
     assert "softmax: theory:" in text and "linear: theory:" in text
@@ -95,6 +101,12 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
         f.unlink()
     assert main(["figures", str(out)]) == 0
     assert {p.name for p in (out / "figures").iterdir()} == figs
+    # the folder checks out, and a rerun computes nothing
+    assert main(["check", str(out)]) == 0
+    assert "complete" in capsys.readouterr().out
+    assert main(["phase-diagram", *SMALL, "--out", str(out), "--no-figures"]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["points_computed"] == 0 and again["points_resumed"] == sum(summary["points"].values())
 
 
 # slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite
@@ -143,69 +155,101 @@ def test_killed_run_resumes(tmp_path):
     [
         (["phase-diagram", "--attention", "cubic"], "--attention"),
         (["phase-diagram", "--P", "1:x:3"], "--P"),
-        (["phase-diagram", "--T", "1"], "T=1"),
-        (["phase-diagram", "--sigma2", "-1"], "sigma2"),
-        (["phase-diagram", "--methods", "theory,magic"], "methods"),
-        (["phase-diagram", "--set", "mcmc.num_chain=3"], "num_chain"),
+        (["phase-diagram", "--T", "1"], "task.T=1"),
+        (["phase-diagram", "--sigma2", "-1"], "prior.sigma2=-1.0"),
+        (["phase-diagram", "--methods", "theory,magic"], "methods.1='magic'"),
+        (["phase-diagram", "--set", "mcmc.num_chain=3"], "unknown key 'num_chain'"),
+        (["phase-diagram", "--set", "mcmc.num_chains"], "expected KEY=VALUE"),
+        (["phase-diagram", "--set", "mcmc.num_chains=2.5"], "mcmc.num_chains=2.5"),
         (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
-        (["phase-diagram", "--P", "400,100"], "P="),
+        (["phase-diagram", "--P", "400,100"], "P.grid=[400, 100]"),
+        (["phase-diagram", "--batch", "0"], "--batch=0"),
+        (["phase-diagram", "--dask-threads"], "--dask-threads"),
+        (["run", "nonsense"], "invalid choice"),
+        (["run", "sparse", "--set", "seeds=0"], "seeds=0"),
+        (["run", "staircase", "--set", 'parts=["mcmc", "fly"]'], "parts.1='fly'"),
+        (["staircase", "--parts", "foo"], "parts.0='foo'"),
+        (["dynlab", "--set", "experiment=tennis"], "experiment='tennis'"),
         (["sample", "--P", "100,200"], "one positive integer"),
         (["sample", "--P", "0"], "--P='0': expected one positive integer"),
         (["train", "--P", "abc"], "--P='abc': expected one positive integer"),
         (["sample", "--attention", "both"], "--attention"),
         (["train", "--attention", "both"], "--attention"),
         (["sample", "--P", "50", "--set", "mcmc.method=gibbs"], "mcmc.method='gibbs'"),
-        (["figures", "/nonexistent/folder"], "no saved results"),
+        (["figures", "/nonexistent/folder"], "no run.json there"),
+        (["check", "/nonexistent/folder"], "no run.json there"),
         (["nonsense"], "invalid choice"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
-    with pytest.raises(SystemExit) as e:
+def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written where the test runs
+    try:
         code = main(argv)
-        raise SystemExit(code)
-    assert e.value.code == 2
+    except SystemExit as e:  # argparse's own checks
+        code = e.code
+    assert code == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
+    assert not list(tmp_path.iterdir()), "bad input must be refused before anything is written"
 
 
 def test_help_on_every_subcommand(capsys):
-    for sub in ("phase-diagram", "sample", "train", "figures"):
+    subs = ("list", "run", "figures", "check", "sample", "train", "screen", *EXPERIMENTS)  # each experiment's alias
+    for sub in subs:
         with pytest.raises(SystemExit) as e:
             main([sub, "--help"])
         assert e.value.code == 0
-        assert "--" in capsys.readouterr().out
+        assert "usage: bayesattn" in capsys.readouterr().out
+
+
+def test_help_and_list_import_no_jax():
+    """`bayesattn --help` and `bayesattn list` answer before JAX is imported (JAX alone takes seconds)."""
+    code = (
+        "import sys, contextlib, io\nfrom bayesattn.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['list'])\n"
+        "    try:\n        main(['run', '--help'])\n    except SystemExit:\n        pass\n"
+        "print('jax' in sys.modules, 'numpy' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split()[0] == "False", r.stdout
+
+
+def test_list_shows_every_experiment_and_config(capsys):
+    assert main(["list"]) == 0
+    text = capsys.readouterr().out
+    for experiment, name in CONFIGS:
+        assert f"{experiment}:" in text and f"  {name} " in text
 
 
 def test_config_overrides_are_typed():
-    cfg = RunConfig().override("mcmc.num_chains", "3").override("attention", "linear")
-    assert cfg.mcmc.num_chains == 3 and cfg.attention == ["linear"]
-    assert dataclasses.asdict(cfg)["prior"]["sigma2"] == 400.0
+    cfg = PD.load_config(None, ["mcmc.num_chains=3", "attention=linear", "adam.inits=small,hot"])
+    assert cfg.mcmc.num_chains == 3 and cfg.attention == ["linear"] and cfg.adam.inits == ["small", "hot"]
+    assert cfg.to_dict()["prior"]["sigma2"] == 400.0 and isinstance(cfg.to_dict()["prior"]["sigma2"], float)
     with pytest.raises(ValueError, match="mcmc.num_chains"):
-        RunConfig().override("mcmc.num_chains", "2.5")
+        PD.load_config(None, ["mcmc.num_chains=2.5"])
+    with pytest.raises(ValueError, match="mcmc.num_chains='3'"):
+        PD.load_config(None, ['mcmc.num_chains="3"'])  # a TOML string is not an integer
 
 
 def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
     small = ["--P", "50", "--T", "4", "--d", "2"]
-    assert (
-        main(
-            [
-                "sample",
-                *small,
-                "--num-chains",
-                "2",
-                "--num-warmup",
-                "50",
-                "--num-samples",
-                "50",
-                "--quiet",
-                "--init",
-                "hot",
-                "--out",
-                str(tmp_path / "s.json"),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "sample",
+        *small,
+        "--num-chains",
+        "2",
+        "--num-warmup",
+        "50",
+        "--num-samples",
+        "50",
+        "--quiet",
+        "--init",
+        "hot",
+        "--out",
+        str(tmp_path / "s.json"),
+    ]
+    assert main(argv) == 0
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["init"] == "hot" and 0 < s["result"]["m"]["mean"] < 1 and s["versions"]["blackjax"]
     assert main(["train", *small, "--steps", "50", "--out", str(tmp_path / "t.json")]) == 0
@@ -215,22 +259,17 @@ def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
 
 
 def test_softmax_vs_linear_samples_softmax_with_chees_and_linear_with_nuts():
-    cfg = RunConfig.from_toml(ROOT / "phase_diagrams" / "softmax_vs_linear.toml")
+    cfg = PD.load_config("softmax_vs_linear")
     assert cfg.mcmc.effective("softmax")["method"] == "chees" and cfg.mcmc.effective("linear")["method"] == "nuts"
 
 
 def test_mcmc_by_attention_overrides_one_attention_only():
     """[mcmc.by_attention.softmax] changes the softmax points' sampler settings (and names) and nothing else;
     a TOML table and --set build the same config."""
-    from bayesattn.experiments.copy_head import build_points
     from bayesattn.sweep import point_id
 
     cfg = RunConfig()  # NUTS for both attentions
-    over = (
-        cfg.override("mcmc.by_attention.softmax.method", "chees")
-        .override("mcmc.by_attention.softmax.num_chains", "16")
-        .validate()
-    )
+    over = PD.load_config(None, ["mcmc.by_attention.softmax.method=chees", "mcmc.by_attention.softmax.num_chains=16"])
     plain, pts = build_points(cfg)["mcmc"], build_points(over)["mcmc"]
     assert [p["attention"] for p in plain] == [p["attention"] for p in pts]
     for a, b in zip(plain, pts):
@@ -241,24 +280,24 @@ def test_mcmc_by_attention_overrides_one_attention_only():
             assert b["mcmc"] == {**a["mcmc"], "method": "chees", "num_chains": 16}
     table = cfg.to_dict()
     table["mcmc"]["by_attention"] = {"softmax": {"method": "chees", "num_chains": 16}}
-    same = json.dumps(RunConfig.from_dict(table).to_dict(), sort_keys=True)
+    same = json.dumps(RunConfig.load(table).to_dict(), sort_keys=True)
     assert same == json.dumps(over.to_dict(), sort_keys=True)
-    assert [point_id(p) for p in build_points(RunConfig.from_dict(table))["mcmc"]] == [point_id(p) for p in pts]
+    assert [point_id(p) for p in build_points(RunConfig.load(table))["mcmc"]] == [point_id(p) for p in pts]
 
 
 @pytest.mark.parametrize(
-    "dotted,value,message",
+    "item,message",
     [
-        ("mcmc.by_attention.relu.method", "chees", "attention='relu': expected one of 'softmax', 'linear'"),
-        ("mcmc.by_attention.softmax.steps", "3", "mcmc.by_attention.softmax: unknown key(s) ['steps']"),
-        ("mcmc.by_attention.softmax.num_chains", "many", "mcmc.by_attention.softmax.num_chains='many': expected int"),
-        ("mcmc.by_attention.linear.num_chains", "0", "mcmc.by_attention.linear.num_chains=0"),
-        ("mcmc.by_attention.softmax.method", "gibbs", "mcmc.by_attention.softmax.method='gibbs'"),
+        ("mcmc.by_attention.relu.method=chees", "mcmc.by_attention.relu='relu': Input should be 'softmax' or 'linear'"),
+        ("mcmc.by_attention.softmax.steps=3", "mcmc.by_attention.softmax.steps: unknown key"),
+        ("mcmc.by_attention.softmax.num_chains=many", "mcmc.by_attention.softmax.num_chains='many'"),
+        ("mcmc.by_attention.linear.num_chains=0", "mcmc.by_attention.linear.num_chains=0"),
+        ("mcmc.by_attention.softmax.method=gibbs", "mcmc.by_attention.softmax.method='gibbs'"),
     ],
 )
-def test_mcmc_by_attention_bad_input_names_the_field(dotted, value, message):
+def test_mcmc_by_attention_bad_input_names_the_field(item, message):
     with pytest.raises(ValueError) as e:
-        RunConfig().override(dotted, value).validate()
+        PD.load_config(None, [item])
     assert message in str(e.value)
 
 

@@ -17,8 +17,10 @@ from bayesattn.diagnostics.dynamics import (
     hvp,
     lanczos_top_eig,
 )
-from bayesattn.experiments import clustering_head as ch
-from bayesattn.experiments import focus_dilution as fd
+from bayesattn.experiments.dynlab import Dynlab, DynlabConfig
+from bayesattn.experiments.dynlab import clustering_head as ch
+from bayesattn.experiments.dynlab import focus_dilution as fd
+from bayesattn.experiments.dynlab.summary import group_runs
 
 
 # ------------------------------------------------------------------------------------------ detectors
@@ -149,7 +151,7 @@ def test_modular_addition_labels():
 )
 def test_focus_dilution_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        fd.FDConfig(**kwargs)
+        fd.FDConfig.load(kwargs)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +159,7 @@ def test_focus_dilution_bad_input(kwargs, match):
 )
 def test_clustering_head_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ch.ClusterConfig(**kwargs)
+        ch.ClusterConfig.load(kwargs)
 
 
 def test_model_matches_a_numpy_forward():
@@ -198,45 +200,47 @@ def test_focus_dilution_forward_against_loops():
 
 
 # ------------------------------------------------------------------------------------------ tiny runs
-def test_clustering_head_tiny_run():
-    cfg = ch.ClusterConfig(n_train=64, n_test=64, batch_size=16, epochs=6)
-    res = ch.run_point(
-        {
-            "config": ch.config_dict(cfg),
-            "seeds": [0, 1],
-            "block": 3,
-            "curv_every": 3,
-            "frames": 3,
-            "sandbox_seqs": 8,
-            "lanczos_iter": 5,
-        }
+CH_OPTIONS = {"block": 3, "curv_every": 3, "frames": 3, "sandbox_seqs": 8, "lanczos_iter": 5, "sandbox_seeds": 1}
+
+
+def _ch_points(seeds_per_program: int) -> list[dict]:
+    """The experiment's per-seed points (seeds 0, 1) of one tiny clustering-head setting."""
+    cfg = DynlabConfig(
+        experiment="clustering_head",
+        seeds=2,
+        seeds_per_program=seeds_per_program,
+        base={"n_train": 64, "n_test": 64, "batch_size": 16, "epochs": 6},
+        options=CH_OPTIONS,
     )
-    assert [r["seed"] for r in res["runs"]] == [0, 1]
-    r = res["runs"][0]
+    return Dynlab().points(cfg)["train"]
+
+
+def _fd_points(cfg: fd.FDConfig, seeds) -> list[dict]:
+    """Per-seed focus-dilution points of one config, all seeds in one aligned block."""
+    return [{"config": fd.config_dict(cfg), "seeds_per_program": len(seeds), "seed": s} for s in seeds]
+
+
+def test_clustering_head_tiny_run():
+    pts = _ch_points(2)
+    assert [p["seed"] for p in pts] == [0, 1] and [p["sandbox"] for p in pts] == [True, False]
+    runs = ch.run_block(pts)
+    assert [r["seed"] for r in runs] == [0, 1]
+    r = runs[0]
     assert len(r["curves"]["loss"]) == 6 and r["diverged_at"] is None
     assert 0 <= r["curves"]["mass_first_k"][-1] <= 1
     assert r["curvature"]["epoch"] == [0, 3, 5] and all(np.isfinite(r["curvature"]["lambda_max"]))
-    assert len(res["sandbox"]["z"]) == 3 and np.shape(res["sandbox"]["z"][0]) == (8, 2)
-    # seeds batched == seeds looped
-    solo = ch.run_point(
-        {
-            "config": ch.config_dict(cfg),
-            "seeds": [1],
-            "block": 3,
-            "curv_every": 3,
-            "frames": 3,
-            "sandbox_seqs": 8,
-            "lanczos_iter": 5,
-        }
-    )
-    np.testing.assert_allclose(solo["runs"][0]["curves"]["loss"], res["runs"][1]["curves"]["loss"], rtol=1e-9)
+    assert len(r["sandbox"]["z"]) == 3 and np.shape(r["sandbox"]["z"][0]) == (8, 2)
+    assert runs[1]["sandbox"] is None  # only the first sandbox_seeds seeds keep frames
+    # seeds batched == seeds looped: seed 1 trained alone (a block of one) as beside seed 0
+    (solo,) = ch.run_block([p for p in _ch_points(1) if p["seed"] == 1])
+    np.testing.assert_allclose(solo["curves"]["loss"], runs[1]["curves"]["loss"], rtol=1e-9)
 
 
 def test_focus_dilution_tiny_run():
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=40, record_every=10, lr=0.5, init_scale=0.05)
-    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0, 1]})
-    r = res["runs"][0]
-    assert len(r["curves"]["loss"]) == 5 and res["step"] == [0, 10, 20, 30, 40]
+    runs = fd.run_block(_fd_points(cfg, [0, 1]))
+    r = runs[0]
+    assert len(r["curves"]["loss"]) == 5 and r["step"] == [0, 10, 20, 30, 40]
     mass = np.asarray(r["curves"]["mass"])
     np.testing.assert_allclose(mass.sum(1), 1.0, rtol=1e-10)  # attention rows sum to one
     assert r["curves"]["loss"][-1] < r["curves"]["loss"][0]
@@ -251,7 +255,7 @@ def test_dynlab_cli_runs_resumes_and_draws(tmp_path, capsys):
     cfg.write_text("""name = "tiny"
 experiment = "focus_dilution"
 seeds = 2
-seeds_per_point = 2
+seeds_per_program = 2
 optimizers = ["gd", "adam"]
 settings = [{}, { vocab = 3, ratio = 0.3 }]
 [base]
@@ -268,7 +272,7 @@ record_every = 10
     files = sorted(p.name for p in (out / "figures").iterdir())
     assert files == ["cycle_counts.png", "cycles.png", "pca_paths.png"]
     pts = sorted((out / "points" / "train").glob("*.json"))
-    assert len(pts) == 4
+    assert len(pts) == 8  # one file per (setting, optimizer, seed)
     mtimes = [p.stat().st_mtime_ns for p in pts]
     assert main(["dynlab", "--config", str(cfg), "--out", str(out), "--quiet", "--no-figures"]) == 0  # resumes
     assert [p.stat().st_mtime_ns for p in pts] == mtimes
@@ -288,8 +292,6 @@ def test_dynlab_cli_bad_input(tmp_path, capsys):
 
 
 def test_named_configs_load():
-    from bayesattn.experiments.dynlab import DynlabConfig, points
-
     for name in (
         "clustering_head",
         "clustering_head_full",
@@ -297,30 +299,33 @@ def test_named_configs_load():
         "focus_dilution_full",
         "focus_dilution_pi",
     ):
-        c = DynlabConfig.from_toml(name)
-        pts = points(c)
+        c = Dynlab.load_config(name)
+        pts = Dynlab().points(c)
         assert pts["train"], name
-    fdc = DynlabConfig.from_toml("focus_dilution")
-    opts = [p["config"]["optimizer"] for p in points(fdc)["train"]]
-    lrs = [p["config"]["lr"] for p in points(fdc)["train"]]
-    assert opts.count("adam") == 1 and lrs[opts.index("adam")] == fdc.adam_lr
+    fdc = Dynlab.load_config("focus_dilution")
+    train = Dynlab().points(fdc)["train"]
+    opts = [p["config"]["optimizer"] for p in train]
+    lrs = [p["config"]["lr"] for p in train]
+    # one Adam setting (its seeds one point each), at the config's Adam step
+    assert opts.count("adam") == fdc.seeds and lrs[opts.index("adam")] == fdc.adam_lr
+    assert len({p["label"] for p, o in zip(train, opts) if o == "adam"}) == 1
 
 
 def test_diverging_run_is_reported_not_plotted(tmp_path):
-    from bayesattn.plots.dynlab import cycles_figure
+    from bayesattn.experiments.dynlab.figures import cycles_figure
 
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=30, record_every=10, lr=1e6, init_scale=1.0)
-    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0]})
-    r = res["runs"][0]
+    pts = _fd_points(cfg, [0])
+    (r,) = fd.run_block(pts)
     assert r["diverged_at_step"] is not None and r["diverged_at_step"] <= 30
-    rec = {"point": {"label": "diverging"}, "result": res}
+    (rec,) = group_runs([{"point": {**pts[0], "experiment": "focus_dilution", "label": "diverging"}, "result": r}])
     cycles_figure([rec], tmp_path / "c.png")  # draws the note, not the curve
     assert (tmp_path / "c.png").exists()
 
 
 @pytest.mark.slow
 def test_equilibrium_entropy_falls_with_P():
-    from bayesattn.experiments.dynlab import equilibrium_point
+    from bayesattn.experiments.dynlab.equilibrium import equilibrium_point
 
     lo = equilibrium_point({"P": 4, "seed": 0, "num_warmup": 200, "num_samples": 200})
     hi = equilibrium_point({"P": 2048, "seed": 0, "num_warmup": 200, "num_samples": 200})
@@ -329,7 +334,7 @@ def test_equilibrium_entropy_falls_with_P():
 
 
 def test_summaries_exclude_diverged_runs():
-    from bayesattn.experiments.dynlab import cluster_summary, fd_summary
+    from bayesattn.experiments.dynlab.summary import cluster_summary, fd_summary
 
     sp = {"epoch": 5, "lambda_max": 8.0, "lambda_max_before": 2.0}
     ch_runs = [
@@ -352,7 +357,7 @@ def test_summaries_exclude_diverged_runs():
 
 
 def test_stage_durations_of_constructed_stages():
-    from bayesattn.experiments.dynlab import stage_durations
+    from bayesattn.experiments.dynlab.summary import stage_durations
 
     st = {
         "condensation": [100, 900],
@@ -370,17 +375,21 @@ def test_stage_durations_of_constructed_stages():
 
 
 def test_pi_vocab_sweep_summary_and_figures(tmp_path):
-    from bayesattn.experiments.dynlab import fd_summary
-    from bayesattn.plots.dynlab import equilibrium_figure, pi_vocab_figure
+    from bayesattn.experiments.dynlab.figures import equilibrium_figure, pi_vocab_figure
+    from bayesattn.experiments.dynlab.summary import fd_summary
 
-    # one tiny real run (one compilation), its records relabelled as three settings: two pi at V = 3, V = 3 and
-    # 5 at ratio 0.25 (the figure reads pi from each point's config and the runs' stages)
+    # one tiny real run (one compilation), its per-seed records relabelled as three settings: two pi at V = 3,
+    # V = 3 and 5 at ratio 0.25 (the figure reads pi from each point's config and the runs' stages), regrouped
+    # per setting as the summary and figures read them
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=40, record_every=10, lr=0.5, init_scale=0.05)
-    res = fd.run_point({"config": fd.config_dict(cfg), "seeds": [0, 1]})
-    recs = []
+    runs = fd.run_block(_fd_points(cfg, [0, 1]))
+    per_seed = []
     for V, ratio in [(3, 0.25), (3, 0.6), (5, 0.25)]:
         pi = fd.geometric_pi(V, ratio)
-        recs.append({"point": {"label": f"V={V} r={ratio}", "config": {"pi": pi, "optimizer": "gd"}}, "result": res})
+        point = {"experiment": "focus_dilution", "label": f"V={V} r={ratio}", "config": {"pi": pi, "optimizer": "gd"}}
+        per_seed += [{"point": {**point, "seed": r["seed"]}, "result": r} for r in runs]
+    recs = group_runs(per_seed)
+    assert [r["point"]["seeds"] for r in recs] == [[0, 1]] * 3
     summ = fd_summary(recs)
     assert len(summ) == 3 and all(len(e["durations"]) == 2 for e in summ.values())
     assert sorted(len(e["pi"]) for e in summ.values()) == [3, 3, 5]
@@ -397,14 +406,13 @@ def test_pi_vocab_sweep_summary_and_figures(tmp_path):
 
 
 def test_equilibrium_points_per_T_and_theory_points():
-    from bayesattn.experiments.dynlab import DynlabConfig, points
-
     c = DynlabConfig(
         experiment="focus_dilution",
         seeds=1,
-        seeds_per_point=1,
-        equilibrium={"P": [16, 64], "T": [8, 16], "d": 4, "num_chains": 2},
+        seeds_per_program=1,
+        equilibrium={"P": [16, 64], "T": [8, 16], "d": 4, "mcmc": {"num_chains": 2}},
     )
+    points = Dynlab().points
     pts = points(c)
     assert [(p["T"], p["P"]) for p in pts["equilibrium"]] == [(8, 16), (8, 64), (16, 16), (16, 64)]
     assert [(p["T"], p["P"], p["d"]) for p in pts["theory"]] == [(8, [16, 64], 4), (16, [16, 64], 4)]

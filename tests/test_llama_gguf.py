@@ -228,7 +228,7 @@ def test_cli_checkpoint_series(tmp_path, capsys):
     import json
 
     from bayesattn.cli import main
-    from bayesattn.experiments import screens as sx
+    from bayesattn.experiments.screens import tools as sx
 
     paths = []
     for i, step in enumerate((10, 20, 40)):

@@ -30,7 +30,7 @@ from conftest import strip_timings
 import bayesattn as ba
 from bayesattn import sweep
 from bayesattn.cli import main
-from bayesattn.experiments.copy_head import MCMC, data_record, point_data, point_keys
+from bayesattn.experiments.copy_head.compute import MCMC, data_record, point_data, point_keys
 from bayesattn.scaleout import local_cluster, sweep_executor
 from bayesattn.sweep import FAILURES, Batch, SweepError, point_id, read_json, run_sweep
 
@@ -38,7 +38,8 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VOLATILE = ("wall_time_s", "finished_at")  # and provenance.hostname / provenance.executor
+VOLATILE = ("wall_time_s", "finished_at", "checksum")  # and provenance.hostname / provenance.executor; the
+# checksum covers the result, whose diagnostics hold timings
 
 
 # ----------------------------------------------------------------------------------------------- point functions
@@ -246,10 +247,11 @@ def test_one_progress_bar_counts_all_points_of_all_workers(tmp_path, dask2, caps
 def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
     """Several P of one shape in one sampler program give each point's result of mcmc_point (bit for bit on a
     CPU; wall and compile times aside). MALA keeps the compile short."""
-    from bayesattn.experiments.batched import mcmc_group_key, mcmc_points
-    from bayesattn.experiments.copy_head import RunConfig, build_points, mcmc_point
+    from bayesattn.experiments.copy_head import PhaseDiagram, RunConfig, build_points
+    from bayesattn.experiments.copy_head.compute import mcmc_group_key, mcmc_point, mcmc_points
+    from bayesattn.sweep import run_experiment
 
-    cfg = RunConfig.from_dict(
+    cfg = RunConfig.load(
         {
             "attention": ["softmax"],
             "methods": ["mcmc"],
@@ -259,7 +261,7 @@ def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
             "mcmc": {"method": "mala", "num_chains": 2, "num_warmup": 30, "num_samples": 8, "inits": ["cold", "hot"]},
         }
     )
-    points = build_points(cfg.validate())["mcmc"]
+    points = build_points(cfg)["mcmc"]
     assert len({mcmc_group_key(p) for p in points}) == 1
     many = mcmc_points(points)
     refs = [mcmc_point(p) for p in points]
@@ -267,9 +269,9 @@ def test_batched_mcmc_points_equal_one_point_at_a_time(tmp_path):
         assert got["data"] == ref["data"]
         assert sweep.to_jsonable(strip_timings(got)) == sweep.to_jsonable(strip_timings(ref))
     # the phase-diagram job with --batch 3: one task for the 3 points, the same point files
-    from bayesattn.experiments import run_phase_diagram
-
-    run_phase_diagram(cfg, tmp_path, progress=False, figures=False, log=lambda *_: None, batch=3)
+    experiment = PhaseDiagram()
+    experiment.mcmc_batch = 3
+    run_experiment(experiment, cfg, tmp_path, progress=False, figures=False, log=lambda *_: None)
     for p, ref in zip(points, refs):
         rec = read_json(tmp_path / "points" / "mcmc" / f"{point_id(p)}.json")
         assert rec["provenance"]["batch_size"] == 3
@@ -380,7 +382,7 @@ def test_slurm_script_builds_a_job_script_without_slurm():
 
 def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch, capsys):
     """A failing grid point: the other methods still run, then one line naming the failures file, status 1."""
-    from bayesattn.experiments import copy_head
+    from bayesattn.experiments.copy_head import compute as copy_head
 
     def broken_theory(point):
         raise FloatingPointError(f"theory broke for {point['attention']}")

@@ -1,11 +1,14 @@
-"""The Bayesian copy head through the screens (bayesattn.experiments.screens_bayes)."""
+"""The Bayesian copy head through the screens (bayesattn.experiments.screens.bayes)."""
 
 import numpy as np
 import pytest
 
 from bayesattn.bayes.theory.common import first_crossing as _cross
 from bayesattn.diagnostics.screens import participation_ratio
-from bayesattn.experiments.screens_bayes import BayesLensConfig, figure, lens, run
+from bayesattn.experiments.screens import BayesLensConfig, Screens, ScreensConfig
+from bayesattn.experiments.screens.bayes import lens
+from bayesattn.experiments.screens.figures import bayes_lens_figure
+from bayesattn.sweep import run_experiment
 
 
 def test_lens_on_constructed_draws():
@@ -37,20 +40,27 @@ def test_cross():
 @pytest.mark.slow
 def test_run_small(tmp_path):
     cfg = BayesLensConfig(
-        T=4, d=3, P=[20, 2000], num_chains=1, num_warmup=50, num_samples=50, probe_N=32, theory_points=2
+        T=4,
+        d=3,
+        P=[20, 2000],
+        mcmc={"num_chains": 1, "num_warmup": 50, "num_samples": 50},
+        probe_N=32,
+        theory_points=2,
     )
-    s = run(cfg, tmp_path, progress=False)
+    config = ScreensConfig(parts=["bayes", "theory"], bayes=cfg)
+    summary = run_experiment(Screens(), config, tmp_path, progress=False, figures=False)
+    s = {**summary["bayes"], "theory": summary["theory"]}
     assert [p["P"] for p in s["points"]] == [20, 2000]
     th = s["theory"]["points"]
     assert [round(p["P"]) for p in th] == [20, 2000]
     assert th[1]["selectivity_median"] > th[0]["selectivity_median"]
     assert th[1]["pr_limit_mean"] > th[0]["pr_limit_mean"]
     assert s["points"][1]["selectivity_median"] > s["points"][0]["selectivity_median"]
-    assert figure(tmp_path).exists()
+    assert bayes_lens_figure(tmp_path).exists()
 
 
 def test_pr_onehot_limit_matches_many_sequences():
-    from bayesattn.experiments.screens_bayes import pr_onehot_limit
+    from bayesattn.experiments.screens.bayes import pr_onehot_limit
 
     rng = np.random.default_rng(2)
     d, T, N = 5, 7, 200000

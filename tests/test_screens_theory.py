@@ -1,11 +1,11 @@
-"""The Bayesian copy head's screens from the order-parameter theory (bayesattn.experiments.screens_theory)."""
+"""The Bayesian copy head's screens from the order-parameter theory (bayesattn.experiments.screens.theory)."""
 
 import numpy as np
 import pytest
 
 import bayesattn as ba
-from bayesattn.experiments.screens_bayes import pr_onehot_limit
-from bayesattn.experiments.screens_theory import _tilted, prior_row_law, row_posterior, screens_from_law
+from bayesattn.experiments.screens.bayes import pr_onehot_limit
+from bayesattn.experiments.screens.theory import _tilted, prior_row_law, row_posterior, screens_from_law
 
 
 def test_tilted_row_law_matches_whole_rows():

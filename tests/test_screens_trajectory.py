@@ -8,10 +8,12 @@ import pytest
 
 from bayesattn.cli import main
 from bayesattn.diagnostics import screens as S
-from bayesattn.experiments.screens import screen_transformer
-from bayesattn.experiments.screens_trajectory import TrajectoryConfig, pr_rise_step, run
+from bayesattn.experiments.screens import Screens
+from bayesattn.experiments.screens.tools import screen_transformer
+from bayesattn.experiments.screens.trajectory import pr_rise_step
 from bayesattn.models import Transformer, TransformerConfig
 from bayesattn.models.trace import transformer_trace
+from bayesattn.sweep import run_experiment
 from bayesattn.tasks import RepeatedSequenceTask
 
 
@@ -54,7 +56,6 @@ def test_pr_rise_step():
 
 
 TINY = {
-    "name": "tiny",
     "T": 24,
     "vocab": 16,
     "min_period": 4,
@@ -71,21 +72,26 @@ TINY = {
 
 def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
     cfg_path = tmp_path / "tiny.toml"
-    cfg_path.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in TINY.items()))
-    cfg = TrajectoryConfig.from_toml(cfg_path)
-    out = tmp_path / "run"
-    s = run(cfg, out, progress=False)
+    lines = ['name = "tiny"', 'parts = ["trajectory"]', "[trajectory]"]
+    cfg_path.write_text("\n".join(lines + [f"{k} = {json.dumps(v)}" for k, v in TINY.items()]))
+    cfg = Screens.load_config(cfg_path)
+    out = tmp_path / "out"
+    summary = run_experiment(Screens(), cfg, out, progress=False, figures=False)
+    s = summary["trajectory"]
     ck = s["steps"]
-    assert ck[0] == 0 and ck[-1] == 12 and len(list((out / "points").glob("*.json"))) == len(ck)
+    (point_file,) = (out / "points" / "trajectory").glob("*.json")  # one point: the run, all its checkpoints
+    result = json.loads(point_file.read_text())["result"]
+    assert ck[0] == 0 and ck[-1] == 12 and [c["step"] for c in result["checkpoints"]] == ck
     assert len(s["heads"]) == 4 and np.shape(s["bos_fraction"]) == (len(ck), 2)
-    first = json.loads(sorted((out / "points").glob("*.json"))[0].read_text())["result"]
+    first = result["checkpoints"][0]
     assert set(first) == {"step", "repeated_pair", "repeated_sequence"}
     # the saved point equals a fresh screen of the saved checkpoint
     from bayesattn.training.checkpoints import load_checkpoint
 
-    net = load_checkpoint(out / "run" / "checkpoints" / "step_00000012.eqx")
-    res, _ = screen_transformer(net, cfg.probes()["repeated_pair"])
-    last = json.loads((out / "points" / "step_00000012.json").read_text())["result"]["repeated_pair"]
+    (run_dir,) = (out / "artifacts").glob("trajectory-*/run")  # the training run, kept beside the points
+    net = load_checkpoint(run_dir / "checkpoints" / "step_00000012.eqx")
+    res, _ = screen_transformer(net, cfg.trajectory.probes()["repeated_pair"])
+    last = result["checkpoints"][-1]["repeated_pair"]
     np.testing.assert_allclose(last["selectivity"]["induction"], res.selectivity["induction"], rtol=1e-10)
     # the PR-integral ranking: the heads' PR trajectories integrated by a trapezoid loop
     rk = s["ranking"]
@@ -93,11 +99,21 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
         y = [max(x - 1.0, 0.0) for x in s["heads"][2 * l + h]["pr"]]
         assert v == pytest.approx(sum(0.5 * (y[i] + y[i + 1]) * (ck[i + 1] - ck[i]) for i in range(len(ck) - 1)))
     assert rk["integral"] == sorted(rk["integral"], reverse=True) and len(rk["order"]) == 4
-    # rerun: resumed from the files
-    assert run(cfg, out, progress=False)["train_wall_s"] == s["train_wall_s"]
+    # rerun: resumed from the files (nothing computed)
+    again = run_experiment(Screens(), cfg, out, progress=False, figures=False)
+    assert again["points_computed"] == 0 and again["trajectory"]["train_wall_s"] == s["train_wall_s"]
+    # the point's file lost: the training run is loaded from its saved files, not redone, and screened again
+    point_file.unlink()
+    again = run_experiment(Screens(), cfg, out, progress=False, figures=False)
+    assert again["points_computed"] == 1 and again["trajectory"]["train_wall_s"] == s["train_wall_s"]
+    redone = json.loads(point_file.read_text())["result"]["checkpoints"]
+    assert [c["step"] for c in redone] == ck
+    for c0, c1 in zip(result["checkpoints"], redone):
+        sel0, sel1 = c0["repeated_pair"]["selectivity"]["induction"], c1["repeated_pair"]["selectivity"]["induction"]
+        np.testing.assert_allclose(sel1, sel0, rtol=1e-10)
 
     rec = tmp_path / "screen.json"
-    assert main(["screen", str(out / "run"), "--N", "5", "--out", str(rec)]) == 0
+    assert main(["screen", str(run_dir), "--N", "5", "--out", str(rec)]) == 0
     recs = json.loads(rec.read_text())
     assert len(recs) == len(ck) * 4 and {"layer", "head", "selectivity", "pr", "classes", "step"} <= set(recs[0])
     assert set(recs[0]["selectivity"]) == set(S.CLASSES)
@@ -109,7 +125,7 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
     empty.mkdir()
     assert main(["screen", str(empty)]) == 2
     assert "no checkpoints" in capsys.readouterr().err
-    assert main(["screen", str(out / "run"), "--T", "40"]) == 2
+    assert main(["screen", str(run_dir), "--T", "40"]) == 2
     assert "longer than the model's context" in capsys.readouterr().err
     assert main(["screen", "--model", "gpt-5"]) == 2
     assert "model='gpt-5'" in capsys.readouterr().err

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from bayesattn.cli import main
-from bayesattn.experiments.sparse import SparseConfig, bayes_summary, difficulty, points, run
+from bayesattn.experiments.sparse import Sparse
+from bayesattn.experiments.sparse.summary import bayes_summary, difficulty
+from bayesattn.sweep import run_experiment
 
 TINY = dict(S=4, s=1, width=8, heads=2, mlp=16, steps=20, tokens_per_step=64, record_every=10, probe=16, warmup=5)
 
@@ -27,10 +30,11 @@ grid = [[4, 2]]
 P = [40]
 dim = 2
 inits = ["cold"]
+theory_P = 3
+[bayes.mcmc]
 num_chains = 1
 num_warmup = 30
 num_samples = 30
-theory_P = 3
 """
     p = tmp_path / "tiny.toml"
     p.write_text(text)
@@ -39,9 +43,9 @@ theory_P = 3
 
 def test_named_configs_load_and_validate():
     for name in ("sparse_emergence", "sparse_full"):
-        cfg = SparseConfig.from_toml(name)
-        assert cfg.seeds == 16 and points(cfg)
-    full = SparseConfig.from_toml("sparse_full")
+        cfg = Sparse.load_config(name)
+        assert cfg.seeds == 16 and Sparse().points(cfg)
+    full = Sparse.load_config("sparse_full")
     tc = full.train_config(S=16, s=3)
     assert (tc.width, tc.mlp, tc.heads, tc.lr, tc.steps, tc.tokens_per_step) == (128, 512, 8, 3e-4, 10000, 8192)
 
@@ -50,13 +54,13 @@ def test_config_errors(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text("grid = [[4, 5]]\n")
     with pytest.raises(ValueError, match="s=5"):
-        SparseConfig.from_toml(p)
+        Sparse.load_config(p)
     p.write_text("heads = [3]\n[train]\nwidth = 8\n")
     with pytest.raises(ValueError, match="heads=3"):
-        SparseConfig.from_toml(p)
+        Sparse.load_config(p)
     p.write_text("colour = 1\n")
     with pytest.raises(ValueError, match="colour"):
-        SparseConfig.from_toml(p)
+        Sparse.load_config(p)
 
 
 def test_difficulty_and_bayes_summary():
@@ -82,15 +86,17 @@ def test_tiny_run_resumes_and_draws(tmp_path, capsys):
     assert summary["grid"][0]["seeds"] == 2 and len(summary["mixer"]) == 2
     assert set(summary["bayes"]) == {"S=4,s=2"} and summary["bayes"]["S=4,s=2"]["P"] == [40]
     printed = capsys.readouterr().out
-    assert "sparse_heatmap.png" in printed and "sparse_bayes.png" in printed
+    figs = {Path(f).name for f in summary["figures"]}
+    assert {"sparse_heatmap.png", "sparse_bayes.png"} <= figs and f"{len(summary['figures'])} figure files" in printed
+    assert all((out / f).is_file() for f in summary["figures"])
     files = sorted((out / "points").rglob("*.json"))
-    assert len(files) == 1 + 2 + 1 + 1
+    assert len(files) == 2 + 2 * 2 + 1 + 1  # one file per seed of grid and mixer, per (P, init), per (S, s)
     assert set(summary["theory"]) == {"S=4,s=2"}
     rec = json.loads(files[0].read_text())
     assert "versions" in rec and "key" in rec["point"]
     mtimes = [f.stat().st_mtime_ns for f in files]
-    run(SparseConfig.from_toml(cfg_path), out, progress=False)  # resumes: nothing recomputed
-    assert [f.stat().st_mtime_ns for f in files] == mtimes
+    again = run_experiment(Sparse(), Sparse.load_config(cfg_path), out, progress=False, figures=False)  # resumes
+    assert [f.stat().st_mtime_ns for f in files] == mtimes and again["points_computed"] == 0
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
@@ -98,4 +104,15 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     p.write_text("grid = [[4, 0]]\n")
     assert main(["sparse", "--config", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "s=0" in err
+    assert err.count("\n") == 1 and "grid.0.1=0" in err  # the field (s of the first [S, s] pair) and its value
+
+
+def test_cli_bad_input_mentions_set_only_when_given(tmp_path, capsys):
+    """The error line says "with --set" only when --set items were given (here none were)."""
+    p = tmp_path / "bad.toml"
+    p.write_text("grid = [[4, 0]]\n")
+    assert main(["sparse", "--config", str(p), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "config bad.toml: grid.0.1=0" in err and "--set" not in err
+    assert main(["sparse", "--config", str(p), "--set", "seeds=2", "--out", str(tmp_path / "o")]) == 2
+    assert "config bad.toml with --set: grid.0.1=0" in capsys.readouterr().err

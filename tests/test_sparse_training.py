@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayesattn.experiments.sparse_training import SparseTrainConfig, plateau_loss, support_iou, t_star, train_seeds
+from bayesattn.experiments.sparse import SparseTrainConfig
+from bayesattn.experiments.sparse.training import plateau_loss, support_iou, t_star, train_seeds
 
 
 def test_t_star_on_constructed_histories():
@@ -60,7 +61,7 @@ def test_plateau_loss():
 )
 def test_config_errors(kw, match):
     with pytest.raises(ValueError, match=match):
-        SparseTrainConfig(**kw)
+        SparseTrainConfig.load(kw)
 
 
 def test_full_size_config_is_the_replication():

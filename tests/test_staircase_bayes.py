@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import bayesattn as ba
-from bayesattn.experiments.staircase import hot_init, transitions
+from bayesattn.experiments.staircase import Staircase
+from bayesattn.experiments.staircase.bayes import hot_init
+from bayesattn.experiments.staircase.summary import transitions
 
 
 def test_two_heads_recover_one_lag_each():
@@ -39,26 +41,26 @@ def test_transitions_log_interpolates():
 
 
 def test_named_configs_load_and_ratio_sweep_points():
-    from bayesattn.experiments.staircase import CONFIG_DIRS, StaircaseConfig, points
-
-    names = sorted(p.stem for d in CONFIG_DIRS for p in d.glob("*.toml"))
+    points = Staircase().points
+    names = sorted(Staircase.configs())
     assert {"staircase", "staircase_full", "staircase_ratio"} <= set(names)
     for name in names:
-        StaircaseConfig.from_toml(name)
-    cfg = StaircaseConfig.from_toml("staircase_ratio")
+        Staircase.load_config(name)
+    cfg = Staircase.load_config("staircase_ratio")
     pts = points(cfg)["mcmc"]
     assert len(pts) == len(cfg.bayes.ratios) * len(cfg.bayes.P) * len(cfg.bayes.attention) * len(cfg.bayes.heads)
     assert sorted({p["bayes"]["ratio"] for p in pts}) == sorted(cfg.bayes.ratios)
     # a point of the ratio sweep at the default ratio is the very point of the default config (reused on disk)
     from bayesattn.sweep import point_id
 
-    default = {point_id(p) for p in points(StaircaseConfig.from_toml("staircase"))["mcmc"]}
+    default = {point_id(p) for p in points(Staircase.load_config("staircase"))["mcmc"]}
     shared = [p for p in pts if p["bayes"]["ratio"] == 0.6 and p["P"] in (200, 30000)]
     assert len(shared) == 2 and all(point_id(p) in default for p in shared)
 
 
 def test_ratio_table_and_bad_ratio():
-    from bayesattn.experiments.staircase import BayesConfig, ratio_table
+    from bayesattn.experiments.staircase.config import BayesConfig
+    from bayesattn.experiments.staircase.summary import ratio_table
 
     def entry(ratio, p1, p2):
         return {"attention": "softmax", "heads": 2, "init": "cold", "ratio": ratio, "P_k": {"lag1": p1, "lag2": p2}}
@@ -74,13 +76,13 @@ def test_ratio_table_and_bad_ratio():
     assert rows[0]["P2/P1"] is None and np.isclose(rows[1]["P2/P1"], 3.0) and np.isclose(rows[2]["P2/P1"], 1.6)
     for bad in ([], [0.5, 1.5], "x", 0.0, True):
         with pytest.raises(ValueError, match="ratio"):
-            BayesConfig(ratio=bad)
+            BayesConfig.load({"ratio": bad})
 
 
 def test_ratio_figure(tmp_path):
     import json
 
-    from bayesattn.plots.staircase import ratio_figure
+    from bayesattn.experiments.staircase.figures import ratio_figure
 
     assert ratio_figure(tmp_path, tmp_path / "r.png") is None  # no summary: no figure
     rows = [
@@ -154,8 +156,9 @@ def test_linear_posterior_is_invariant_under_rotating_the_heads_softmax_is_not()
 def test_theory_part_next_to_mcmc(tmp_path):
     """The staircase's theory part (the H-head theory on the MCMC grid, softmax) is written, summarised and
     drawn with the MCMC points; at a P far below the first stage both give the near-uniform best-head mass."""
-    from bayesattn.experiments.staircase import BayesConfig, StaircaseConfig, points, run
-    from bayesattn.plots.staircase import bayes_figure
+    from bayesattn.experiments.staircase.config import BayesConfig, StaircaseConfig
+    from bayesattn.experiments.staircase.figures import bayes_figure
+    from bayesattn.sweep import run_experiment
 
     b = BayesConfig(
         T=8,
@@ -164,13 +167,12 @@ def test_theory_part_next_to_mcmc(tmp_path):
         attention=["softmax", "linear"],
         inits=["cold"],
         P=[60, 120],
-        num_chains=2,
-        num_warmup=150,
-        num_samples=150,
+        mcmc={"num_chains": 2, "num_warmup": 150, "num_samples": 150},
     )
     cfg = StaircaseConfig(parts=["mcmc", "theory"], bayes=b, theory={"num_samples": 20000})
-    assert [p["attention"] for p in points(cfg)["theory"]] == ["softmax"]  # linear: the figure shows capture
-    s = run(cfg, tmp_path, progress=False)
+    # linear: the figure shows capture
+    assert [p["attention"] for p in Staircase().points(cfg)["theory"]] == ["softmax"]
+    s = run_experiment(Staircase(), cfg, tmp_path, progress=False, figures=False)
     th = s["theory"]["softmax/H=2/w=0.6"]
     assert set(th["P_k"]) == {"lag1", "lag2"}
     rec = json.loads(next((tmp_path / "points" / "theory").glob("*.json")).read_text())["result"]
@@ -178,7 +180,5 @@ def test_theory_part_next_to_mcmc(tmp_path):
     for lag in ("lag1", "lag2"):
         assert abs(rec["mass_max"][lag][0] - mc[f"mass_max:{lag}"][0]) < 0.03, (lag, rec, mc)
     assert bayes_figure(tmp_path, tmp_path / "f.png").stat().st_size > 1000
-    from bayesattn.experiments.staircase import theory_options
-
     with pytest.raises(ValueError, match="theory"):
-        theory_options({"head": [2]})
+        StaircaseConfig.load({"theory": {"head": [2]}})

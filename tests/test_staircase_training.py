@@ -93,8 +93,9 @@ def test_multihead_xavier_init_and_score_scale():
 
 
 # ---------------------------------------------------------------- the minimal model's gather forward
-from bayesattn.experiments.staircase_models import minimal_logits  # noqa: E402
-from bayesattn.experiments.staircase_training import TrainingConfig, stage_times, train_minimal  # noqa: E402
+from bayesattn.experiments.staircase.config import TrainingConfig  # noqa: E402
+from bayesattn.experiments.staircase.models import minimal_logits  # noqa: E402
+from bayesattn.experiments.staircase.training import stage_times, train_minimal  # noqa: E402
 
 
 def _general(net, tokens, q0):
@@ -229,7 +230,7 @@ def test_training_record_matches_the_general_network():
 )
 def test_training_config_bad_input(bad, name):
     with pytest.raises(ValueError, match=name):
-        TrainingConfig(**bad)
+        TrainingConfig.load(bad)
 
 
 def test_stage_times_reads_first_covered_steps():
@@ -299,22 +300,21 @@ def test_transformer_variant_layout_against_numpy():
 
 
 def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tmp_path):
-    from bayesattn.experiments.staircase import StaircaseConfig, points
+    from bayesattn.experiments.staircase import Staircase
 
+    points = Staircase().points
     path = tmp_path / "v.toml"
     path.write_text(
         'name = "v"\nparts = ["train"]\ntrain_seeds = 2\n[train]\nbatch_size = 600\n'
         '[train_variants.sgd]\noptimizer = "sgd"\nlr = 0.5\nmomentum = 0.9\nseeds = 3\n'
     )
-    cfg = StaircaseConfig.from_toml(path)
+    cfg = Staircase.load_config(path)
     pts = points(cfg)["train"]
     assert [(p["variant"], p["seed"]) for p in pts] == [("main", 0), ("main", 1), ("sgd", 0), ("sgd", 1), ("sgd", 2)]
     assert pts[2]["train"]["batch_size"] == 600 and pts[2]["train"]["momentum"] == 0.9  # [train] underneath
-    cfg.train_only = ["sgd"]
-    assert {p["variant"] for p in points(cfg)["train"]} == {"sgd"}
-    cfg.train_only = ["adam"]
-    with pytest.raises(ValueError, match="train_only"):
-        points(cfg)
+    assert {p["variant"] for p in points(cfg.replace(train_only=["sgd"]))["train"]} == {"sgd"}
+    with pytest.raises(ValueError, match="train_only"):  # an unknown run: refused before any point is made
+        cfg.replace(train_only=["adam"])
     path.write_text('name = "v"\n[train_variants.bad]\nmomentum = 0.9\n')
     with pytest.raises(ValueError, match="momentum"):
-        StaircaseConfig.from_toml(path)
+        Staircase.load_config(path)

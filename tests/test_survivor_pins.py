@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 import bayesattn as ba
-from bayesattn import sweep
+from bayesattn import provenance, sweep
 from bayesattn.sweep import point_id, run_sweep
 
 
@@ -75,7 +75,7 @@ def test_sweep_progress_bar_counts_points_and_is_on_by_default(tmp_path, capsys)
 
 
 def test_versions_name_a_missing_package(monkeypatch):
-    """sweep.py `except metadata.PackageNotFoundError` replaced: a package that is not installed is reported
+    """provenance.py `except metadata.PackageNotFoundError` replaced: a package that is not installed is reported
     as such, not an error."""
 
     def version(name):
@@ -83,6 +83,6 @@ def test_versions_name_a_missing_package(monkeypatch):
             raise metadata.PackageNotFoundError(name)
         return "1.0"
 
-    monkeypatch.setattr(sweep.metadata, "version", version)
-    v = sweep.package_versions()
+    monkeypatch.setattr(provenance.metadata, "version", version)
+    v = provenance.package_versions()
     assert v["blackjax"] == "not installed" and v["jax"] == "1.0" and "python" in v

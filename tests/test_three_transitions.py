@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from bayesattn.experiments.three_transitions import ThreeTransitionsConfig, point_config, run
-from bayesattn.experiments.three_transitions_mcmc import crossing_search, level_crossing
+from bayesattn.experiments.three_transitions import ThreeTransitions, ThreeTransitionsConfig, point_config
+from bayesattn.experiments.three_transitions.mcmc import crossing_search, level_crossing
+from bayesattn.sweep import run_experiment
 
 
 def _logistic(P, Pc, w, lo=0.02, hi=0.17):
@@ -65,11 +66,11 @@ def test_crossing_search_extends_the_grid_once_when_the_crossing_is_outside():
 
 
 def test_point_files_hash_only_their_own_settings():
-    a, b = ThreeTransitionsConfig(), ThreeTransitionsConfig(mcmc_samples=999, workers=1)
+    a, b = ThreeTransitionsConfig(), ThreeTransitionsConfig(mcmc={"num_samples": 999}, workers=1)
     assert point_config(a, "adam") == point_config(b, "adam")
     assert point_config(a, "theory") == point_config(b, "theory")
     assert point_config(a, "mcmc") != point_config(b, "mcmc")
-    c = ThreeTransitionsConfig(steps=10)
+    c = ThreeTransitionsConfig(adam={"steps": 10})
     assert point_config(a, "mcmc") == point_config(c, "mcmc") and point_config(a, "adam") != point_config(c, "adam")
 
 
@@ -77,11 +78,11 @@ def test_mcmc_point_on_a_small_case_records_keys_and_lands_near_the_theory():
     """The real estimator (NUTS, cold and hot starts) at linear T = 4, d = 8: the theory's second-order P_c is
     652; the exact posterior's crossing is within 35% of it (T = 4 is far from the theory's large-T limit:
     measured ~516 with other settings), and both starts agree (no hysteresis in a second-order transition)."""
-    from bayesattn.experiments.three_transitions import _P_grid, _summary
-    from bayesattn.experiments.three_transitions_mcmc import mcmc_transition
+    from bayesattn.experiments.three_transitions.compute import _P_grid, _summary
+    from bayesattn.experiments.three_transitions.mcmc import mcmc_transition
 
     cfg = ThreeTransitionsConfig(
-        mcmc_warmup=100, mcmc_samples=150, mcmc_chains=1, mcmc_grid=3, mcmc_refine=1, mcmc_span=1.35
+        mcmc={"num_warmup": 100, "num_samples": 150, "num_chains": 1, "grid": 3, "refine": 1, "span": 1.35}
     )
     res = mcmc_transition(cfg, "linear", 4, _P_grid(cfg, 4, "linear"), _summary)
     assert res["theory_order"] == "second" and res["observable"] == "u"
@@ -102,30 +103,25 @@ def test_small_run_end_to_end_is_resumable(tmp_path):
     cfg = ThreeTransitionsConfig(
         T_values=[4],
         attentions=["linear"],
-        steps=300,
-        grid_points=4,
-        mcmc_warmup=100,
-        mcmc_samples=150,
-        mcmc_chains=2,
-        mcmc_grid=3,
-        mcmc_refine=1,
+        adam={"steps": 300, "grid_points": 4},
+        mcmc={"num_warmup": 100, "num_samples": 150, "num_chains": 2, "grid": 3, "refine": 1, "span": 1.35},
         workers=1,
-        mcmc_span=1.35,
     )
-    s1 = run(cfg, tmp_path, progress=False)
-    files = sorted((tmp_path / "points").glob("*.json"))
-    assert len(files) == len(cfg.points()) == 4
+    exp = ThreeTransitions()
+    s1 = run_experiment(exp, cfg, tmp_path, progress=False, figures=False)
+    files = sorted((tmp_path / "points").rglob("*.json"))
+    assert len(files) == sum(len(v) for v in exp.points(cfg).values()) == 4
     recs = [json.loads(f.read_text()) for f in files]
     mc = next(r for r in recs if r["point"]["kind"] == "mcmc")
-    assert mc["versions"] and mc["point"]["config"]["mcmc_samples"] == 150
+    assert mc["versions"] and mc["point"]["config"]["mcmc"]["num_samples"] == 150
     res = mc["result"]
     assert res["data_key"] and all(r["key"] for i in ("cold", "hot") for r in res["runs"][i])
     row = s1["table"][0]
     assert row["mcmc"]["theory"] == pytest.approx(row["theory_posterior"]["P_c"])
     assert row["mcmc"]["P"] == pytest.approx(row["mcmc"]["theory"], rel=0.35)
     mtimes = [f.stat().st_mtime_ns for f in files]
-    s2 = run(cfg, tmp_path, progress=False)
+    s2 = run_experiment(exp, cfg, tmp_path, progress=False, figures=False)
     assert [f.stat().st_mtime_ns for f in files] == mtimes and s2["table"] == s1["table"]
-    from bayesattn.plots.three_transitions import plot_three_transitions
+    from bayesattn.experiments.three_transitions.figures import plot_three_transitions
 
     assert all(p.exists() for p in plot_three_transitions(tmp_path))

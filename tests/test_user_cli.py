@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 import bayesattn as ba
-from bayesattn import sweep
+from bayesattn import provenance, sweep
 from bayesattn.cli import build_parser, main
-from bayesattn.experiments import RunConfig, build_points, copy_head
-from bayesattn.sweep import point_id, write_json_atomic
+from bayesattn.experiments.copy_head import PhaseDiagram, RunConfig, build_points
+from bayesattn.experiments.copy_head import compute as copy_head
+from bayesattn.files import write_json_atomic
+from bayesattn.sweep import point_id, run_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +39,7 @@ def _no_work(monkeypatch):
 
     monkeypatch.setattr("bayesattn.bayes.sampling.sample", boom)
     monkeypatch.setattr("bayesattn.training.train", boom)
-    monkeypatch.setattr("bayesattn.experiments.run_phase_diagram", boom)
+    monkeypatch.setattr("bayesattn.sweep.run_experiment", boom)
 
 
 @pytest.mark.parametrize(
@@ -65,8 +67,8 @@ def test_output_that_is_a_file_or_a_folder(tmp_path, monkeypatch, capsys):
     code, cap = _run_main(["sample", "--P", "50", "--out", str(tmp_path)], capsys)
     assert code == 2 and "is a folder" in cap.err
     # the library call checks too
-    with pytest.raises(ValueError, match="out_dir="):
-        copy_head.run_phase_diagram(RunConfig(methods=["theory"]), a_file)
+    with pytest.raises(ValueError, match="--out="):
+        run_experiment(PhaseDiagram(), RunConfig(methods=["theory"]), a_file)
 
 
 # ----------------------------------------------------------------------------------------------- file modes
@@ -92,13 +94,13 @@ def _fake_mcmc(point):
 
 def test_resume_keeps_total_compute_time(tmp_path, monkeypatch):
     monkeypatch.setitem(copy_head.COMPUTE, "mcmc", _fake_mcmc)
-    cfg = RunConfig(methods=["mcmc"], attention=["softmax"]).override("P.values", [100, 200, 300])
-    first = copy_head.run_phase_diagram(cfg, tmp_path, progress=False, figures=False, log=lambda *_: None)
+    cfg = PhaseDiagram.load_config(None, ["methods=mcmc", "attention=softmax", "P.values=[100, 200, 300]"])
+    run = lambda c: run_experiment(PhaseDiagram(), c, tmp_path, progress=False, figures=False, log=lambda *_: None)  # noqa: E731
+    first = run(cfg)
     assert first["points_computed"] == 3 and first["points_resumed"] == 0
     assert first["compute_time_s"] >= 0.9 and first["wall_time_s"] >= first["compute_time_s"]
     # resume with one more point: only that one is computed, the total counts all four
-    cfg2 = cfg.override("P.values", [100, 200, 300, 400])
-    second = copy_head.run_phase_diagram(cfg2, tmp_path, progress=False, figures=False, log=lambda *_: None)
+    second = run(cfg.replace(P=cfg.P.replace(values=[100, 200, 300, 400])))
     times = [json.loads(p.read_text())["wall_time_s"] for p in (tmp_path / "points" / "mcmc").glob("*.json")]
     assert second["points_computed"] == 1 and second["points_resumed"] == 3
     assert second["compute_time_s"] == pytest.approx(sum(times)) and second["compute_time_s"] >= 1.2
@@ -109,7 +111,7 @@ def test_resume_keeps_total_compute_time(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------------------------- provenance
 def test_point_files_record_code_version_and_device(tmp_path):
-    sweep.code_version.cache_clear()  # cached per process; the checkout may have moved during a long session
+    provenance.code_version.cache_clear()  # cached per process; the checkout may have moved during a long session
     rec = sweep.run_sweep([{"method": "toy", "P": 1}], lambda p: {"x": 1}, tmp_path, progress=False)[0]
     prov = rec["provenance"]
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -128,7 +130,7 @@ def test_point_files_record_code_version_and_device(tmp_path):
 def test_code_version_outside_a_checkout_is_unknown(tmp_path):
     shutil.copytree(ROOT / "bayesattn", tmp_path / "bayesattn", ignore=shutil.ignore_patterns("__pycache__"))
     r = subprocess.run(
-        [sys.executable, "-c", "import json, bayesattn.sweep as s; print(json.dumps(s.code_version()))"],
+        [sys.executable, "-c", "import json, bayesattn.provenance as s; print(json.dumps(s.code_version()))"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -150,7 +152,7 @@ def test_one_point_commands_offer_only_their_choices():
     method = next(a for a in sub["sample"]._actions if a.dest == "method")
     assert list(method.choices) == list(ba.bayes.sampling.METHODS)
     out = next(a for a in sub["phase-diagram"]._actions if a.dest == "out")
-    assert "phase_diagrams/<config name>" in out.help and "results/" not in out.help
+    assert "results/<config name>" in out.help
 
 
 def test_train_says_which_attention(capsys):
@@ -161,33 +163,45 @@ def test_train_says_which_attention(capsys):
 
 # ----------------------------------------------------------------------------------------------- issue 10
 def test_cache_key_of_a_point_depends_only_on_its_method():
-    base = RunConfig().override("P.values", [300, 1000])
-    ids = lambda cfg: {m: [point_id(p) for p in pts] for m, pts in build_points(cfg).items()}  # noqa: E731
-    a = ids(base)
-    b = ids(base.override("adam.lr", 0.02))
+    cfg = lambda *sets: PhaseDiagram.load_config(None, ["P.values=[300, 1000]", *sets])  # noqa: E731
+    ids = lambda c: {m: [point_id(p) for p in pts] for m, pts in build_points(c).items()}  # noqa: E731
+    a = ids(cfg())
+    b = ids(cfg("adam.lr=0.02"))
     assert a["theory"] == b["theory"] and a["mcmc"] == b["mcmc"] and a["adam"] != b["adam"]
-    c = ids(base.override("mcmc.num_samples", 900))
+    c = ids(cfg("mcmc.num_samples=900"))
     assert a["theory"] == c["theory"] and a["adam"] == c["adam"] and a["mcmc"] != c["mcmc"]
-    d = ids(base.override("seed", 5))
+    d = ids(cfg("seed=5"))
     assert a["theory"] == d["theory"] and a["mcmc"] != d["mcmc"] and a["adam"] != d["adam"]
-    e = ids(base.override("task.T", 16))
+    e = ids(cfg("task.T=16"))
     assert all(set(a[m]).isdisjoint(e[m]) for m in a)
-    f = ids(base.override("prior.sigma2", 300.0))
+    f = ids(cfg("prior.sigma2=300.0"))
     assert all(set(a[m]).isdisjoint(f[m]) for m in a)
     # the theory depends on the P range, a sampled point only on its own P
-    g = ids(base.override("P.values", [300, 1000, 2000]))
+    g = ids(cfg("P.values=[300, 1000, 2000]"))
     assert a["theory"] != g["theory"] and set(a["mcmc"]) < set(g["mcmc"])
 
 
 def test_every_method_at_a_point_sees_the_same_recorded_data():
-    cfg = RunConfig(attention=["softmax"], seed=3).override("task.T", 4).override("task.d", 2)
-    cfg = cfg.override("P.values", [60])
-    cfg = cfg.override("mcmc.num_chains", 1).override("mcmc.num_warmup", 20).override("mcmc.num_samples", 20)
-    cfg = cfg.override("adam.seeds", 2).override("adam.steps", 30).override("adam.record_every", 10)
+    cfg = PhaseDiagram.load_config(
+        None,
+        [
+            "attention=softmax",
+            "seed=3",
+            "task.T=4",
+            "task.d=2",
+            "P.values=[60]",
+            "mcmc.num_chains=1",
+            "mcmc.num_warmup=20",
+            "mcmc.num_samples=20",
+            "adam.seeds=2",
+            "adam.steps=30",
+            "adam.record_every=10",
+        ],
+    )
     pts = build_points(cfg)
     mc = copy_head.mcmc_point(pts["mcmc"][0])
     ad = copy_head.adam_point(pts["adam"][0])
-    data = cfg.task.sample(copy_head.point_keys(3, copy_head.DATA, 60), 60)  # the documented key rule
+    data = cfg.make_task().sample(copy_head.point_keys(3, copy_head.DATA, 60), 60)  # the documented key rule
     X, Y = np.asarray(data.X), np.asarray(data.Y)
     import hashlib
 
@@ -202,7 +216,7 @@ def test_every_method_at_a_point_sees_the_same_recorded_data():
         for r in range(2):
             ref = ba.train(
                 data,
-                cfg.prior,
+                cfg.make_prior(),
                 "softmax",
                 copy_head.point_keys(3, copy_head.ADAM, 60, i, r),
                 steps=30,
@@ -213,12 +227,12 @@ def test_every_method_at_a_point_sees_the_same_recorded_data():
             got = ad["inits"][init]["final_order_parameters"]["m"][r]
             assert got == pytest.approx(ref.final_order_parameters["m"], rel=1e-10)
     # a different seed gives different data, recorded as such
-    other = copy_head.data_record(copy_head.point_data(cfg.task, 4, 60))
+    other = copy_head.data_record(copy_head.point_data(cfg.make_task(), 4, 60))
     assert other["sha256"] != mc["data"]["sha256"]
 
 
 def test_figures_draw_the_latest_record_of_a_point(tmp_path):
-    from bayesattn.plots.copy_head import load_run
+    from bayesattn.experiments.copy_head.figures_common import load_run
 
     folder = tmp_path / "points" / "theory"
     # the newer record sorts first by file name: the choice must come from finished_at

@@ -69,7 +69,7 @@ def test_sigint_during_compilation_and_theory(tmp_path, delay):
     """0.3 s after the header: tracing and compiling the theory; 2.5 s: computing its tables."""
     proc = _start([*TINY, "--methods", "theory", "--P", "100,400", "--out", "run"], tmp_path)
     first = proc.stdout.readline()
-    assert first.startswith("bayesattn: phase diagram"), first
+    assert first.startswith("bayesattn: phase-diagram"), first
     time.sleep(delay)
     rc, took, err = _interrupt(proc)
     _check_clean(rc, took, err)
@@ -115,9 +115,9 @@ def test_sigint_during_mcmc_keeps_finished_points_and_resumes(tmp_path):
 SNIPPET = """
 import json, os, signal, sys, time
 from pathlib import Path
-from bayesattn import sweep
+from bayesattn import files, runtime
 
-sweep.exit_on_interrupt("bayesattn: interrupted")
+runtime.exit_on_interrupt("bayesattn: interrupted")
 real_fsync = os.fsync
 
 def slow_fsync(fd):  # the signal arrives while the result file is being written
@@ -126,7 +126,7 @@ def slow_fsync(fd):  # the signal arrives while the result file is being written
     real_fsync(fd)
 
 os.fsync = slow_fsync
-sweep.write_json_atomic(Path(sys.argv[1]), {"finished": True, "data": list(range(1000))})
+files.write_json_atomic(Path(sys.argv[1]), {"finished": True, "data": list(range(1000))})
 os.fsync = real_fsync
 time.sleep(30)  # never reached: the watcher ends the process as soon as the rename is done
 print("not interrupted")

@@ -1,0 +1,98 @@
+"""The experiment contract: what every published system gives the command line, the sweep, ``list`` and
+``figures``.
+
+An experiment is a subclass of :class:`Experiment` in its own subpackage ``bayesattn/experiments/<system>/``,
+registered by one line in :mod:`bayesattn.experiments`. It says
+
+- ``name``, ``description`` (one line) and ``Config`` (an :class:`~bayesattn.experiments.config.ExperimentConfig`);
+- its shipped configs, the TOML files in ``<subpackage>/configs/`` (package data);
+- ``points(config)``: {part: [point, ...]}, every grid point a JSON-able dict holding exactly what its result
+  depends on (its file name is a hash of it, so a changed setting recomputes exactly the affected points);
+- ``compute(point)``: one point's result (a JSON-able dict), a pure function of the point;
+- ``batch(config, part)``: optionally, how points of one part are computed together (:class:`~bayesattn._batching.Batch`);
+- ``summarize(config, records)``: the summary, from the saved records alone;
+- ``describe(summary)``: the lines printed at the end of a run;
+- ``figures(folder)``: the figures, drawn from the saved files alone.
+
+:func:`bayesattn.sweep.run_experiment` runs any experiment: it computes every missing point through
+:func:`bayesattn.sweep.run_sweep` (atomic, resumable, one file per point), then writes ``summary.json`` and the
+figures. A skeleton for a new system is ``docs/architecture.md``'s "Adding an experiment".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from .config import ExperimentConfig, apply_overrides, find_config, packaged_configs, read_toml
+
+
+class Experiment:
+    """Base class of an experiment (see the module docstring). Subclasses set the class attributes and
+    override ``points``, ``compute`` and ``summarize``; ``describe``, ``figures`` and ``batch`` are optional.
+
+    ``progress`` is set by the runner: True when a point may show its own progress bar (training steps)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Config: ClassVar[type[ExperimentConfig]]
+    default_config: ClassVar[str] = "default"
+    progress: bool = False
+
+    # --- configs -----------------------------------------------------------------------------------
+    @classmethod
+    def package(cls) -> str:
+        """The subpackage that holds the experiment and its ``configs/``."""
+        return cls.__module__.rsplit(".", 1)[0] if cls.__module__.count(".") > 2 else cls.__module__
+
+    @classmethod
+    def configs(cls) -> dict[str, Path]:
+        """{name: path} of the shipped named configs."""
+        return packaged_configs(cls.package())
+
+    @classmethod
+    def load_config(cls, name_or_path: str | Path | None = None, sets: Sequence[str] = ()) -> ExperimentConfig:
+        """The config of a named config or TOML path (None: the default named config), with ``--set``
+        overrides applied. ConfigError (one line) for an unknown name, bad TOML, an unknown key or a bad value."""
+        name = cls.default_config if name_or_path is None else name_or_path
+        path = find_config(cls.package(), name)
+        data = apply_overrides(cls.Config, read_toml(path), sets)
+        return cls.Config.load(data, source=f"config {path.name} with --set" if sets else f"config {path.name}")
+
+    def check(self, config: ExperimentConfig) -> None:
+        """Checks of a config that need more than its own fields (run before any work); default: none."""
+
+    # --- the grid ----------------------------------------------------------------------------------
+    def points(self, config: ExperimentConfig) -> dict[str, list[dict]]:
+        raise NotImplementedError
+
+    def compute(self, point: dict) -> dict:
+        raise NotImplementedError
+
+    def batch(self, config: ExperimentConfig, part: str):
+        """How the points of ``part`` are computed together (a :class:`~bayesattn._batching.Batch`), or None."""
+        return None
+
+    # --- results -----------------------------------------------------------------------------------
+    def summarize(self, config: ExperimentConfig, records: dict[str, list[dict]]) -> dict:
+        raise NotImplementedError
+
+    def describe(self, summary: dict) -> list[str]:
+        return []
+
+    def figures(self, folder: Path) -> list[Path]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"<experiment {self.name}: {self.description}>"
+
+
+def registry(*experiments: type[Experiment]) -> dict[str, type[Experiment]]:
+    """{name: experiment class}; each subpackage's ``__init__`` imports no JAX, so building it is fast."""
+    out: dict[str, type[Experiment]] = {}
+    for cls in experiments:
+        if cls.name in out:
+            raise ValueError(f"experiment {cls.name!r} is registered twice")
+        out[cls.name] = cls
+    return out

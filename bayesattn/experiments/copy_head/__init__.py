@@ -1,0 +1,77 @@
+"""The copy-head phase diagram, the toolkit's main job: where in the number of training sequences P the copy
+head appears, from the order-parameter theory, exact-posterior MCMC and Adam, softmax and linear attention side
+by side (docs/model.md, docs/theory.md).
+
+A run writes, under its output folder::
+
+    run.json, summary.json       config, transitions per attention and method, key rules, provenance, times
+    points/theory/*.json         one file per attention: phase curve, landscapes, planes
+    points/mcmc/*.json           one file per (attention, P): data record, cold / hot chains, diagnostics
+    points/adam/*.json           one file per (attention, P): data record, Adam from small and hot init
+    figures/*.png, *.pdf         drawn from the files above only (``bayesattn figures`` redraws them)
+"""
+
+from __future__ import annotations
+
+from ..contract import Experiment
+from .config import METHODS, RunConfig
+
+__all__ = ["DEPENDS_ON", "METHODS", "PhaseDiagram", "RunConfig", "build_points"]
+
+# what each method's grid point depends on, besides attention, task and prior (its cache key)
+DEPENDS_ON = {"theory": ("theory", "P"), "mcmc": ("mcmc", "seed"), "adam": ("adam", "seed")}
+
+
+def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
+    """The grid points of each requested method. A point carries only what its method depends on (its config
+    section, the task, the prior and, for sampling and training, the seed and P), so that its file name, a
+    hash of the point, changes exactly when its result would."""
+    conf = cfg.to_dict()
+    pts: dict[str, list[dict]] = {}
+    for method in cfg.methods:
+        base = {"method": method, "task": conf["task"], "prior": conf["prior"]}
+        base.update({("P_grid" if k == "P" else k): conf[k] for k in DEPENDS_ON[method]})
+        if method == "theory":
+            pts[method] = [{**base, "attention": a} for a in cfg.attention]
+        else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)
+            per = {a: {"mcmc": cfg.mcmc.effective(a)} if method == "mcmc" else {} for a in cfg.attention}
+            pts[method] = [{**base, **per[a], "attention": a, "P": int(P)} for a in cfg.attention for P in cfg.P.grid()]
+    return pts
+
+
+class PhaseDiagram(Experiment):
+    name = "phase-diagram"
+    description = "copy-head transition in P: theory, exact-posterior MCMC and Adam, softmax vs linear attention"
+    Config = RunConfig
+    mcmc_batch: int = 1  # MCMC points of one shape sampled this many at a time in one program (--batch)
+
+    def points(self, config: RunConfig) -> dict[str, list[dict]]:
+        return build_points(config)
+
+    def compute(self, point: dict) -> dict:
+        from .compute import COMPUTE
+
+        return COMPUTE[point["method"]](point)
+
+    def batch(self, config: RunConfig, part: str):
+        if part != "mcmc" or self.mcmc_batch <= 1:
+            return None
+        from ..._batching import Batch
+        from .compute import mcmc_group_key, mcmc_points
+
+        return Batch(key=mcmc_group_key, many=mcmc_points, size=self.mcmc_batch)
+
+    def summarize(self, config: RunConfig, records: dict[str, list[dict]]) -> dict:
+        from .summary import summarize
+
+        return summarize(config, records)
+
+    def describe(self, summary: dict) -> list[str]:
+        from .summary import describe
+
+        return describe(summary)
+
+    def figures(self, folder):
+        from .figures import draw_all
+
+        return draw_all(folder)

@@ -1,0 +1,109 @@
+"""The phase-diagram job's config (``RunConfig``) and its sections, shared by the other experiments where they
+mean the same thing (the copy task, the prior, the MCMC settings). No JAX here: configs load at once."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import field_serializer, model_validator
+
+from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..sections import CopyTaskSection, GridSection, MCMCSection, PriorSection, Sampler, SamplerInit
+
+METHODS = ("theory", "mcmc", "adam")
+Method = Literal["theory", "mcmc", "adam"]
+TrainInit = Literal["small", "hot"]
+
+
+class TheorySection(Section):
+    num_P: int = 200  # dense grid for the theory curves
+    vary_name: Literal["sigma_A2", "T", ""] = "T"  # also compute the (P, vary) plane ("": none)
+    vary_values: list[float] = [8.0, 16.0, 32.0, 64.0]
+    T_values: list[int] = []  # finite-size scaling
+
+    @model_validator(mode="after")
+    def _dense(self):
+        if self.num_P < 2:
+            raise ValueError(f"num_P={self.num_P}: expected an integer >= 2")
+        return self
+
+
+class MCMCOverride(Section):
+    """Per-attention overrides of :class:`MCMCSection` (``[mcmc.by_attention.softmax]``): only what is given."""
+
+    method: Sampler | None = None
+    backend: Literal["blackjax", "numpyro"] | None = None
+    num_chains: PositiveInt | None = None
+    num_warmup: PositiveInt | None = None
+    num_samples: PositiveInt | None = None
+    inits: list[SamplerInit] | None = None
+
+
+class PhaseMCMCSection(MCMCSection):
+    # per-attention overrides of the fields above: [mcmc.by_attention.softmax] method = "chees", ...
+    by_attention: dict[Attention, MCMCOverride] = {}
+
+    @field_serializer("by_attention")
+    def _given_only(self, value):
+        return {a: o.model_dump(exclude_none=True) for a, o in value.items()}
+
+    @model_validator(mode="after")
+    def _overrides_valid(self):
+        for a in self.by_attention:
+            try:
+                MCMCSection.load(self.effective(a))
+            except ValueError as e:
+                raise ValueError(f"by_attention.{a}.{e}") from None
+        return self
+
+    def effective(self, attention: str) -> dict:
+        """The sampler settings of ``attention``'s points: the fields above with its overrides applied (what an
+        MCMC point carries; without overrides exactly the fields, so the points keep their names)."""
+        out = {k: v for k, v in self.model_dump().items() if k != "by_attention"}
+        over = self.by_attention.get(attention)
+        return {**out, **(over.model_dump(exclude_none=True) if over else {})}
+
+
+class AdamSection(Section):
+    seeds: PositiveInt = 4
+    steps: PositiveInt = 3000
+    lr: PositiveFloat = 0.01
+    inits: list[TrainInit] = ["small", "hot"]
+    record_every: PositiveInt = 50
+    log_records: NonNegativeInt = 0  # also record at this many log-spaced steps (resolves the fast early rise)
+
+    @model_validator(mode="after")
+    def _some_init(self):
+        if not self.inits:
+            raise ValueError("inits=[]: expected at least one initialisation")
+        return self
+
+
+class RunConfig(ExperimentConfig):
+    """Everything a phase-diagram run depends on. Override from the command line with ``--set section.key=value``."""
+
+    name: str = "default"
+    attention: list[Attention] = ["softmax", "linear"]
+    methods: list[Method] = ["theory", "mcmc", "adam"]
+    seed: NonNegativeInt = 0
+    workers: PositiveInt = 1
+    task: CopyTaskSection = CopyTaskSection()
+    prior: PriorSection = PriorSection()
+    P: GridSection = GridSection()
+    theory: TheorySection = TheorySection()
+    mcmc: PhaseMCMCSection = PhaseMCMCSection()
+    adam: AdamSection = AdamSection()
+
+    @model_validator(mode="after")
+    def _non_empty(self):
+        if not self.attention:
+            raise ValueError("attention=[]: expected at least one of 'softmax', 'linear'")
+        if not self.methods:
+            raise ValueError(f"methods=[]: expected at least one of {', '.join(map(repr, METHODS))}")
+        return self
+
+    def make_task(self):
+        return self.task.make()
+
+    def make_prior(self):
+        return self.prior.make()

@@ -1,0 +1,518 @@
+"""Figures of docs/model.md section 5, drawn from the saved results of a phase-diagram run only.
+
+Nothing here computes anything expensive: every function reads the point files written by
+:mod:`bayesattn.experiments` (``DIR/points/<method>/*.json``) and draws what is there, skipping a figure whose
+inputs the run did not produce. Each figure is saved as PNG and PDF in ``DIR/figures/``.
+
+1. order parameter vs P (theory branches, MCMC cold/hot, Adam small/hot), softmax and linear side by side
+2. free-energy landscapes below, at and above the transition
+3. phase diagrams in the (P, sigma_A2) or (P, T) plane
+4. posterior-mean attention matrices below and above the transition
+5. posterior histograms of the order parameter near the transition
+6. Adam training curves: loss and order parameter over steps
+7. finite-size scaling in T
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+
+from ...figstyle import pyplot
+from ...models.attention import ORDER_PARAMETER, attention_kind
+from .figures_common import (
+    COLORS,
+    SERIES,
+    X_LABEL,
+    arr,
+    attention_panels,
+    inits,
+    load_run,
+    log_P_axis,
+    num,
+    save,
+    title_params,
+)
+from .figures_losses import fig_losses
+
+plt = pyplot()
+
+
+def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
+    """Stable branch solid, metastable dashed, spinodals dotted, binodal / critical point dash-dot. Only what is
+    drawn is labelled: no metastable label without a metastable point, no spinodals where they fall on P_c."""
+    P = arr(curve["P"])
+    stable = arr(curve["stable"][x])
+    meta_drawn = False
+    for br in curve.get("branches", []):
+        bP, bx, bF = arr(br["P"]), arr(br[x]), arr(br["free_energy"])
+        # a branch point is metastable where another branch has a lower free energy at that P
+        sF = np.interp(bP, P, arr(curve["stable"]["free_energy"]))
+        y = np.where(bF > sF + 1e-9, bx, np.nan)
+        if np.isfinite(y).any():
+            ax.plot(bP, y, "k--", lw=1, label="theory, metastable" if (label and not meta_drawn) else None)
+            meta_drawn = True
+    ax.plot(P, stable, "k-", lw=1.6, label="theory, stable" if label else None)
+    if "mean" in curve and x in curve["mean"]:
+        ax.plot(P, arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean" if label else None)
+    tr = curve.get("transition", {})
+    Pc = num(tr.get("P_c"))
+    spin = [num(v) for v in tr.get("spinodals") or [] if abs(num(v) - Pc) > 1e-6 * Pc]
+    for j, v in enumerate(spin):
+        ax.axvline(v, color="0.4", ls=":", lw=1, label="spinodals" if (label and j == 0) else None)
+    if math.isfinite(Pc):
+        kind = "binodal" if tr.get("order") == "first" else "critical point"
+        ax.axvline(Pc, color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
+        note = "\n(spinodals within\none grid step)" if tr.get("spinodals") and not spin else ""
+        ax.annotate(
+            f" P_c = {Pc:.0f}{note}",
+            (Pc, 0.97),
+            xycoords=("data", "axes fraction"),
+            va="top",
+            fontsize=7,
+            color="tab:orange",
+        )
+
+
+def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
+    atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
+    if not atts:
+        return []
+    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.8), squeeze=False, layout="constrained")
+    any_rec, handles = None, {}
+    for ax, att in zip(axes[0], atts):
+        x = ORDER_PARAMETER[att]
+        th = runs.get("theory", {}).get(att)
+        P_all = []
+        if th:
+            any_rec = th[0]
+            _theory_overlay(ax, th[0]["result"]["curve"], x)
+            P_all += arr(th[0]["result"]["curve"]["P"]).tolist()
+        for method in ("mcmc", "adam"):
+            rec_list = runs.get(method, {}).get(att)
+            if not rec_list:
+                continue
+            any_rec = any_rec or rec_list[0]
+            P = np.array([r["point"]["P"] for r in rec_list], dtype=float)
+            P_all += P.tolist()
+            for init in inits(rec_list[0]):
+                marker, color, shift = SERIES.get((method, init), ("x", "0.3", 1.0))
+                if method == "mcmc":
+                    mean = np.array([num(inits(r)[init][x]["mean"]) for r in rec_list])
+                    err = np.array([num(inits(r)[init][x]["std"]) for r in rec_list])
+                    ax.errorbar(
+                        P * shift,
+                        mean,
+                        yerr=err,
+                        fmt=marker,
+                        ms=4,
+                        capsize=2,
+                        color=color,
+                        zorder=3,
+                        label=f"MCMC, {init} start (mean ± 1 sd)",
+                    )
+                else:
+                    vals = [arr(inits(r)[init]["final_order_parameters"][x]).ravel() for r in rec_list]
+                    ax.errorbar(
+                        P * shift,
+                        [np.nanmean(v) for v in vals],
+                        yerr=[np.nanstd(v) for v in vals],
+                        fmt=marker,
+                        mfc="none",
+                        ms=5,
+                        capsize=2,
+                        color=color,
+                        zorder=4,
+                        label=f"Adam, {init} init (mean ± sd over runs)",
+                    )
+        log_P_axis(ax, min(P_all), max(P_all))
+        ax.set_xlabel("training sequences P")
+        ax.set_ylabel(X_LABEL[x])
+        ax.set_title(f"{att} attention")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    if any_rec:
+        fig.suptitle("Copy-head order parameter vs number of training sequences\n" + title_params(any_rec), fontsize=10)
+    return save(fig, out, "fig1_order_parameter_vs_P")
+
+
+def _landscape_label(P: float, curve: dict) -> str:
+    tr = curve.get("transition", {})
+    Pc = num(tr.get("P_c"))
+    if not math.isfinite(Pc):
+        return f"P = {P:.0f}"
+    if abs(P - Pc) < 1e-6 * Pc:
+        return f"P = {P:.0f} (" + ("binodal" if tr.get("order") == "first" else "critical point") + ")"
+    return f"P = {P:.0f} (" + ("below" if P < Pc else "above") + ")"
+
+
+def fig_landscapes(runs: dict, out: Path) -> list[Path]:
+    th = runs.get("theory", {})
+    if not (panels := attention_panels(runs, "theory", 4.4, need="landscapes")):
+        return []
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
+        res = th[att][0]["result"]
+        lands = res["landscapes"]
+        curves = []
+        for land, ls in zip(lands, ("-", "--", ":")):
+            lab = _landscape_label(num(land["P"]), res["curve"])
+            curves.append((arr(land["x"]), arr(land["S"]), ls, lab))
+            ax.plot(curves[-1][0], curves[-1][1], ls, lw=1.5, label=lab)
+        ax.set_xlabel(X_LABEL[lands[0].get("x_name", ORDER_PARAMETER[att])])
+        # zoom on the wells: the barrier between coexisting phases is a few nats, the walls hundreds
+        S_all = np.concatenate([c[1] for c in curves])
+        x_all = np.concatenate([c[0] for c in curves])
+        near = x_all[S_all < 15.0]
+        tr = res["curve"].get("transition", {})
+        inset = tr.get("order") == "first" and len(curves) > 1
+        # with an inset, leave the right 30% of the panel free of the wells for it and the legend
+        right = min(1.0, (1.5 if inset else 1.15) * float(near.max())) if near.size else 1.0
+        ax.set_xlim(0, right)
+        ax.set_ylim(-0.5, 15.0)
+        ax.set_ylabel("free energy S − min S  [nats]")
+        ax.set_title(f"{att}: below, at and above the transition")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right" if inset else "upper right")
+        # inset on the binodal's double well: its barrier is a fraction of a nat at T = 32
+        if inset:
+            xb, Sb = curves[1][0], curves[1][1]
+            low = np.flatnonzero(np.isfinite(Sb) & (Sb < 1.5))
+            if low.size > 2:
+                ins = ax.inset_axes([0.71, 0.45, 0.27, 0.42])
+                ins.plot(xb, Sb, "--", color=ax.lines[1].get_color(), lw=1.5)
+                top = max(0.05, float(np.nanmax(Sb[low[0] : low[-1] + 1])))
+                ins.set_xlim(xb[low[0]], xb[low[-1]])
+                ins.set_ylim(-0.1 * top, 1.4 * top)
+                ins.set_title(f"zoom: binodal P = {num(tr['P_c']):.0f}", fontsize=7)
+                ins.tick_params(labelsize=6)
+                ins.grid(alpha=0.3)
+    fig.suptitle("Free-energy landscape of the order parameter\n" + title_params(th[atts[0]][0]), fontsize=10)
+    return save(fig, out, "fig2_free_energy_landscapes")
+
+
+def _plane_heat_map(fig, ax, pl: dict, att: str) -> None:
+    """The theory's posterior mean of the order parameter over (P, vary) under the transition lines, with the
+    phases named where they are: uniform below the transition, copy above it, coexistence between the
+    spinodals (where the window is wide enough to write in)."""
+    P, v = arr(pl["P"]), arr(pl["vary_values"])
+    mean = np.stack([arr(row) for row in pl["mean"]])
+    name = attention_kind(att).order_parameter
+    # cell edges: geometric midpoints in P (log axis), midpoints in the varied parameter
+    Pe = np.concatenate([[P[0] ** 1.5 / P[1] ** 0.5], np.sqrt(P[1:] * P[:-1]), [P[-1] ** 1.5 / P[-2] ** 0.5]])
+    ve = (
+        np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]])
+        if len(v) > 1
+        else np.array([v[0] * 0.9, v[0] * 1.1])
+    )
+    top = float(np.nanmax(mean)) if np.any(np.isfinite(mean)) else 1.0
+    mesh = ax.pcolormesh(
+        Pe,
+        ve,
+        np.ma.masked_invalid(mean),
+        cmap="Greys",
+        vmin=0.0,
+        vmax=max(top, 1e-3),
+        shading="flat",
+        alpha=0.7,
+        rasterized=True,
+    )
+    fig.colorbar(mesh, ax=ax, label=f"posterior mean {name} (theory)", shrink=0.85, pad=0.02)
+    Pc = arr(pl["P_c"])
+    ok = np.isfinite(Pc)
+    if np.any(ok):
+        k = int(np.flatnonzero(ok)[len(np.flatnonzero(ok)) // 2])
+        y = v[k]
+        ax.text(
+            max(P[0] * 1.15, Pc[k] / 4.0),
+            y,
+            "uniform",
+            fontsize=8,
+            va="center",
+            ha="left",
+            color="k",
+            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
+        )
+        ax.text(
+            min(P[-1] / 1.15, Pc[k] * 2.5),
+            y,
+            "copy",
+            fontsize=8,
+            va="center",
+            ha="right",
+            color="k",
+            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
+        )
+    lo, hi = arr(pl.get("spinodal_low", [])), arr(pl.get("spinodal_high", []))
+    wide = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi > 1.3 * lo)) if lo.size and hi.size else []
+    if len(wide):
+        k = int(wide[-1])
+        ax.annotate(
+            "coexistence",
+            xy=(np.sqrt(lo[k] * hi[k]), v[k]),
+            xytext=(np.sqrt(lo[k] * hi[k]), v[k]),
+            fontsize=7,
+            ha="center",
+            va="bottom",
+            color="tab:purple",
+        )
+
+
+def fig_planes(runs: dict, out: Path) -> list[Path]:
+    th = runs.get("theory", {})
+    if not (panels := attention_panels(runs, "theory", 4.4, need="plane")):
+        return []
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
+        pl = th[att][0]["result"]["plane"]
+        v = arr(pl["vary_values"])
+        heat = pl.get("mean") is not None and pl.get("P") is not None
+        if heat:
+            _plane_heat_map(fig, ax, pl, att)
+        ax.plot(
+            arr(pl["P_c"]),
+            v,
+            "o-",
+            color="tab:orange",
+            label="first-order line (binodal)" if attention_kind(att).normalised else "critical line",
+        )
+        if np.any(np.isfinite(arr(pl.get("spinodal_low")))):
+            ax.plot(arr(pl["spinodal_low"]), v, "v--", color="tab:blue", label="lower spinodal")
+            ax.plot(arr(pl["spinodal_high"]), v, "^--", color="tab:red", label="upper spinodal")
+        if pl.get("crossover") is not None and np.any(np.isfinite(arr(pl["crossover"]))):
+            ax.plot(arr(pl["crossover"]), v, "s:", color="tab:green", label="crossover")
+        P_pl = np.concatenate(
+            [arr(pl[k]) for k in ("P_c", "spinodal_low", "spinodal_high", "crossover") if pl.get(k) is not None]
+        )
+        P_pl = P_pl[np.isfinite(P_pl)]
+        if heat:  # the heat map spans the whole P grid
+            P_pl = arr(pl["P"])
+        if P_pl.size:
+            log_P_axis(ax, float(P_pl.min()), float(P_pl.max()))
+        else:
+            ax.set_xscale("log")
+        ax.set_xlabel("training sequences P")
+        name = pl["vary_name"]
+        ax.set_ylabel({"sigma_A2": "prior variance σ_A²", "T": "sequence length T"}.get(name, name))
+        ax.set_title(f"{att} attention")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = th[atts[0]][0]["result"]["plane"]["vary_name"]
+    fig.suptitle(f"Phase diagram in the (P, {name}) plane (theory)\n" + title_params(th[atts[0]][0]), fontsize=10)
+    return save(fig, out, f"fig3_phase_diagram_P_{name}")
+
+
+def _below_above(recs: list[dict], curve: dict | None) -> list[dict]:
+    """The grid points just below and above the theory's transition (else the ends of the grid)."""
+    P = np.array([r["point"]["P"] for r in recs], dtype=float)
+    Pc = num((curve or {}).get("transition", {}).get("P_c")) if curve else math.nan
+    if not math.isfinite(Pc) or len(recs) < 2:
+        return [recs[0], recs[-1]] if len(recs) > 1 else recs
+    below = [r for r, p in zip(recs, P) if p < Pc]
+    above = [r for r, p in zip(recs, P) if p >= Pc]
+    picks = ([below[-1]] if below else []) + ([above[min(1, len(above) - 1)]] if above else [])
+    return picks or [recs[0], recs[-1]]
+
+
+def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
+    mc = runs.get("mcmc", {})
+    atts = [a for a in ("softmax", "linear") if a in mc]
+    if not atts:
+        return []
+    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 3.9 * len(atts)), squeeze=False, layout="constrained")
+    for row, att in zip(axes, atts):
+        curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
+        picks = _below_above(mc[att], curve)
+        mats = [(rec, next(iter(inits(rec))), None) for rec in picks]
+        mats = [(rec, init, arr(inits(rec)[init]["mean_attention"])) for rec, init, _ in mats]
+        # one colour scale per attention, so that below and above compare at a glance
+        lim = max(float(np.nanmax(np.abs(A))) for *_, A in mats) or 1.0
+        im = None
+        for ax, (rec, init, A) in zip(row, mats):
+            kind = attention_kind(att)
+            im = ax.imshow(A, cmap=kind.cmap, vmin=0 if kind.normalised else -lim, vmax=lim)
+            side = "below" if curve and rec["point"]["P"] < num(curve["transition"].get("P_c")) else "above"
+            ax.set_title(f"{att}, P = {rec['point']['P']} ({side} P_c; {init} start)", fontsize=9)
+            ax.set_xlabel("key position s")
+            ax.set_ylabel("query position t")
+        for ax in row[len(mats) :]:
+            ax.set_axis_off()
+        fig.colorbar(
+            im,
+            ax=list(row),
+            fraction=0.046,
+            label="E[sign(m) α_ts]" if attention_kind(att).sign_symmetric else "E[α_ts]",
+        )
+    fig.suptitle(
+        "Posterior-mean attention matrix below and above the transition\n" + title_params(mc[atts[0]][0]), fontsize=10
+    )
+    return save(fig, out, "fig4_posterior_mean_attention")
+
+
+def _theory_density(land: dict, x_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised density of the order parameter from a landscape S: exp(-S) for m; for u the landscape is a
+    density of the cosine sqrt(u), so p(u) = exp(-S) / (2 sqrt(u))."""
+    x, S = arr(land["x"]), arr(land["S"])
+    w = np.exp(-np.where(np.isfinite(S), S, np.inf))
+    mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x))
+    if x_name == "u":
+        w = w / (2 * np.sqrt(x))
+        # the mass below the first grid point, where p(u) ~ 1/sqrt(u): 2 x0 p(x0)
+        mass = np.sum(0.5 * (w[1:] + w[:-1]) * np.diff(x)) + 2 * x[0] * w[0]
+    return x, w / mass
+
+
+def fig_histograms(runs: dict, out: Path) -> list[Path]:
+    mc = runs.get("mcmc", {})
+    if not (panels := attention_panels(runs, "mcmc", 4.2)):
+        return []
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
+        x = ORDER_PARAMETER[att]
+        th = runs.get("theory", {}).get(att, [{}])[0].get("result", {})
+        curve = th.get("curve")
+        Pc = num(curve["transition"].get("P_c")) if curve else math.nan
+        P = np.array([r["point"]["P"] for r in mc[att]], dtype=float)
+        i = int(np.argmin(np.abs(np.log(P / Pc)))) if math.isfinite(Pc) else len(P) // 2
+        rec = mc[att][i]
+        hi = 0.05
+        for init, res in inits(rec).items():
+            draws = arr(res.get("draws", {}).get(x, [])).ravel()
+            draws = draws[np.isfinite(draws)]
+            if draws.size:
+                hi = max(hi, 1.1 * float(draws.max()))
+                ax.hist(
+                    draws,
+                    bins=40,
+                    range=(0, hi),
+                    density=True,
+                    alpha=0.5,
+                    color=COLORS.get(init),
+                    label=f"MCMC, {init} start (R-hat {num(res[x].get('r_hat')):.2f})",
+                )
+        land = [g for g in th.get("grid_landscapes", []) if abs(num(g["P"]) - P[i]) < 1e-6 * P[i]]
+        if land:
+            xs, dens = _theory_density(land[0], x)
+            keep = xs <= hi
+            ax.plot(xs[keep], dens[keep], "k-", lw=1.5, label="theory density ∝ exp(−S)")
+        where = "at" if math.isfinite(Pc) and abs(P[i] - Pc) < 0.01 * Pc else "nearest"
+        ax.set_xlabel(X_LABEL[x])
+        ax.set_ylabel("posterior density")
+        ax.set_title(f"{att}, P = {rec['point']['P']} ({where} the theory's P_c = {Pc:.0f})", fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Posterior of the order parameter near the transition\n" + title_params(mc[atts[0]][0]), fontsize=10)
+    return save(fig, out, "fig5_posterior_histograms")
+
+
+def fig_training_curves(runs: dict, out: Path) -> list[Path]:
+    ad = runs.get("adam", {})
+    atts = [a for a in ("softmax", "linear") if a in ad]
+    if not atts:
+        return []
+    fig, axes = plt.subplots(2, len(atts), figsize=(6 * len(atts), 7), squeeze=False, layout="constrained")
+    recs_all = [r for a in atts for r in ad[a]]
+    Ps = np.array(sorted({r["point"]["P"] for r in recs_all}), dtype=float)
+    norm = matplotlib.colors.LogNorm(Ps.min(), Ps.max()) if Ps.size > 1 else matplotlib.colors.Normalize(0, 2 * Ps[0])
+    cmap = plt.get_cmap("viridis")
+    for j, att in enumerate(atts):
+        x = "m"  # the copy weight for both: u aligns within a few steps for linear, m then grows gradually
+        for rec in ad[att]:
+            res = inits(rec).get("small") or next(iter(inits(rec).values()))
+            h = res["history"]
+            step = arr(h["step"])[0]
+            col = cmap(norm(rec["point"]["P"]))
+            axes[0, j].plot(step, np.nanmean(arr(h["loss"]), axis=0), color=col, lw=1.3)
+            xs = arr(h[x])
+            # linear attention is symmetric under (L, V) -> (-L, -V): runs land on either sign, average |m|
+            axes[1, j].plot(
+                step, np.nanmean(np.abs(xs) if attention_kind(att).sign_symmetric else xs, axis=0), color=col, lw=1.3
+            )
+        lc = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("losses")
+        if lc:  # the theory's levels: the plateau (uniform attention / L = 0) and, per P, the joint mode's error
+            Pl = arr(lc["P"])
+            for rec in ad[att]:
+                p = float(rec["point"]["P"])
+                if lc.get("joint_mode") is not None and Pl[0] <= p <= Pl[-1]:
+                    axes[0, j].axhline(np.interp(p, Pl, arr(lc["joint_mode"])), color=cmap(norm(p)), ls=":", lw=1)
+            axes[0, j].axhline(
+                float(np.median(arr(lc["plateau"]))), color="0.4", ls="--", lw=1, label="theory: plateau"
+            )
+            axes[0, j].plot([], [], ":", color="0.4", label="theory: final level (joint mode), per P")
+            axes[0, j].legend(fontsize=7, loc="lower left")
+        init = "small" if "small" in inits(ad[att][0]) else next(iter(inits(ad[att][0])))
+        axes[0, j].set_yscale("log")
+        axes[0, j].set_ylabel("training loss (mean over runs)")
+        axes[0, j].set_title(f"{att} attention, Adam from {init} init")
+        axes[1, j].set_ylabel(
+            ("|m|, " if attention_kind(att).sign_symmetric else "") + X_LABEL[x] + " (mean over runs)"
+        )
+        for ax in axes[:, j]:
+            ax.set_xlabel("Adam step")
+            ax.grid(alpha=0.3)
+    # P as a colour bar beside the panels, not a legend over the curves
+    sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cb = fig.colorbar(sm, ax=axes, location="right", shrink=0.6, label="training sequences P")
+    cb.set_ticks(Ps)
+    cb.set_ticklabels([f"{p:.0f}" for p in Ps])
+    cb.minorticks_off()
+    fig.suptitle(
+        "Training dynamics: abrupt for softmax, gradual for linear\n" + title_params(ad[atts[0]][0]), fontsize=10
+    )
+    return save(fig, out, "fig6_training_curves", dpi=110)  # many dense curves: keeps the PNG under 200 KB
+
+
+def fig_finite_size(runs: dict, out: Path) -> list[Path]:
+    th = runs.get("theory", {})
+    if not (panels := attention_panels(runs, "theory", 4.2, need="curves_T")):
+        return []
+    atts, fig, axes = panels
+    for ax, att in zip(axes, atts):
+        x = ORDER_PARAMETER[att]
+        rec = th[att][0]
+        c = rec["point"]
+        curves = rec["result"]["curves_T"]
+        cmap = plt.get_cmap("plasma")
+        for k, (T, curve) in enumerate(sorted(curves.items(), key=lambda kv: int(kv[0]))):
+            # P in units of the linear critical point sigma2 T / d (docs/model.md section 4)
+            scale = c["prior"]["sigma2"] * int(T) / c["task"]["d"]
+            ax.plot(
+                arr(curve["P"]) / scale, arr(curve["mean"][x]), color=cmap(k / max(1, len(curves))), label=f"T = {T}"
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("P / (σ² T / d)")
+        ax.set_ylabel(f"posterior mean of {X_LABEL[x]}")
+        ax.set_title(f"{att} attention")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Finite-size scaling in T (theory)\n" + title_params(th[atts[0]][0]), fontsize=10)
+    return save(fig, out, "fig7_finite_size_scaling")
+
+
+FIGURES = (
+    fig_order_parameter,
+    fig_landscapes,
+    fig_planes,
+    fig_attention_matrices,
+    fig_histograms,
+    fig_training_curves,
+    fig_finite_size,
+)
+
+
+def draw_all(out_dir: str | Path) -> list[Path]:
+    """Draw every figure the saved results of ``out_dir`` allow; return the written paths."""
+
+    out_dir = Path(out_dir)
+    runs = load_run(out_dir)
+    paths: list[Path] = []
+    for fig in (*FIGURES, fig_losses):
+        paths += fig(runs, out_dir / "figures")
+    return paths

@@ -1,0 +1,107 @@
+"""What the phase diagram's figures share: reading a run folder back, the series' markers and colours, the
+log-P axis, the panel layout and saving (PNG and PDF)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+from ...figstyle import pyplot
+from ...files import load_results
+
+X_LABEL = {"m": "copy weight m", "u": "alignment u = m²/q", "q": "self-overlap q"}
+COLORS = {"theory": "k", "cold": "tab:blue", "hot": "tab:red", "prior": "tab:purple", "small": "tab:green"}
+
+
+def num(v) -> float:
+    """JSON number or the strings 'nan' / 'inf' written for non-finite values -> float."""
+    if v is None:
+        return math.nan
+    return float(v)
+
+
+def arr(v) -> np.ndarray:
+    """Nested JSON lists (with 'nan' / 'inf' strings or None for non-finite values) -> float array."""
+    return np.asarray(v if v is not None else [], dtype=float)
+
+
+def load_run(out_dir: str | Path) -> dict:
+    """{method: {attention: [records sorted by P]}} from a run folder. Where a changed config left several
+    records of one (method, attention, P) (the theory: of one attention), the most recently finished is used."""
+    out = Path(out_dir)
+    runs: dict[str, dict[str, list]] = {}
+    for method in ("theory", "mcmc", "adam"):
+        recs = load_results(out / "points" / method) if (out / "points" / method).is_dir() else []
+        latest: dict = {}
+        for r in sorted(recs, key=lambda r: r.get("finished_at", "")):
+            latest[(r["point"].get("attention"), r["point"].get("P"))] = r
+        for r in latest.values():
+            if "task" not in r["point"] or (method != "theory" and "inits" not in r["result"]):
+                raise ValueError(
+                    f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
+                    "points and recorded data); rerun the phase diagram into a new folder"
+                )
+            runs.setdefault(method, {}).setdefault(r["point"]["attention"], []).append(r)
+    for by_att in runs.values():
+        for recs in by_att.values():
+            recs.sort(key=lambda r: r["point"].get("P", 0))
+    return runs
+
+
+def inits(rec: dict) -> dict:
+    """{init: result} of an MCMC or Adam point."""
+    return rec["result"]["inits"]
+
+
+def title_params(rec: dict) -> str:
+    t, p = rec["point"]["task"], rec["point"]["prior"]
+    return (
+        f"T={t['T']}, d={t['d']}, {t['tokens']} tokens, {t['boundary']}; "
+        f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}"
+    )
+
+
+def save(fig, out: Path, name: str, dpi: int = 130) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=dpi, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    pyplot().close(fig)
+    return paths
+
+
+def log_P_axis(ax, P_lo: float, P_hi: float) -> None:
+    """Log axis in P with a few plain-number ticks (no '3x10^2 4x10^2' crowding)."""
+    ax.set_xscale("log")
+    # 1-2-3-5 per decade over a wide range; about ten per decade over a narrow one
+    mant = (1, 2, 3, 5) if P_hi / P_lo > 4 else (1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)
+    decades = range(int(np.floor(np.log10(P_lo))), int(np.ceil(np.log10(P_hi))) + 1)
+    ticks = [m * 10.0**k for k in decades for m in mant if P_lo * 0.98 <= m * 10.0**k <= P_hi * 1.02]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def attention_panels(runs: dict, method: str, height: float, need: str | None = None):
+    """(attentions, fig, axes) with one column per attention that has ``method`` results (and the result key
+    ``need``), softmax first; None when there is nothing to draw."""
+    by_att = runs.get(method, {})
+    atts = [a for a in ("softmax", "linear") if a in by_att and (need is None or by_att[a][0]["result"].get(need))]
+    if not atts:
+        return None
+    fig, axes = pyplot().subplots(1, len(atts), figsize=(6 * len(atts), height), squeeze=False, layout="constrained")
+    return atts, fig, axes[0]
+
+
+# Fig 1 series: (method, init) -> marker, colour, x offset factor (keeps the four series side by side)
+SERIES = {
+    ("mcmc", "cold"): ("o", "tab:blue", 0.97),
+    ("mcmc", "hot"): ("o", "tab:red", 0.99),
+    ("mcmc", "prior"): ("o", "tab:purple", 0.98),
+    ("adam", "small"): ("s", "tab:green", 1.01),
+    ("adam", "hot"): ("D", "tab:brown", 1.03),
+}

@@ -1,0 +1,171 @@
+"""The training-dynamics laboratory's summaries, from the saved records alone: clustering heads (success with a
+95% interval, loss spikes, the Hessian's top eigenvalue at a spike), focus-dilution (cycles, stage durations) and
+the equilibrium entropy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ClusterConfig
+
+
+def label(cfg) -> str:
+    if isinstance(cfg, ClusterConfig):
+        return f"p={cfg.p}, k={cfg.k}"
+    return f"V={cfg.V}, pi=({', '.join(f'{x:.3g}' for x in cfg.pi)}), {cfg.optimizer}"
+
+
+def group_runs(records: list[dict]) -> list[dict]:
+    """Per-seed training records -> one record per setting (label), in first-seen order: ``point`` (label, config,
+    ``seeds``) and ``result`` with ``runs`` (one per seed, in seed order); for a clustering head the ``sandbox`` of
+    the first successful seed that has one (else of the first seed that has one) and its ``sandbox_seed``; for
+    focus-dilution ``step``, ``pi`` and ``V``."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(r["point"]["label"], []).append(r)
+    out = []
+    for recs in groups.values():
+        recs = sorted(recs, key=lambda r: r["point"]["seed"])
+        runs = [{k: v for k, v in r["result"].items() if k not in ("sandbox", "step", "pi", "V")} for r in recs]
+        res: dict = {"runs": runs}
+        boxes = [r for r in recs if r["result"].get("sandbox")]
+        if recs[0]["point"]["experiment"] == "clustering_head":
+            best = next((r for r in boxes if r["result"]["success"]), boxes[0] if boxes else None)
+            res["sandbox"] = best["result"]["sandbox"] if best else None
+            res["sandbox_seed"] = best["point"]["seed"] if best else None
+        else:
+            res.update({k: recs[0]["result"][k] for k in ("step", "pi", "V")})
+        out.append(
+            {
+                "point": {
+                    **{k: v for k, v in recs[0]["point"].items() if k != "seed"},
+                    "seeds": [r["point"]["seed"] for r in recs],
+                },
+                "result": res,
+                "wall_time_s": float(sum(r.get("wall_time_s", 0.0) for r in recs)),
+            }
+        )
+    return out
+
+
+def cluster_summary(records: list) -> dict:
+    out: dict = {}
+    for r in records:
+        e = out.setdefault(
+            r["point"]["label"],
+            {"runs": 0, "success": 0, "spikes": [], "diverged": [], "final_test_acc": [], "lambda_ratio": []},
+        )
+        for run in r["result"]["runs"]:
+            e["runs"] += 1
+            e["success"] += int(run["success"])
+            e["final_test_acc"].append(run["final_test_acc"])
+            if run["diverged_at"] is not None:  # a failure, reported; its curve and spikes are not counted
+                e["diverged"].append({"seed": run["seed"], "epoch": run["diverged_at"]})
+                continue
+            e["spikes"].append(len(run["spikes"]))
+            for sp in run["spikes"]:
+                if sp["lambda_max"] and sp["lambda_max_before"]:
+                    e["lambda_ratio"].append(sp["lambda_max"] / sp["lambda_max_before"])
+    for e in out.values():
+        e["success_fraction"] = e["success"] / max(e["runs"], 1)
+        e["mean_spikes"] = float(np.mean(e["spikes"])) if e["spikes"] else 0.0
+        e["median_lambda_ratio_at_spike"] = float(np.median(e["lambda_ratio"])) if e["lambda_ratio"] else None
+    return out
+
+
+def stage_durations(st: dict) -> dict:
+    """Steps spent in the first rank-one condensation, the first focus and the first dilution after it, and the
+    period from the first focus to the restart (the next focus after a dilution); None where absent."""
+    ph = st["phases"]
+    f = next((i for i, p in enumerate(ph) if p["stage"] == "focus"), None)
+    d = None if f is None else next((i for i in range(f + 1, len(ph)) if ph[i]["stage"] == "dilution"), None)
+    nxt = None if d is None else next((p for p in ph[d + 1 :] if p["stage"] == "focus"), None)
+    c = st["condensation"]
+    return {
+        "condensation": None if c is None else c[1] - c[0],
+        "focus": None if f is None else ph[f]["end"] - ph[f]["start"],
+        "dilution": None if d is None else ph[d]["end"] - ph[d]["start"],
+        "period": None if nxt is None else nxt["start"] - ph[f]["start"],
+    }
+
+
+def fd_summary(records: list) -> dict:
+    out: dict = {}
+    for r in records:
+        e = out.setdefault(
+            r["point"]["label"],
+            {
+                "cycles": [],
+                "first_focus_step": [],
+                "condensation_end": [],
+                "diverged": [],
+                "seeds": [],
+                "pi": r["point"].get("config", {}).get("pi"),
+                "optimizer": r["point"].get("config", {}).get("optimizer"),
+                "durations": [],
+            },
+        )
+        for run in r["result"]["runs"]:
+            if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
+                e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
+                continue
+            e["seeds"].append(run["seed"])
+            e["cycles"].append(run["cycles"])
+            ph = [p for p in run["stage_steps"]["phases"] if p["stage"] == "focus"]
+            e["first_focus_step"].append(ph[0]["start"] if ph else None)
+            c = run["stage_steps"]["condensation"]
+            e["condensation_end"].append(None if c is None else c[1])
+            e["durations"].append(stage_durations(run["stage_steps"]))
+    for e in out.values():
+        e["mean_cycles"] = float(np.mean(e["cycles"])) if e["cycles"] else None
+    return out
+
+
+def summarize(config, records: dict[str, list[dict]]) -> dict:
+    summary: dict = {}
+    train = group_runs(records.get("train", []))
+    summary["point_wall_s"] = [g["wall_time_s"] for g in train]
+    if config.experiment == "clustering_head":
+        summary["clustering_head"] = cluster_summary(train)
+    else:
+        summary["focus_dilution"] = fd_summary(train)
+    if "equilibrium" in records:
+        eq = sorted(records["equilibrium"], key=lambda r: (r["point"].get("T", 8), r["point"]["P"]))
+        summary["equilibrium"] = {
+            "T": [r["point"].get("T", 8) for r in eq],
+            "P": [r["point"]["P"] for r in eq],
+            "entropy": [r["result"]["entropy"]["mean"] for r in eq],
+            "entropy_se": [r["result"]["entropy"]["se"] for r in eq],
+            "m": [r["result"]["m"]["mean"] for r in eq],
+        }
+    if "theory" in records:
+        summary["equilibrium_theory"] = {str(r["point"]["T"]): r["result"] for r in records["theory"]}
+    return summary
+
+
+def describe(summary: dict) -> list[str]:
+    lines = []
+    for lab, e in summary.get("clustering_head", {}).items():
+        ratio = e["median_lambda_ratio_at_spike"]
+        lines.append(
+            f"{lab}: success {e['success']}/{e['runs']} (test acc > 0.98), spikes per run {e['spikes']} "
+            f"(mean {e['mean_spikes']:.2f}), median lambda_max ratio at/before spike "
+            f"{'-' if ratio is None else f'{ratio:.3g}'}"
+        )
+        lines += [f"  diverged: seed {d['seed']} at epoch {d['epoch']}" for d in e["diverged"]]
+    for lab, e in summary.get("focus_dilution", {}).items():
+        mean = "n/a" if e["mean_cycles"] is None else f"{e['mean_cycles']:.2f}"
+        lines.append(
+            f"{lab}: cycles per seed {e['cycles']} (seeds {e['seeds']}, mean {mean}), first focus at steps "
+            f"{e['first_focus_step']}"
+        )
+        lines += [f"  diverged: seed {d['seed']} at step {d['step']}" for d in e["diverged"]]
+    if "equilibrium" in summary:
+        eq = summary["equilibrium"]
+        lines.append(
+            "posterior-mean attention entropy vs P (NUTS): "
+            + ", ".join(f"T={T} P={P}: {h:.3f}" for T, P, h in zip(eq["T"], eq["P"], eq["entropy"]))
+        )
+    for T, th in summary.get("equilibrium_theory", {}).items():
+        lines.append(f"theory, T={T}: " + ", ".join(f"P={P:g}: {h:.3f}" for P, h in zip(th["P"], th["posterior"])))
+    return lines

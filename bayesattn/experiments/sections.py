@@ -1,0 +1,103 @@
+"""Config sections that several experiments share: the copy task, the prior, the sampler's chains and the MCMC
+settings. Each builds its library object on demand (``make``), importing JAX only then."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from .config import PositiveFloat, PositiveInt, Section
+
+Sampler = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]  # bayesattn.bayes.sampling.METHODS
+SamplerInit = Literal["cold", "hot", "prior"]
+
+
+class CopyTaskSection(Section):
+    """The copy task (:class:`bayesattn.CopyTask`): T positions, tokens in R^d, target ``offset`` back."""
+
+    T: int = 32
+    d: PositiveInt = 8
+    offset: PositiveInt = 1
+    tokens: Literal["gaussian", "onehot"] = "gaussian"
+    boundary: Literal["cyclic", "causal"] = "cyclic"
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        if self.T < 2:
+            raise ValueError(f"T={self.T}: expected an integer >= 2")
+        if not 1 <= self.offset <= self.T - 1:
+            raise ValueError(f"offset={self.offset}: expected an integer in 1..{self.T - 1} (T - 1)")
+        return self
+
+    def make(self):
+        from ..tasks import CopyTask
+
+        return CopyTask(**self.model_dump())
+
+
+class PriorSection(Section):
+    """L_ts ~ N(0, sigma_A2), V_ij ~ N(0, sigma_V2 / d), noise N(0, sigma2) (:class:`bayesattn.Prior`)."""
+
+    sigma_A2: PositiveFloat = 1.0
+    sigma_V2: PositiveFloat = 100.0
+    sigma2: PositiveFloat = 400.0
+
+    def make(self):
+        from ..bayes.posterior import Prior
+
+        return Prior(self.sigma_A2, self.sigma_V2, self.sigma2)
+
+
+class GridSection(Section):
+    """P values: explicit ``values``, or ``num`` points from ``start`` to ``stop`` (log- or linearly spaced)."""
+
+    start: PositiveFloat = 200.0
+    stop: PositiveFloat = 4000.0
+    num: PositiveInt = 12
+    spacing: Literal["log", "linear"] = "log"
+    values: list[int] = []
+
+    @model_validator(mode="after")
+    def _grid_is_valid(self):
+        if not self.values and self.start > self.stop:
+            raise ValueError(f"start={self.start}, stop={self.stop}: expected 0 < start <= stop")
+        self.grid()
+        return self
+
+    def grid(self):
+        """The P values: an increasing int array (numpy, imported here only)."""
+        import numpy as np
+
+        if self.values:
+            P = np.asarray(self.values, dtype=int)
+        else:
+            f = np.geomspace if self.spacing == "log" else np.linspace
+            with np.errstate(invalid="ignore", over="ignore"):  # a huge stop gives no integers: refused below
+                P = np.unique(np.round(f(self.start, self.stop, self.num)).astype(int))
+
+        if P.size == 0 or np.any(P < 1) or np.any(np.diff(P) <= 0):
+            raise ValueError(f"grid={P.tolist()}: expected a non-empty increasing list of positive integers")
+        return P
+
+
+class ChainsSection(Section):
+    """How long an exact-posterior sampler runs: ``num_chains`` chains of ``num_warmup`` + ``num_samples`` steps."""
+
+    num_chains: PositiveInt = 2
+    num_warmup: PositiveInt = 300
+    num_samples: PositiveInt = 500
+
+
+class MCMCSection(ChainsSection):
+    """Exact-posterior sampling at each P (``bayesattn.sample``), one chain group per init."""
+
+    method: Sampler = "nuts"
+    backend: Literal["blackjax", "numpyro"] = "blackjax"
+    inits: list[SamplerInit] = ["cold", "hot"]
+
+    @model_validator(mode="after")
+    def _some_init(self):
+        if not self.inits:
+            raise ValueError("inits=[]: expected at least one initialisation")
+        return self

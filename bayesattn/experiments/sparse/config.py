@@ -1,0 +1,165 @@
+"""The sparse-pattern experiment's config: the training runs (a one-layer transformer or a causal MLP-Mixer on the
+sparse linear map or a cellular automaton, many seeds), the grids over (S, s), heads and head size, and the
+Bayesian surrogate's posterior. No JAX here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..sections import ChainsSection, PriorSection
+
+Pair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [S, s]
+PARTS = ("grid", "heads", "head_dim", "mixer", "bayes", "theory")
+Part = Literal["grid", "heads", "head_dim", "mixer", "bayes", "theory"]
+
+
+class SparseTrainConfig(Section):
+    """One training configuration. Defaults: the CPU default (docs/sparse.md section 2 says what is scaled);
+    :meth:`full_size` gives the replication's settings (D = 128, MLP 512, H = 8, lr 3e-4, 200 warmup steps,
+    wd 0.01, 10k steps, 8192 tokens per step)."""
+
+    task: Literal["linear_map", "cellular_automaton"] = "linear_map"
+    S: PositiveInt = 16
+    s: PositiveInt = 3
+    k: PositiveInt = 1  # cellular automaton: applications of the rule
+    task_seed: NonNegativeInt = 0
+    model: Literal["transformer", "mixer"] = "transformer"
+    width: PositiveInt = 64
+    heads: PositiveInt = 8
+    head_dim: PositiveInt | None = None
+    mlp: NonNegativeInt = 256
+    lr: PositiveFloat = 1e-3
+    warmup: NonNegativeInt = 200
+    weight_decay: float = 0.01
+    steps: int = 3000
+    tokens_per_step: PositiveInt = 2048
+    record_every: PositiveInt = 50
+    probe: PositiveInt = 256
+    stop_after_solved: NonNegativeInt = (
+        100  # stop when every seed is solved and this many steps passed since the last t*
+    )
+    dtype: Literal["float32", "float64"] = "float32"
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.steps < 10:
+            raise ValueError(f"steps={self.steps}: expected an integer >= 10")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay={self.weight_decay!r}: expected a number >= 0")
+        if self.task == "linear_map" and self.s > self.S:
+            raise ValueError(f"s={self.s}: expected 1 <= s <= S={self.S} (ones per row of the S x S map)")
+        if self.head_dim is None and self.model == "transformer" and self.width % self.heads:
+            raise ValueError(f"heads={self.heads}: must divide width={self.width} (or give head_dim)")
+        if self.batch < 1:
+            raise ValueError(f"tokens_per_step={self.tokens_per_step}: less than one sequence of {self.T} tokens")
+        return self
+
+    @classmethod
+    def full_size(cls, **changes) -> SparseTrainConfig:
+        base = dict(
+            width=128, heads=8, mlp=512, lr=3e-4, warmup=200, weight_decay=0.01, steps=10000, tokens_per_step=8192
+        )
+        return cls(**{**base, **changes})
+
+    def make_task(self):
+        from ...tasks.sparse import CellularAutomatonTask, SparseLinearMapTask
+
+        if self.task == "linear_map":
+            return SparseLinearMapTask(S=self.S, s=self.s, seed=self.task_seed)
+        return CellularAutomatonTask(k=self.k, seed=self.task_seed)
+
+    @property
+    def T(self) -> int:
+        """The task's sequence length: 2 S (linear map) or 16 (k + 1) (cellular automaton, 16 cells)."""
+        return 2 * self.S if self.task == "linear_map" else 16 * (self.k + 1)
+
+    @property
+    def batch(self) -> int:
+        """Sequences per step: tokens_per_step / T."""
+        return self.tokens_per_step // self.T
+
+    def network_config(self):
+        from ...models.transformer import MixerConfig, TransformerConfig
+
+        task = self.make_task()
+        if self.model == "transformer":
+            return TransformerConfig(
+                T=task.T,
+                width=self.width,
+                layers=1,
+                heads=self.heads,
+                head_dim=self.head_dim,
+                mlp=self.mlp or None,
+                norm="layernorm",
+                norm_position="pre",
+                positions="learned",
+                vocab=task.vocab,
+                causal=True,
+            )
+        return MixerConfig(T=task.T, width=self.width, layers=1, mlp=self.mlp or None, vocab=task.vocab)
+
+    def config(self) -> dict:
+        return self.model_dump()
+
+
+class BayesSparseConfig(Section):
+    """The surrogate's posterior: for every (S, s) in ``grid`` and every P, NUTS (cold start, L = 0, and hot start
+    on the support) on :class:`~bayesattn.SparseRegressionTask` with random supports."""
+
+    grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
+    P: list[PositiveInt] = [25, 50, 100, 200, 400, 800, 1600]
+    dim: PositiveInt = 8
+    normalize: bool = False  # y / sqrt(s): the signal per row independent of s
+    prior: PriorSection = PriorSection()
+    inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
+    mcmc: ChainsSection = ChainsSection(num_chains=2, num_warmup=300, num_samples=300)
+    theory_P: PositiveInt = 25  # values of P (geometric, P[0] .. 2 P[-1]) of the theory's curve
+
+    @model_validator(mode="after")
+    def _pairs(self):
+        for S, s in self.grid:
+            if s > S:
+                raise ValueError(f"grid item [{S}, {s}]: expected 1 <= s <= S")
+        return self
+
+
+class SparseConfig(ExperimentConfig):
+    """Named config (configs/NAME.toml). ``train``: :class:`SparseTrainConfig` fields shared by every training
+    point; ``grid``: [S, s] pairs; ``heads``: H at the train width; ``head_dims``: head sizes at ``head_dim_heads``
+    heads; ``mixer_S``, ``mixer_s``: transformer vs Mixer across s at S = mixer_S. ``seeds`` seeds per training
+    point, trained ``seeds_per_program`` at a time in one vmapped program (aligned blocks: a seed's result does not
+    depend on how many seeds are asked for)."""
+
+    name: str = "sparse_emergence"
+    parts: list[Part] = list(PARTS)
+    seed: NonNegativeInt = 0
+    seeds: PositiveInt = 16
+    seeds_per_program: PositiveInt = 16
+    train: SparseTrainConfig = SparseTrainConfig()
+    grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
+    heads: list[PositiveInt] = [1, 2, 4, 8]
+    head_dims: list[PositiveInt] = [2, 4, 8, 16]
+    head_dim_heads: PositiveInt = 4
+    heads_S: PositiveInt = 8
+    heads_s: PositiveInt = 3
+    mixer_S: PositiveInt = 8
+    mixer_s: list[PositiveInt] = [1, 2, 3, 4]
+    bayes: BayesSparseConfig = BayesSparseConfig()
+
+    @model_validator(mode="after")
+    def _runs(self):
+        for S, s in self.grid:
+            self.train_config(S=S, s=s)
+        for H in self.heads:
+            self.train_config(S=self.heads_S, s=self.heads_s, heads=H)
+        for hd in self.head_dims:
+            self.train_config(S=self.heads_S, s=self.heads_s, heads=self.head_dim_heads, head_dim=hd)
+        for s in self.mixer_s:
+            self.train_config(S=self.mixer_S, s=s)
+        return self
+
+    def train_config(self, **changes) -> SparseTrainConfig:
+        return self.train.replace(**changes)

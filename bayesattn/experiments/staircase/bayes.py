@@ -1,0 +1,151 @@
+"""What one point of the staircase computes (issue 13; docs/staircase.md): in the amount of data, the exact posterior of H heads on
+:class:`~bayesattn.MultiLagCopyTask`; in training time, the paper's minimal model on
+:class:`~bayesattn.HighOrderMarkovTask` (:mod:`.staircase_training`); and the simplified ODE
+(:mod:`bayesattn.dynamics.ode`).
+
+A run writes, under its output folder::
+
+    points/mcmc/*.json       one file per (attention, H, P, init): per-head and label-free lag masses, diagnostics
+    points/train/*.json      one file per seed of the minimal model: records over steps, stage times
+    points/ode/*.json        the ODE trajectory
+    summary.json             config, transitions P_k per (attention, H, init), stage times, wall time
+
+Every point goes through :func:`bayesattn.sweep.run_sweep` (atomic, resumable).
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from ...bayes.posterior import Posterior, Prior
+from ...bayes.sampling import sample
+from ...models.attention import attention_kind, hot_logits
+from ...tasks import MultiLagCopyTask
+from .config import BayesConfig, TrainingConfig
+from .training import stage_times, train_minimal
+
+# named configs: phase_diagrams/staircase/NAME.toml (a subfolder: phase_diagrams/*.toml are phase-diagram configs)
+
+
+# ------------------------------------------------------------------------------------------ the posterior
+def hot_init(task: MultiLagCopyTask, H: int, attention: str, prior: Prior) -> np.ndarray:
+    """(H, T, T): head h on span h mod K (the cooperative, solved configuration)."""
+    pats = list(task.target_patterns.values())
+    scale = None
+    if not attention_kind(attention).normalised:  # an unnormalised map: the pattern at the prior's radius
+        scale = np.sqrt(prior.sigma_A2 * int(task.key_mask.sum()))
+    return np.stack([hot_logits(pats[h % len(pats)], task.key_mask, attention, scale) for h in range(H)])
+
+
+# The label-free lag order parameter: softmax heads are exchangeable (the best head's mass on the lag, its stage at
+# 3 |span| / T); linear heads can be mixed by any rotation of the heads' logits (with the readout rotated alike,
+# prior and likelihood are unchanged), so per-head masses drift and the invariant is the fraction of the lag
+# pattern in the span of the heads (diagnostics.observables.pattern_capture), its stage at 1/2.
+LAG_OBSERVABLE = {"softmax": "mass_max", "linear": "capture"}
+
+
+def point_posterior(b: BayesConfig, attention: str, H: int, P: int, seed: int):
+    """The data set and posterior of one sweep point, and its sampler key: (task, prior, posterior, key). The
+    data key is fold_in(key(seed), P), split into data and sampler keys."""
+    task = b.task(H)
+    prior = b.prior.make()
+    k_data, k_mcmc = jax.random.split(jax.random.fold_in(jax.random.key(seed), P))
+    return task, prior, Posterior(task.sample(k_data, P), attention, prior, heads=H), k_mcmc
+
+
+def mcmc_point(point: dict) -> dict:
+    """One (attention, H, P, init): NUTS on the closed-form posterior. Returns per chain the mean of every
+    declared observable, its ESS and R-hat, and the fraction of draws in a "competitive" state (two heads with
+    mass > 3 |span| / T on the same span)."""
+    b = BayesConfig.load({**point["bayes"], "heads": [point["heads"]], "attention": [point["attention"]]})
+    H = point["heads"]
+    kind = attention_kind(point["attention"])
+    task, prior, post, k_mcmc = point_posterior(b, point["attention"], H, point["P"], point["seed"])
+
+    init = "cold" if point["init"] == "cold" else hot_init(task, H, point["attention"], prior)
+    s = sample(
+        post,
+        k_mcmc,
+        num_chains=b.mcmc.num_chains,
+        num_warmup=b.mcmc.num_warmup,
+        num_samples=b.mcmc.num_samples,
+        init=init,
+    )
+    op = s.order_parameters
+    alpha = np.asarray(post.model.weights(jax.numpy.asarray(s.L).reshape(-1, *post.L_shape), task.key_mask))
+    comp = {}
+    for name, pat in task.target_patterns.items():
+        thr = 3.0 * pat[task.query_mask].sum(1).mean() / task.T
+        per_head = np.einsum("nhts,ts->nh", alpha, pat) / task.query_mask.sum()
+        # linear heads can be mixed by any rotation (LAG_OBSERVABLE): "two heads on one lag" has no meaning there
+        comp[name] = float(np.mean(np.sum(per_head > thr, axis=1) >= 2)) if not kind.sign_symmetric else None
+    summ = s.summary()
+    names = tuple(op)
+    return {
+        "means": {k: summ[k]["mean"] for k in names},
+        "observables": {
+            k: {f: summ[k][f] for f in ("mean", "std", "se", "ess_bulk", "r_hat", "chain_means")} for k in names
+        },
+        "diagnostics": summ["diagnostics"],
+        "competitive": comp,
+        "threshold": {
+            n: kind.copy_threshold(task.T) * (len(sp) if kind.normalised else 1)
+            for n, sp in zip(task.target_patterns, task.spans)
+        },
+    }
+
+
+# ----------------------------------------------------------------------------------------- training, ODE
+def train_point(point: dict) -> dict:
+    cfg = TrainingConfig.load(point["train"], source="point")
+    t0 = time.perf_counter()
+    rec = train_minimal(cfg, point["seed"])
+    rec["stages"] = stage_times(rec["step"], rec["mass_last"])
+    rec["train_wall_s"] = time.perf_counter() - t0
+    return rec
+
+
+def ode_point(point: dict) -> dict:
+    from ...dynamics.ode import ODEConfig, solve
+    from ...dynamics.ode import stage_times as ode_stages
+
+    sol = solve(ODEConfig(**point["ode"]))
+    return {
+        "t": sol["t"],
+        "loss": sol["loss"],
+        "S": sol["S"][:, : max(point["ode"].get("groups", 3) + 1, 4)],
+        "plateaus": sol["plateaus"],
+        "stages": ode_stages(sol),
+        "num_steps": sol["num_steps"],
+    }
+
+
+def theory_point(point: dict) -> dict:
+    """The H-head theory (docs/theory.md section 12) on one curve's P grid: the label-free mean mass of the best
+    head per lag, and the transitions and coexistence it finds."""
+    from ...bayes.theory import heads_curve
+
+    b = BayesConfig.load({**point["bayes"], "heads": [point["heads"]], "attention": [point["attention"]]})
+    H = point["heads"]
+    task = b.task(H)
+    c = heads_curve(
+        np.asarray(point["P_grid"], float),
+        task=task,
+        heads=H,
+        attention=point["attention"],
+        prior=b.prior.make(),
+        num_samples=point["num_samples"],
+        seed=point["seed"],
+    )
+    lags = list(task.target_patterns)
+    mass = np.asarray(c.mean["mass_max"])
+    return {
+        "P": [float(x) for x in c.P],
+        "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
+        "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},
+        "coexistence_P": c.transitions.get("coexistence_P", []),
+        "binodals": c.transitions.get("binodals", []),
+    }

@@ -1,0 +1,244 @@
+"""The staircase's config: the Bayesian staircase over P (H heads on lags 1..H), the paper's training runs on the
+high-order Markov chain, the H-head theory and the simplified ODE. No JAX here."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..sections import ChainsSection, PriorSection
+
+PARTS = ("mcmc", "theory", "train", "ode")
+Part = Literal["mcmc", "theory", "train", "ode"]
+
+
+class BayesConfig(Section):
+    """The Bayesian staircase: ``heads`` lists H; for each H the task has H lags 1..H with weights ``ratio``^k
+    (k = 0 strongest, lag 1), orthogonal U_k (identity U_k would let one head carry every lag). ``ratio`` may be a
+    list (a sweep of the weight ratio w_2/w_1: every ratio gets its own curves)."""
+
+    T: int = 16
+    d: PositiveInt = 8
+    heads: list[PositiveInt] = [2, 3]
+    ratio: float | list[float] = 0.6
+    attention: list[Attention] = ["softmax", "linear"]
+    inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
+    P: list[PositiveInt] = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
+    prior: PriorSection = PriorSection()
+    mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=1000)
+
+    @model_validator(mode="after")
+    def _ratios(self):
+        if not self.ratios or not all(0 < r <= 1 for r in self.ratios):
+            raise ValueError(
+                f"ratio={self.ratio!r}: the weight ratio w_2/w_1 must be a number in (0, 1], or a "
+                "non-empty list of them"
+            )
+        return self
+
+    @property
+    def ratios(self) -> list[float]:
+        return list(self.ratio) if isinstance(self.ratio, list) else [self.ratio]
+
+    def task(self, H: int, ratio: float | None = None):
+        from ...tasks import MultiLagCopyTask
+
+        r = self.ratios[0] if ratio is None else ratio
+        return MultiLagCopyTask(
+            T=self.T,
+            d=self.d,
+            spans=tuple((k + 1,) for k in range(H)),
+            weights=tuple(r**k for k in range(H)),
+            rotations="orthogonal",
+        )
+
+
+class TrainingConfig(Section):
+    """One run on the Markov chain (the paper's minimal model and sizes by default).
+
+    model: "minimal" (the paper's ``full_disection``: :func:`.models.minimal_logits`, parameters of
+    :class:`~bayesattn.models.MultiHeadConfig`) or "transformer" (the paper's full one-layer transformer:
+    :class:`~bayesattn.models.transformer.TransformerConfig` with hidden ``width``, ``heads`` heads, a ReLU MLP of
+    ``mlp`` with biases, post-LayerNorm, learned positions, Xavier / orthogonal init; no dropout, theirs is 0.1).
+    optimizer: "adamw" (lr, weight_decay) or "sgd" (lr, ``momentum``; torch's heavy ball). Both clip the
+    gradient's global norm at ``clip``.
+    """
+
+    vocab: PositiveInt = 50
+    span_lengths: list[PositiveInt] = [2, 2, 2]
+    m: float = 1.7
+    generated: PositiveInt = 20
+    heads: PositiveInt = 3
+    model: Literal["minimal", "transformer"] = "minimal"
+    width: PositiveInt = 255  # transformer only
+    mlp: PositiveInt = 64  # transformer only
+    train: PositiveInt = 9000
+    val: PositiveInt = 3000
+    batch_size: PositiveInt = 3000
+    steps: PositiveInt = 2000
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    lr: PositiveFloat = 0.08
+    weight_decay: float = 0.01  # adamw only
+    momentum: float = 0.0  # sgd only
+    clip: PositiveFloat = 1.0
+    plateau: bool = False
+    patience: int = 10  # torch's meaning (reduce after patience + 1 bad steps)
+    factor: float = 0.5
+    record_every: PositiveInt = 10
+    probe: PositiveInt = 500
+    dtype: Literal["float32", "float64"] = "float32"  # the forward pass; parameters and optimiser state: float64
+    teacher_seed: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.batch_size > self.train:
+            raise ValueError(f"batch_size={self.batch_size}: expected an integer <= train={self.train}")
+        if self.probe > self.val:
+            raise ValueError(f"probe={self.probe}: expected an integer <= val={self.val}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
+        if self.momentum and self.optimizer != "sgd":
+            raise ValueError(
+                f"momentum={self.momentum!r} with optimizer={self.optimizer!r}: expected 0 (momentum "
+                "is sgd's; adamw has its own moments)"
+            )
+        if self.model == "transformer" and self.width % self.heads:
+            raise ValueError(f"width={self.width}: must be a multiple of heads={self.heads}")
+        return self
+
+    def task(self):
+        from ...tasks import HighOrderMarkovTask
+
+        b = sum(self.span_lengths)
+        return HighOrderMarkovTask(
+            T=b + self.generated - 1,
+            d=self.vocab,
+            span_lengths=tuple(self.span_lengths),
+            m=self.m,
+            seed=self.teacher_seed,
+        )
+
+    def network(self):
+        from ...models.networks import MultiHeadConfig
+        from ...models.transformer import TransformerConfig
+
+        task = self.task()
+        if self.model == "transformer":
+            return TransformerConfig(
+                T=task.T,
+                width=self.width,
+                layers=1,
+                heads=self.heads,
+                mlp=self.mlp,
+                norm="layernorm",
+                norm_position="post",
+                positions="learned",
+                vocab=task.d,
+                d_out=task.d,
+                activation="relu",
+                mlp_bias=True,
+                init="xavier",
+            )
+        return MultiHeadConfig(
+            T=task.T,
+            d_in=task.d,
+            heads=self.heads,
+            positions="onehot",
+            decoder="identity",
+            mask="causal",
+            init="xavier",
+            init_scale=1.0,
+            score_scale=1.0 / math.sqrt(task.d + task.T),
+        )
+
+    def optimizer_transform(self):
+        """clip -> AdamW (decoupled weight decay) or SGD (heavy-ball momentum) -> optional plateau decay (an
+        ``optax.GradientTransformation``)."""
+        from ...training.core import OptimizerConfig
+
+        kind = {"momentum": self.momentum or None} if self.optimizer == "sgd" else {"weight_decay": self.weight_decay}
+        return OptimizerConfig(
+            self.optimizer,
+            self.lr,
+            clip=self.clip,
+            decay="plateau" if self.plateau else "constant",
+            plateau_factor=self.factor,
+            plateau_patience=self.patience + 1,
+            **kind,
+        ).build(self.steps)
+
+    def config(self) -> dict:
+        return self.model_dump()
+
+
+class ODESection(Section):
+    """The simplified ODE (:class:`bayesattn.dynamics.ode.ODEConfig`, whose defaults are the paper's)."""
+
+    heads: PositiveInt = 3
+    N: PositiveInt = 40
+    R: PositiveInt = 50
+    m: PositiveFloat = 2.5
+    groups: PositiveInt = 3
+    eps: PositiveFloat = 1e-3
+    t_final: PositiveFloat = 1e5
+    num_times: PositiveInt = 400
+    squared: bool = True
+    rtol: PositiveFloat = 1e-8
+    atol: PositiveFloat = 1e-10
+    seed: int = 4
+
+    @model_validator(mode="after")
+    def _groups(self):
+        if self.groups > min(self.N, self.R):
+            raise ValueError(f"groups={self.groups}: expected at most min(N, R) = {min(self.N, self.R)}")
+        return self
+
+
+class HeadsTheory(Section):
+    """The H-head theory (``ba.theory.heads_curve``) on the MCMC grid, softmax only (for linear heads the figure
+    shows the rotation-invariant capture, which the theory curve does not give)."""
+
+    heads: list[PositiveInt] = [2]
+    num_samples: Annotated[int, Field(ge=1000)] = 100_000
+
+
+class StaircaseConfig(ExperimentConfig):
+    """``train``: the main training run; ``train_variants``: more runs, {name: {fields of ``train`` to change, and
+    "seeds": int (default 1)}}; ``train_only``: the names of the runs to compute ("main" and variants; None: all)."""
+
+    name: str = "staircase"
+    parts: list[Part] = list(PARTS)
+    seed: NonNegativeInt = 0
+    bayes: BayesConfig = BayesConfig()
+    train: TrainingConfig = TrainingConfig()
+    train_seeds: PositiveInt = 2
+    train_variants: dict[str, dict] = {}
+    train_only: list[str] | None = None
+    ode: ODESection = ODESection()
+    theory: HeadsTheory = HeadsTheory()
+
+    @model_validator(mode="after")
+    def _runs(self):
+        for name in self.train_variants:
+            self.variant(name)
+        for name in self.train_only or []:
+            if name != "main" and name not in self.train_variants:
+                raise ValueError(
+                    f"train_only item {name!r}: expected 'main' or one of the train_variants "
+                    f"({', '.join(self.train_variants) or 'none'})"
+                )
+        return self
+
+    def variant(self, name: str) -> tuple[TrainingConfig, int]:
+        """(the training config, the number of seeds) of the variant ``name``."""
+        v = dict(self.train_variants[name])
+        seeds = v.pop("seeds", 1)
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ValueError(f"train_variants.{name}.seeds={seeds!r}: expected an integer >= 1")
+        try:
+            return self.train.replace(**v), seeds
+        except ValueError as e:
+            raise ValueError(f"train_variants.{name}: {e}") from None

@@ -1,0 +1,94 @@
+"""Result files: plain-JSON conversion, the one atomic write, reads that name the file they fail on.
+
+Every result file of the package goes through :func:`write_atomic`: the bytes go to a temporary file in the
+same folder, are fsync-ed, and the temporary file is renamed over the target, so a reader (or a run killed at
+any instant) only ever sees the old file or the complete new one. A failed write (a full disk, a folder made
+read-only mid-run) removes its temporary file and raises an ``OSError`` that names the target path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from ._json import to_plain
+
+# Held during the write-and-rename of a result file: the interrupt watcher (bayesattn.sweep.exit_on_interrupt)
+# takes it before ending the process, so a signal never leaves a finished point unwritten.
+WRITE_LOCK = threading.RLock()
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types; non-finite floats become the strings 'nan' / 'inf' (visible, never a bare NaN token)."""
+    return to_plain(obj, nonfinite="string")
+
+
+def checksum(obj: Any) -> str:
+    """SHA-256 of the canonical JSON of ``obj`` (sorted keys): equal for a result and its parsed file."""
+    return hashlib.sha256(json.dumps(to_jsonable(obj), sort_keys=True).encode()).hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills a temporary binary file in the same folder, which is
+    fsync-ed and renamed over ``path``. The file gets the permissions of a plain ``open`` (0666 minus the
+    umask). On failure the temporary file is removed and an OSError naming ``path`` is raised."""
+    path = Path(path)
+    with WRITE_LOCK:
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        except BaseException:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` (converted by :func:`to_jsonable`) as indented JSON, atomically (:func:`write_atomic`)."""
+    blob = json.dumps(to_jsonable(data), indent=1).encode()
+    return write_atomic(path, lambda f: f.write(blob))
+
+
+def write_jsonl_atomic(path: str | os.PathLike, rows: list) -> Path:
+    """Write one JSON object per line, atomically."""
+    blob = "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows).encode()
+    return write_atomic(path, lambda f: f.write(blob))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse a JSON file; ValueError naming the file when it does not parse (a truncated or garbled file)."""
+    path = Path(path)
+    with open(path) as f:
+        try:
+            return json.load(f)
+        except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not text
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+def load_results(folder: str | os.PathLike) -> list[dict]:
+    """All records of a folder of point files (any sweep), sorted by file name."""
+    return [read_json(p) for p in sorted(Path(folder).glob("*.json")) if not p.name.startswith(".")]
