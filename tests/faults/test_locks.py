@@ -1,0 +1,71 @@
+"""Two runs into one folder: the second stops with one line naming the first (or waits with --wait); a lock left
+by a killed run is taken over by the next one, which says so."""
+
+import json
+import signal
+import subprocess
+import time
+
+from fault_support import ENV, folder_state, toy_command
+
+
+def _start(out, *extra):
+    return subprocess.Popen(
+        toy_command("--set", "n=30", "--set", "sleep=0.1", "--quiet", "--out", str(out), *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+
+
+def _wait_for_points(out, n, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if len(list((out / "points" / "squares").glob("*.json"))) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(
+        f"no {n} points in time: {proc.poll()} {proc.communicate() if proc.poll() is not None else ''}"
+    )
+
+
+def test_second_run_stops_with_one_line_then_waits_with_wait(tmp_path):
+    out = tmp_path / "run"
+    first = _start(out)
+    _wait_for_points(out, 1, first)
+    second = subprocess.run(
+        toy_command("--set", "n=30", "--set", "sleep=0.1", "--quiet", "--out", str(out)),
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+    err = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(err) == 1, second.stderr
+    assert "another run is writing there" in err[0] and f"pid {first.pid}" in err[0]
+    waiting = _start(out, "--wait")
+    assert first.wait(timeout=120) == 0 and waiting.wait(timeout=120) == 0, waiting.stderr.read()
+    assert len(folder_state(out)) == 30
+
+
+def test_lock_of_a_killed_run_is_taken_over(tmp_path):
+    out = tmp_path / "run"
+    first = _start(out)
+    _wait_for_points(out, 3, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert (out / ".bayesattn.lock.json").exists()  # its note stays behind
+    second = subprocess.run(
+        toy_command("--set", "n=30", "--set", "sleep=0.1", "--quiet", "--out", str(out)),
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+    assert second.returncode == 0, second.stderr
+    assert "took over the lock of a run that ended without releasing it" in second.stderr
+    assert f"pid {first.pid}" in second.stderr
+    assert len(folder_state(out)) == 30 and json.loads((out / "summary.json").read_text())["total"] == sum(
+        i * i for i in range(30)
+    )
