@@ -164,169 +164,17 @@ def _one_P(text: str) -> list[str]:
     return [f"P.values=[{P}]"]
 
 
-def model_sets(args) -> list[str]:
-    """The --set items that the short model options stand for."""
-    sets = []
-    for name in ("T", "d", "offset", "tokens", "boundary"):
-        if getattr(args, name, None) is not None:
-            sets.append(f"task.{name}={getattr(args, name)}")
-    for name in ("sigma_A2", "sigma_V2", "sigma2"):
-        if getattr(args, name, None) is not None:
-            sets.append(f"prior.{name}={getattr(args, name)}")
-    if getattr(args, "P", None):
-        sets += args.P
-    if getattr(args, "seed", None) is not None:
-        sets.append(f"seed={args.seed}")
-    if getattr(args, "attention", None):
-        sets.append("attention=" + ("softmax,linear" if args.attention == "both" else args.attention))
-    if getattr(args, "methods", None):
-        sets.append(f"methods={args.methods}")
-    return sets
+def _command(name: str):
+    """The command ``name`` of :mod:`bayesattn.commands`, imported when it runs (the parser stays light)."""
+
+    def run(args) -> int:
+        from . import commands
+
+        return getattr(commands, name)(args)
+
+    return run
 
 
-# ------------------------------------------------------------------------------------------ commands
-def _compile_cache(args) -> None:
-    from .runtime import enable_compile_cache
-
-    enable_compile_cache(disabled=getattr(args, "no_compile_cache", False))
-
-
-def _cmd_run(args) -> int:
-    from .runtime import prepare_output_dir
-    from .scaleout import sweep_executor
-    from .sweep import SweepError, run_experiment
-
-    name = args.experiment
-    cls = get_experiment(name)
-    sets = list(args.set)
-    if name == "phase-diagram":
-        sets = model_sets(args) + sets
-    if getattr(args, "parts", None) is not None:
-        sets.append(f"parts={args.parts}")
-    if getattr(args, "seeds", None) is not None:
-        sets.append(f"seeds={args.seeds}")
-    config = cls.load_config(args.config, sets)
-    experiment = cls()
-    if getattr(args, "batch", None) is not None:
-        if args.batch < 1:
-            raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
-        experiment.mcmc_batch = args.batch
-    experiment.check(config)
-    workers = args.workers
-    if workers is None and args.executor in ("process", "dask") and not args.scheduler:
-        workers = getattr(config, "workers", None)  # the config's workers, as --workers alone would use them
-    elif workers is None and args.executor is None and not args.scheduler:
-        workers = getattr(config, "workers", 1)
-    if args.dask_threads and (args.executor != "dask" or args.scheduler):
-        raise ValueError(
-            "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
-            "--scheduler (an existing cluster has its own workers)"
-        )
-    out = prepare_output_dir(args.out or Path("results") / config.name, "--out")
-    _compile_cache(args)
-    kind = args.executor or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
-    with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
-        print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
-        try:
-            summary = run_experiment(
-                experiment,
-                config,
-                out,
-                executor=executor,
-                workers=1 if executor is not None else (workers or 1),
-                progress=not args.quiet,
-                figures=not args.no_figures,
-                wait=args.wait,
-            )
-        except SweepError as e:
-            print(f"bayesattn: {e}", file=sys.stderr)
-            return 1
-    figs = f" and {len(summary.get('figures', []))} figure files in {out / 'figures'}/" if not args.no_figures else ""
-    print(f"bayesattn: wrote {out / 'summary.json'}{figs}")
-    return 0
-
-
-def _folder_experiment(folder: str):
-    """(experiment class, config) of a result folder, read from its run.json."""
-    from .files import read_json
-
-    out = Path(folder)
-    run = out / "run.json"
-    if not run.is_file():
-        raise ValueError(f"dir={folder!r}: no run.json there (expected a folder written by `bayesattn run`)")
-    info = read_json(run)
-    cls = get_experiment(info["experiment"])
-    return cls, cls.Config.load(info["config"], source=f"{run}")
-
-
-def _cmd_figures(args) -> int:
-    from .runtime import prepare_output_dir
-
-    cls, _ = _folder_experiment(args.dir)
-    prepare_output_dir(Path(args.dir) / "figures", "dir")
-    paths = cls().figures(Path(args.dir))
-    print(f"bayesattn: drew {len(paths)} figure files in {Path(args.dir) / 'figures'}/")
-    return 0
-
-
-def _cmd_check(args) -> int:
-    from .sweep import verify
-
-    cls, config = _folder_experiment(args.dir)
-    report = verify(cls().points(config), args.dir)
-    bad = 0
-    for part, r in report.items():
-        print(
-            f"{part}: {len(r['ok'])} complete, {len(r['missing'])} missing, {len(r['damaged'])} damaged"
-            + (f", {len(r['other'])} of other settings" if r["other"] else "")
-        )
-        for name in r["missing"]:
-            print(f"  missing: {name}")
-        for name, why in r["damaged"].items():
-            print(f"  damaged: {name} {why}")
-        bad += len(r["missing"]) + len(r["damaged"])
-    print(
-        f"bayesattn: {args.dir}: "
-        + ("complete" if not bad else f"{bad} point files missing or damaged; rerun the same command to compute them")
-    )
-    return 0 if not bad else 1
-
-
-def _cmd_list(args) -> int:
-    for cls in EXPERIMENTS.values():
-        print(f"{cls.name}: {cls.description}")
-        for name, path in sorted(cls.configs().items()):
-            print(f"  {name:<26} {_first_comment(path)}")
-    return 0
-
-
-def _first_comment(path: Path) -> str:
-    """The first comment line of a TOML file: what the config computes (and, where measured, its time)."""
-    for line in path.read_text().splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-    return ""
-
-
-def _cmd_sample(args) -> int:
-    from .commands import sample_point
-
-    return sample_point(args)
-
-
-def _cmd_train(args) -> int:
-    from .commands import train_point
-
-    return train_point(args)
-
-
-def _cmd_screen(args) -> int:
-    from .commands import screen_models
-
-    return screen_models(args)
-
-
-# ------------------------------------------------------------------------------------------ the parser
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="bayesattn",
@@ -341,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List every experiment "
         "of the registry with its named configs (package data: found from any directory).",
     )
-    ls.set_defaults(func=_cmd_list)
+    ls.set_defaults(func=_command("list_command"))
 
     rp = sub.add_parser(
         "run",
@@ -350,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         "summary.json and the figures.",
     )
     _run_options(rp, None)
-    rp.set_defaults(func=_cmd_run)
+    rp.set_defaults(func=_command("run_command"))
 
     pd = sub.add_parser(
         "phase-diagram",
@@ -360,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _run_options(pd, "phase-diagram")
     _phase_diagram_options(pd)
-    pd.set_defaults(func=_cmd_run, experiment="phase-diagram")
+    pd.set_defaults(func=_command("run_command"), experiment="phase-diagram")
 
     for alias, name in ALIASES.items():
         if name not in EXPERIMENTS:
@@ -381,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("--parts", help=f"comma-separated subset of {','.join(parts)} (default: the config's)")
         if "seeds" in cls.Config.model_fields:
             ap.add_argument("--seeds", type=int, help="seeds per setting (default: the config's)")
-        ap.set_defaults(func=_cmd_run, experiment=name)
+        ap.set_defaults(func=_command("run_command"), experiment=name)
 
     fp = sub.add_parser(
         "figures",
@@ -389,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Redraw all figures of a result folder (written by `bayesattn run`) from its point files.",
     )
     fp.add_argument("dir", help="a result folder")
-    fp.set_defaults(func=_cmd_figures)
+    fp.set_defaults(func=_command("figures_command"))
 
     cp = sub.add_parser(
         "check",
@@ -398,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and checksum, and list the missing points. Exit 0 when complete, 1 otherwise.",
     )
     cp.add_argument("dir", help="a result folder")
-    cp.set_defaults(func=_cmd_check)
+    cp.set_defaults(func=_command("check_command"))
 
     sp = sub.add_parser(
         "sample",
@@ -435,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--init", default="cold", choices=_choices(SamplerInit), help="chain initialisation")
     sp.add_argument("--out", help="write the summary to this JSON file")
     sp.add_argument("--quiet", action="store_true", help="no progress lines")
-    sp.set_defaults(func=_cmd_sample)
+    sp.set_defaults(func=_command("sample_point"))
 
     tp = sub.add_parser(
         "train",
@@ -459,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--init", choices=_choices(TrainInit), help="initialisation of L (default small)")
     tp.add_argument("--out", help="write the result to this JSON file")
     tp.add_argument("--quiet", action="store_true", help="no progress bar")
-    tp.set_defaults(func=_cmd_train)
+    tp.set_defaults(func=_command("train_point"))
 
     sc = sub.add_parser(
         "screen",
@@ -494,8 +342,21 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--chunk", type=int, default=8, help="sequences per forward pass of a pretrained model")
     sc.add_argument("--out", help="JSON file of records (figures beside it)")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
-    sc.set_defaults(func=_cmd_screen)
+    sc.set_defaults(func=_command("screen_models"))
     return p
+
+
+def _warnings_as_lines() -> None:
+    """A warning of the library or of a dependency is one line, ``bayesattn: warning: ...`` with where it came from,
+    not Python's two-line form with the source line."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
+        text = " ".join(str(message).split())
+        print(f"bayesattn: warning: {text} ({category.__name__}, {where})", file=file or sys.stderr, flush=True)
+
+    warnings.showwarning = show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -508,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         from .runtime import exit_on_interrupt
 
         exit_on_interrupt(INTERRUPTED)
+        _warnings_as_lines()
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

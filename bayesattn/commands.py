@@ -3,12 +3,36 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
+
+from .experiments import EXPERIMENTS, get_experiment
 
 
+def model_sets(args) -> list[str]:
+    """The --set items that the short model options stand for."""
+    sets = []
+    for name in ("T", "d", "offset", "tokens", "boundary"):
+        if getattr(args, name, None) is not None:
+            sets.append(f"task.{name}={getattr(args, name)}")
+    for name in ("sigma_A2", "sigma_V2", "sigma2"):
+        if getattr(args, name, None) is not None:
+            sets.append(f"prior.{name}={getattr(args, name)}")
+    if getattr(args, "P", None):
+        sets += args.P
+    if getattr(args, "seed", None) is not None:
+        sets.append(f"seed={args.seed}")
+    if getattr(args, "attention", None):
+        sets.append("attention=" + ("softmax,linear" if args.attention == "both" else args.attention))
+    if getattr(args, "methods", None):
+        sets.append(f"methods={args.methods}")
+    return sets
+
+
+# ------------------------------------------------------------------------------------------ commands
 def _one_point(args):
     """(config, attention, P, output file or None) of sample / train, the output path checked before any work."""
-    from .cli import model_sets
     from .experiments.copy_head import PhaseDiagram
     from .runtime import check_output_file
 
@@ -127,44 +151,36 @@ def train_point(args) -> int:
 def screen_models(args) -> int:
     """``bayesattn screen``: every head of a pretrained model (or GGUF checkpoint series) or of a checkpoint folder."""
     from .experiments.screens import tools as sx
+    from .experiments.screens.config import ModelScreen
+    from .runtime import check_output_file
 
     if bool(args.model) == bool(args.directory):
         raise ValueError("screen: give exactly one of --model NAME... or a checkpoint DIRECTORY")
-    from .runtime import check_output_file
-
     out = check_output_file(args.out, "--out") if args.out else None
-    runs = []
     if args.model:
-        from .models.gguf_llama import load_model
-
-        series = len(args.model) > 1  # a checkpoint series: one probe batch, the PR-integral ranking over steps
-        steps = sx.series_steps(args.model, args.steps) if series else [None]
-        batch = None
-        for name, step in zip(args.model, steps):
-            model = load_model(name)
-            if batch is None:
-                T = args.T or min(256, model.config.context)
-                bos = model.config.bos_token_id if args.bos else None
-                V = model.config.vocab
-                batch = sx.probe_batch(
-                    args.probe,
-                    args.N,
-                    T,
-                    V,
-                    args.seed,
-                    context=model.config.context,
-                    token_range=(min(100, V // 4), min(10000, V)),
-                    bos=bos,
-                )
-            res, wall = sx.timed(sx.screen_llama, model, batch, args.chunk)
-            runs.append((step, res))
+        cfg = ModelScreen.load(
+            {
+                "models": args.model,
+                "steps": args.steps,
+                "probe": args.probe,
+                "N": args.N,
+                "T": args.T,
+                "seed": args.seed,
+                "bos": args.bos,
+                "threshold": args.threshold,
+                "chunk": args.chunk,
+            },
+            source="screen",
+        )
+        runs, batch, models = sx.screen_pretrained(cfg, progress=not args.quiet)
+        for m in models:
+            step = f" (step {m['step']})" if m["step"] is not None else ""
             print(
-                f"bayesattn: screened {res.shape[0] * res.shape[1]} heads of {model.config.name}"
-                f"{f' (step {step})' if series else ''} on {args.N} {args.probe} sequences of {batch.T} tokens "
-                f"in {wall:.1f} s"
+                f"bayesattn: screened {m['heads']} heads of {m['name']}{step} on {args.N} {args.probe} sequences "
+                f"of {batch.T} tokens in {m['wall_s']:.1f} s"
             )
-            del model
     else:
+        runs = []
         for step, net in sx.load_checkpoints(args.directory):
             T = args.T or net.config.T
             batch = sx.probe_batch(
@@ -177,21 +193,11 @@ def screen_models(args) -> int:
                 token_range=(0, sx.vocab_of(net)),
             )
             runs.append((step, sx.screen_transformer(net, batch)[0]))
-    records = []
-    for step, res in runs:
-        if len(runs) > 1 or step is not None:
-            print(f"-- checkpoint step {step}")
-        for line in sx.summarize_heads(res, args.threshold):
-            print(line)
-        records += [({"step": step} if step is not None else {}) | r for r in res.records(args.threshold)]
-    ranking = None
-    if len(runs) > 1 and all(s is not None for s, _ in runs):
-        ranking = sx.series_ranking(runs)
-        top = ", ".join(f"L{l}H{h} {v:.3g}" for (l, h), v in zip(ranking["order"][:10], ranking["integral"]))
-        print(
-            f"PR-integral ranking over steps {ranking['steps'][0]}..{ranking['steps'][-1]} (elbow at rank "
-            f"{ranking['elbow_k'] + 1}): {top}"
-        )
+    records, lines, ranking = sx.report_runs(runs, args.threshold)
+    for line in lines:
+        print(line)
+    if ranking:
+        print(sx.ranking_line(ranking))
     if out:
         from .experiments.screens.figures import head_maps
         from .files import write_json_atomic
@@ -203,3 +209,130 @@ def screen_models(args) -> int:
         fig = head_maps(records, out.with_name(out.stem + "_maps.png"), f"{label}: {args.probe}, N={args.N}")
         print(f"bayesattn: wrote {out} and {fig}")
     return 0
+
+
+def _compile_cache(args) -> None:
+    from .runtime import enable_compile_cache
+
+    enable_compile_cache(disabled=getattr(args, "no_compile_cache", False))
+
+
+def run_command(args) -> int:
+    """``bayesattn run EXPERIMENT`` (and each experiment's own subcommand)."""
+    from .runtime import prepare_output_dir
+    from .scaleout import sweep_executor
+    from .sweep import SweepError, run_experiment
+
+    name = args.experiment
+    cls = get_experiment(name)
+    sets = list(args.set)
+    if name == "phase-diagram":
+        sets = model_sets(args) + sets
+    if getattr(args, "parts", None) is not None:
+        sets.append(f"parts={args.parts}")
+    if getattr(args, "seeds", None) is not None:
+        sets.append(f"seeds={args.seeds}")
+    config = cls.load_config(args.config, sets)
+    experiment = cls()
+    if getattr(args, "batch", None) is not None:
+        if args.batch < 1:
+            raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
+        experiment.mcmc_batch = args.batch
+    experiment.check(config)
+    workers = args.workers
+    if workers is None and args.executor in ("process", "dask") and not args.scheduler:
+        workers = getattr(config, "workers", None)  # the config's workers, as --workers alone would use them
+    elif workers is None and args.executor is None and not args.scheduler:
+        workers = getattr(config, "workers", 1)
+    if args.dask_threads and (args.executor != "dask" or args.scheduler):
+        raise ValueError(
+            "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
+            "--scheduler (an existing cluster has its own workers)"
+        )
+    out = prepare_output_dir(args.out or Path("results") / config.name, "--out")
+    _compile_cache(args)
+    kind = args.executor or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
+    with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
+        print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
+        try:
+            summary = run_experiment(
+                experiment,
+                config,
+                out,
+                executor=executor,
+                workers=1 if executor is not None else (workers or 1),
+                progress=not args.quiet,
+                figures=not args.no_figures,
+                wait=args.wait,
+            )
+        except SweepError as e:
+            print(f"bayesattn: {e}", file=sys.stderr)
+            return 1
+    figs = f" and {len(summary.get('figures', []))} figure files in {out / 'figures'}/" if not args.no_figures else ""
+    print(f"bayesattn: wrote {out / 'summary.json'}{figs}")
+    return 0
+
+
+def _folder_experiment(folder: str):
+    """(experiment class, config) of a result folder, read from its run.json."""
+    from .files import read_json
+
+    out = Path(folder)
+    run = out / "run.json"
+    if not run.is_file():
+        raise ValueError(f"dir={folder!r}: no run.json there (expected a folder written by `bayesattn run`)")
+    info = read_json(run)
+    cls = get_experiment(info["experiment"])
+    return cls, cls.Config.load(info["config"], source=f"{run}")
+
+
+def figures_command(args) -> int:
+    """``bayesattn figures DIR``."""
+    from .runtime import prepare_output_dir
+
+    cls, _ = _folder_experiment(args.dir)
+    prepare_output_dir(Path(args.dir) / "figures", "dir")
+    paths = cls().figures(Path(args.dir))
+    print(f"bayesattn: drew {len(paths)} figure files in {Path(args.dir) / 'figures'}/")
+    return 0
+
+
+def check_command(args) -> int:
+    """``bayesattn check DIR``: 0 when complete, 1 otherwise."""
+    from .sweep import verify
+
+    cls, config = _folder_experiment(args.dir)
+    report = verify(cls().points(config), args.dir)
+    bad = 0
+    for part, r in report.items():
+        print(
+            f"{part}: {len(r['ok'])} complete, {len(r['missing'])} missing, {len(r['damaged'])} damaged"
+            + (f", {len(r['other'])} of other settings" if r["other"] else "")
+        )
+        for name in r["missing"]:
+            print(f"  missing: {name}")
+        for name, why in r["damaged"].items():
+            print(f"  damaged: {name} {why}")
+        bad += len(r["missing"]) + len(r["damaged"])
+    print(
+        f"bayesattn: {args.dir}: "
+        + ("complete" if not bad else f"{bad} point files missing or damaged; rerun the same command to compute them")
+    )
+    return 0 if not bad else 1
+
+
+def list_command(args) -> int:
+    """``bayesattn list``."""
+    for cls in EXPERIMENTS.values():
+        print(f"{cls.name}: {cls.description}")
+        for name, path in sorted(cls.configs().items()):
+            print(f"  {name:<26} {_first_comment(path)}")
+    return 0
+
+
+def _first_comment(path: Path) -> str:
+    """The first comment line of a TOML file: what the config computes (and, where measured, its time)."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""

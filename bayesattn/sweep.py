@@ -248,10 +248,11 @@ def run_sweep(
     fn = batch.many if many else compute
 
     bar = None
-    if progress:
+    if progress and todo:  # a sweep with nothing left to compute shows no bar (its summary counts the resumed)
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc, unit="pt")
+
 
     def finish(idx: list[int], outcomes: list[tuple[str, dict]]) -> None:
         for i, (status, rec) in zip(idx, outcomes):

@@ -8,10 +8,24 @@ compares the package against them checks two separate code paths.
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
+
+# The suite's compiled programs go to one persistent cache shared by its worker processes (never the user's
+# ~/.cache): the command line, called in-process by many tests, would switch the cache on anyway, and tests that
+# compile the same program in the other worker load it instead. A compiled program is the same whether compiled or
+# loaded, so no number depends on it.
+os.environ.setdefault("BAYESATTN_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"bayesattn-tests-jax-{os.getuid()}"))
+if os.environ["BAYESATTN_CACHE_DIR"] != "off":
+    from bayesattn.runtime import enable_compile_cache
+
+    enable_compile_cache()
+
+
 
 
 def np_attention(L, attention, key_mask):

@@ -326,3 +326,54 @@ def test_phase_diagram_samples_each_attention_with_its_own_settings(tmp_path):
         assert (r["point"]["mcmc"]["method"], chains) == (
             ("chees", 4) if r["point"]["attention"] == "softmax" else ("nuts", 2)
         )
+
+
+def test_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(tmp_path):
+    """The command line keeps JAX's compiled programs in BAYESATTN_CACHE_DIR (default ~/.cache/bayesattn/jax): a
+    run fills it and a second run finds its programs there; `--no-compile-cache` and BAYESATTN_CACHE_DIR=off use none."""
+    argv = [
+        sys.executable,
+        "-m",
+        "bayesattn.cli",
+        "phase-diagram",
+        "--T",
+        "4",
+        "--d",
+        "2",
+        "--P",
+        "50,100",
+        "--methods",
+        "theory",
+        "--set",
+        "theory.num_P=20",
+        "--set",
+        "theory.vary_name=",
+        "--quiet",
+        "--no-figures",
+    ]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESATTN_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([*argv, "--out", str(tmp_path / "a")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert cached, "the first run left no compiled program in the cache"
+    r = subprocess.run([*argv, "--out", str(tmp_path / "b")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached  # all reused
+    r = subprocess.run(
+        [*argv, "--no-compile-cache", "--out", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        env={**env, "BAYESATTN_CACHE_DIR": str(tmp_path / "c")},
+    )
+    assert r.returncode == 0 and not (tmp_path / "c").exists(), r.stderr
+
+
+def test_compilation_cache_folder(monkeypatch, tmp_path):
+    from bayesattn.runtime import compile_cache_dir
+
+    monkeypatch.setenv("BAYESATTN_CACHE_DIR", "off")
+    assert compile_cache_dir() is None
+    monkeypatch.setenv("BAYESATTN_CACHE_DIR", str(tmp_path / "x"))
+    assert compile_cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("BAYESATTN_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache_dir() == tmp_path / "xdg" / "bayesattn" / "jax"

@@ -60,7 +60,7 @@ def test_run_small(tmp_path):
 
 
 def test_pr_onehot_limit_matches_many_sequences():
-    from bayesattn.experiments.screens.bayes import pr_onehot_limit
+    from bayesattn.experiments.screens.theory import pr_onehot_limit
 
     rng = np.random.default_rng(2)
     d, T, N = 5, 7, 200000

@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 
 import bayesattn as ba
-from bayesattn.experiments.screens.bayes import pr_onehot_limit
-from bayesattn.experiments.screens.theory import _tilted, prior_row_law, row_posterior, screens_from_law
+from bayesattn.experiments.screens.theory import (
+    _tilted,
+    pr_onehot_limit,
+    prior_row_law,
+    row_posterior,
+    screens_from_law,
+)
 
 
 def test_tilted_row_law_matches_whole_rows():

@@ -10,7 +10,7 @@ from bayesattn.cli import main
 from bayesattn.diagnostics import screens as S
 from bayesattn.experiments.screens import Screens
 from bayesattn.experiments.screens.tools import screen_transformer
-from bayesattn.experiments.screens.trajectory import pr_rise_step
+from bayesattn.experiments.screens.trajectory import pr_rise_step, trajectory_probes
 from bayesattn.models import Transformer, TransformerConfig
 from bayesattn.models.trace import transformer_trace
 from bayesattn.sweep import run_experiment
@@ -90,7 +90,7 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
 
     (run_dir,) = (out / "artifacts").glob("trajectory-*/run")  # the training run, kept beside the points
     net = load_checkpoint(run_dir / "checkpoints" / "step_00000012.eqx")
-    res, _ = screen_transformer(net, cfg.trajectory.probes()["repeated_pair"])
+    res, _ = screen_transformer(net, trajectory_probes(cfg.trajectory)["repeated_pair"])
     last = result["checkpoints"][-1]["repeated_pair"]
     np.testing.assert_allclose(last["selectivity"]["induction"], res.selectivity["induction"], rtol=1e-10)
     # the PR-integral ranking: the heads' PR trajectories integrated by a trapezoid loop

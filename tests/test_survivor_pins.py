@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 import bayesattn as ba
-from bayesattn import provenance, sweep
+from bayesattn import provenance
 from bayesattn.sweep import point_id, run_sweep
 
 
@@ -61,17 +61,22 @@ def test_sweep_uses_a_given_executor_even_with_one_worker(tmp_path):
 
 def test_sweep_progress_bar_counts_points_and_is_on_by_default(tmp_path, capsys):
     """The default shows a progress bar counting finished points out of all points (serial and executor
-    paths), also when every point is already on disk (kills `progress=False` defaults, `update(2)`, and
-    `initial = len(points) / len(todo)`, which divides by zero on a finished sweep)."""
+    paths); a sweep whose every point is already on disk shows none (a resume printed a second, empty bar)
+    (kills `progress=False` defaults and `update(2)`)."""
     points = [{"method": "toy", "P": p} for p in range(2)]
     run_sweep(points, square, tmp_path / "a", desc="toysweep")
     assert "toysweep" in capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
-    for path, kw in ((tmp_path / "a", {}), (tmp_path / "b", {"executor": CountingExecutor()})):
-        run_sweep(points, square, path, desc="toysweep", **kw)  # "a": already finished
-        if "executor" in kw:
-            kw["executor"].shutdown()
-        last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
-        assert "2/2" in last, last
+    run_sweep(points, square, tmp_path / "a", desc="toysweep")  # already finished: no bar
+    assert "toysweep" not in capsys.readouterr().err
+    ex = CountingExecutor()
+    run_sweep(points, square, tmp_path / "b", desc="toysweep", executor=ex)
+    ex.shutdown()
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "2/2" in last, last
+    run_sweep(points[:1] + [{"method": "toy", "P": 7}], square, tmp_path / "b", desc="toysweep")  # one of two to do
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "2/2" in last, last
+
 
 
 def test_versions_name_a_missing_package(monkeypatch):

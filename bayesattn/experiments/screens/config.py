@@ -74,18 +74,6 @@ class TrajectoryConfig(Section):
             positions="learned",
         )
 
-    def probes(self) -> dict:
-        from .tools import probe_batch
-
-        kw = {"token_range": (0, self.vocab), "context": self.T}
-        T = self.probe_T or self.T - 1
-        return {
-            "repeated_pair": probe_batch(
-                "repeated_pair", self.probe_N, T, self.vocab, self.probe_seed, pair_range=tuple(self.pair_range), **kw
-            ),
-            "repeated_sequence": probe_batch("repeated_sequence", self.probe_N, T, self.vocab, self.probe_seed, **kw),
-        }
-
 
 class BayesLensConfig(Section):
     """The Bayesian copy head through the screens: the copy task (offset 1), softmax, NUTS at each P, the

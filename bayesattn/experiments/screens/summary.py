@@ -76,12 +76,10 @@ def describe(summary: dict) -> list[str]:
             )
         lines += m["lines"]
         if m["ranking"]:
-            r = m["ranking"]
-            top = ", ".join(f"L{a}H{b} {v:.3g}" for (a, b), v in zip(r["order"][:10], r["integral"]))
-            lines.append(
-                f"PR-integral ranking over steps {r['steps'][0]}..{r['steps'][-1]} (elbow at rank "
-                f"{r['elbow_k'] + 1}): {top}"
-            )
+            from .tools import ranking_line
+
+            lines.append(ranking_line(m["ranking"]))
+
     return lines
 
 

@@ -4,7 +4,7 @@ of the screened query, across P, without MCMC.
 
 Why one row. A draw's screen at the last query t depends on that row only: its selectivity on a_t = alpha[t, t-1]
 (alpha[t, src] / mean of the other T - 1 keys = (T - 1) a_t / (1 - a_t)), and, for one-hot tokens and many probe
-sequences, its PR on b_t = sum_s alpha_ts^2 alone (:func:`~bayesattn.experiments.screens_bayes.pr_onehot_limit`).
+sequences, its PR on b_t = sum_s alpha_ts^2 alone (:func:`pr_onehot_limit`).
 The order parameters m, q are the averages of (a_t, b_t) over the T rows; the screens are non-linear functions of
 one row's (a_t, b_t), so they need that row's posterior law, not only its mean (m, q).
 
@@ -141,11 +141,21 @@ def row_posterior(task, prior, P: float, *, tol: float = 5e-3, numerics: dict | 
     }
 
 
+def pr_onehot_limit(q, d: int):
+    """PR of the outputs sum_s alpha_s x_s of uniform one-hot tokens in the limit of many probe sequences, for an
+    attention row with sum_s alpha_s^2 = q: the second-moment matrix 11^T / d^2 + q (I / d - 11^T / d^2) has
+    eigenvalue 1/d along the mean and q/d on the d - 1 directions orthogonal to it."""
+    q = np.asarray(q, dtype=np.float64)
+    p0 = 1.0 / (1.0 + (d - 1) * q)
+    p1 = q * p0
+    ent = -(p0 * np.log(p0) + (d - 1) * np.where(p1 > 0, p1 * np.log(np.where(p1 > 0, p1, 1.0)), 0.0))
+    return np.exp(ent)
+
+
 def screens_from_law(rp: dict, T: int, d: int) -> dict:
     """The screens of the last query from a row law (:func:`row_posterior`): posterior means of a and b, of the
     many-sequence PR limit (and that limit at the mean b, for comparison), the median, geometric mean and
     share >= 30x of the previous-token selectivity (T - 1) a / (1 - a)."""
-    from .bayes import pr_onehot_limit
 
     law, a, b = rp["law"], rp["a"], rp["b"]
     pa = law.sum(1)

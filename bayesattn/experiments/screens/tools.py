@@ -200,13 +200,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------- pretrained models
-def model_point(point: dict, progress: bool = False) -> dict:
-    """Screen the pretrained models of ``point["model"]`` (a :class:`.config.ModelScreen`) on one probe batch: one
-    record per head (and checkpoint), the per-class lines, and for a series the PR-integral ranking."""
+def screen_pretrained(cfg, progress: bool = False):
+    """Screen the pretrained models of ``cfg`` (a :class:`.config.ModelScreen`: ``smollm2`` or GGUF files; several: a
+    checkpoint series) on one probe batch. Returns ([(step, ScreenResult)], the probe batch, one info dict per
+    model)."""
     from ...models.gguf_llama import load_model
-    from .config import ModelScreen
 
-    cfg = ModelScreen.load(point["model"], source="point")
     series = len(cfg.models) > 1  # a checkpoint series: one probe batch, the PR-integral ranking over steps
     steps = series_steps(cfg.models, cfg.steps) if series else [cfg.steps[0] if cfg.steps else None]
     batch, runs, models = None, [], []
@@ -239,11 +238,35 @@ def model_point(point: dict, progress: bool = False) -> dict:
             {"name": model.config.name, "step": step, "heads": int(res.shape[0] * res.shape[1]), "wall_s": wall}
         )
         del model
+    return runs, batch, models
+
+
+def report_runs(runs, threshold: float) -> tuple[list[dict], list[str], dict | None]:
+    """(one record per head and checkpoint, the per-class lines, the PR-integral ranking of a series or None) of
+    screened checkpoints [(step or None, ScreenResult)]."""
     records, lines = [], []
     for step, res in runs:
-        if series or step is not None:
+        if len(runs) > 1 or step is not None:
             lines.append(f"-- checkpoint step {step}")
-        lines += summarize_heads(res, cfg.threshold)
-        records += [({"step": step} if step is not None else {}) | r for r in res.records(cfg.threshold)]
-    ranking = series_ranking(runs) if series else None
+        lines += summarize_heads(res, threshold)
+        records += [({"step": step} if step is not None else {}) | r for r in res.records(threshold)]
+    ranking = series_ranking(runs) if len(runs) > 1 and all(s is not None for s, _ in runs) else None
+    return records, lines, ranking
+
+
+def ranking_line(ranking: dict) -> str:
+    top = ", ".join(f"L{l}H{h} {v:.3g}" for (l, h), v in zip(ranking["order"][:10], ranking["integral"]))
+    return (
+        f"PR-integral ranking over steps {ranking['steps'][0]}..{ranking['steps'][-1]} (elbow at rank "
+        f"{ranking['elbow_k'] + 1}): {top}"
+    )
+
+
+def model_point(point: dict, progress: bool = False) -> dict:
+    """Screen the pretrained models of ``point["model"]`` (a :class:`.config.ModelScreen`): one record per head (and
+    checkpoint), the per-class lines, and for a series the PR-integral ranking."""
+    from .config import ModelScreen
+
+    runs, batch, models = screen_pretrained(ModelScreen.load(point["model"], source="point"), progress)
+    records, lines, ranking = report_runs(runs, point["model"]["threshold"])
     return {"models": models, "probe": batch.config, "records": records, "lines": lines, "ranking": ranking}

@@ -29,7 +29,20 @@ from ...diagnostics.screens import (
 )
 from ...files import read_json, write_json_atomic
 from .config import TrajectoryConfig
-from .tools import copy_losses, screen_transformer
+from .tools import copy_losses, probe_batch, screen_transformer
+
+
+def trajectory_probes(cfg: TrajectoryConfig) -> dict:
+    """The two probe batches of a trajectory: ``probe_N`` repeated-pair and repeated-sequence sequences of
+    ``probe_T`` tokens (0: T - 1, the last position is never a training query)."""
+    kw = {"token_range": (0, cfg.vocab), "context": cfg.T}
+    T = cfg.probe_T or cfg.T - 1
+    return {
+        "repeated_pair": probe_batch(
+            "repeated_pair", cfg.probe_N, T, cfg.vocab, cfg.probe_seed, pair_range=tuple(cfg.pair_range), **kw
+        ),
+        "repeated_sequence": probe_batch("repeated_sequence", cfg.probe_N, T, cfg.vocab, cfg.probe_seed, **kw),
+    }
 
 
 def train(cfg: TrajectoryConfig, seed: int, artifacts: Path | None = None):
@@ -91,7 +104,7 @@ def trajectory_point(point: dict, artifacts: Path | None = None, progress: bool 
     loaded from there by a rerun), so that ``bayesattn screen`` can read the checkpoints again."""
     cfg = TrajectoryConfig.load(point["trajectory"], source="point")
     res, train_wall = train(cfg, point["seed"], artifacts)
-    probes = cfg.probes()
+    probes = trajectory_probes(cfg)
     t1 = time.perf_counter()
     bar = None
     if progress:
