@@ -20,7 +20,32 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     """Order parameters of attention weights alpha: (..., T, T), averaged over the query rows.
 
     m = <sum_s alpha_ts pattern_ts>_t (copy weight), q = <sum_s alpha_ts^2>_t (self-overlap),
-    u = m^2 / q (squared cosine with the target pattern; 0 where q = 0). Each has shape alpha.shape[:-2].
+    u = m^2 / q (squared cosine with the target pattern; 0 where q = 0). Each has shape alpha.shape[:-2]
+    (docs/model.md section 3).
+
+    Parameters
+    ----------
+    alpha : jax.Array
+        (..., T, T) attention weights, any leading batch shape.
+    target_pattern : numpy.ndarray
+        (T, T) the pattern that solves the task (``task.target_pattern``).
+    query_mask : numpy.ndarray
+        (T,) bool: the rows averaged over (``task.query_mask``).
+
+    Returns
+    -------
+    dict
+        {"m", "q", "u"}, arrays of shape alpha.shape[:-2].
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, bayesattn as ba
+    >>> task = ba.CopyTask(T=4, d=2)
+    >>> uniform = jnp.full((4, 4), 0.25)
+    >>> op = ba.order_parameters(jnp.stack([uniform, jnp.asarray(task.target_pattern)]), task.target_pattern,
+    ...                          task.query_mask)
+    >>> {k: v.tolist() for k, v in op.items()}
+    {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
     w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
     m = jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(target_pattern, alpha.dtype), w)

@@ -28,13 +28,53 @@ MASKS = ("task", "causal", "full")
 
 
 def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
-    """Row softmax over the allowed keys. L: (..., T, T) -> alpha: (..., T, T), zero where masked."""
+    """Row softmax over the allowed keys. L: (..., T, T) -> alpha: (..., T, T), zero where masked.
+
+    Parameters
+    ----------
+    L : jax.Array
+        (..., T, T) logits, any leading batch shape.
+    key_mask : numpy.ndarray
+        (T, T) bool: key_mask[t, s] is True when query t may attend to key s.
+
+    Returns
+    -------
+    jax.Array
+        alpha: (..., T, T); every row with an allowed key sums to 1.
+
+    Examples
+    --------
+    >>> import numpy as np, jax.numpy as jnp, bayesattn as ba
+    >>> alpha = ba.softmax_attention(jnp.zeros((3, 3)), np.tril(np.ones((3, 3), bool)))
+    >>> np.round(np.asarray(alpha), 2).tolist()
+    [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.33, 0.33, 0.33]]
+    """
     logits = jnp.where(key_mask, L, -jnp.inf)
     return jax.nn.softmax(logits, axis=-1, where=key_mask) * key_mask
 
 
 def linear_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
-    """Unnormalised linear attention alpha = L / sqrt(T) on the allowed keys. L: (..., T, T)."""
+    """Unnormalised linear attention alpha = L / sqrt(T) on the allowed keys. L: (..., T, T).
+
+    Parameters
+    ----------
+    L : jax.Array
+        (..., T, T) logits, any leading batch shape.
+    key_mask : numpy.ndarray
+        (T, T) bool: the keys each query may attend to; alpha is zero elsewhere.
+
+    Returns
+    -------
+    jax.Array
+        alpha: (..., T, T).
+
+    Examples
+    --------
+    >>> import numpy as np, jax.numpy as jnp, bayesattn as ba
+    >>> alpha = ba.linear_attention(jnp.ones((4, 4)), np.eye(4, dtype=bool))
+    >>> np.asarray(alpha)[0].tolist()
+    [0.5, 0.0, 0.0, 0.0]
+    """
     T = L.shape[-1]
     return jnp.where(key_mask, L, 0.0) / jnp.sqrt(T)
 
@@ -100,7 +140,35 @@ def attention_kind(attention: str | AttentionKind) -> AttentionKind:
 
 
 def attention_weights(L: jax.Array, attention: AttentionName | AttentionKind, key_mask: np.ndarray) -> jax.Array:
-    """alpha = a(L) for ``attention`` in {"softmax", "linear"} (or an :class:`AttentionKind`). L: (..., T, T)."""
+    """alpha = a(L) for ``attention`` in {"softmax", "linear"} (or an :class:`AttentionKind`). L: (..., T, T).
+
+    Parameters
+    ----------
+    L : jax.Array
+        (..., T, T) logits.
+    attention : {"softmax", "linear"} or AttentionKind
+        The attention map (:func:`softmax_attention` or :func:`linear_attention`).
+    key_mask : numpy.ndarray
+        (T, T) bool: the keys each query may attend to.
+
+    Returns
+    -------
+    jax.Array
+        alpha: (..., T, T), zero where ``key_mask`` is False.
+
+    Raises
+    ------
+    ValueError
+        If ``attention`` is neither a kind's name nor an AttentionKind.
+
+    Examples
+    --------
+    >>> import numpy as np, jax.numpy as jnp, bayesattn as ba
+    >>> L = jnp.zeros((2, 4, 4))  # a batch of two
+    >>> alpha = ba.attention_weights(L, "softmax", np.ones((4, 4), bool))
+    >>> alpha.shape, float(alpha[0, 0, 0])
+    ((2, 4, 4), 0.25)
+    """
     return attention_kind(attention).weights(L, key_mask)
 
 
@@ -108,14 +176,39 @@ def attention_weights(L: jax.Array, attention: AttentionName | AttentionKind, ke
 class AttentionModel:
     """The attention layer whose logits the posterior is over: its map, its number of heads and its mask.
 
-    kind: "softmax" | "linear" (an :class:`AttentionKind` is accepted and stored by its name; the kind object
-    is :attr:`attention_kind`); heads: H >= 1 (the readout acts on the concatenated head outputs, dimension
-    H d); mask: "task" (the task's key mask), "causal" (the task's mask and s <= t) or "full" (every key;
-    only where the task allows it). The logits have shape :meth:`logit_shape`: (T, T) for one head, so that
-    one head keeps today's arrays, and (H, T, T) for H > 1.
+    The logits have shape :meth:`logit_shape`: (T, T) for one head, so that one head keeps today's arrays, and
+    (H, T, T) for H > 1.
 
+    Parameters
+    ----------
+    kind : {"softmax", "linear"} or AttentionKind, default "softmax"
+        The attention map; an :class:`AttentionKind` is accepted and stored by its name (the kind object is
+        :attr:`attention_kind`).
+    heads : int, default 1
+        H >= 1; the readout acts on the concatenated head outputs, dimension H d.
+    mask : {"task", "causal", "full"}, default "task"
+        "task" (the task's key mask), "causal" (the task's mask and s <= t) or "full" (every key; only where
+        the task allows it).
+
+    Attributes
+    ----------
+    attention_kind : AttentionKind
+        The kind of :attr:`kind`: its map, order parameter and symmetries.
+
+    Raises
+    ------
+    ValueError
+        If kind is not a known attention, heads is not an integer >= 1, or mask is not one of the choices.
+
+    Examples
+    --------
+    >>> import numpy as np, jax.numpy as jnp
     >>> m = AttentionModel("softmax", heads=2)
     >>> m.logit_shape(4)
+    (2, 4, 4)
+    >>> int(AttentionModel(mask="causal").key_mask(np.ones((3, 3), bool)).sum())
+    6
+    >>> m.weights(jnp.zeros((2, 4, 4)), np.ones((4, 4), bool)).shape
     (2, 4, 4)
     """
 
@@ -158,6 +251,7 @@ class AttentionModel:
         return task_mask  # "full" cannot open keys the task's statement forbids
 
     def logit_shape(self, T: int) -> tuple[int, ...]:
+        """The shape of L for sequences of length T: (T, T) for one head, (H, T, T) for H heads."""
         return (T, T) if self.heads == 1 else (self.heads, T, T)
 
     def weights(self, L: jax.Array, task_mask: np.ndarray) -> jax.Array:
@@ -165,9 +259,11 @@ class AttentionModel:
         return self.attention_kind.weights(L, self.key_mask(task_mask))
 
     def replace(self, **changes) -> AttentionModel:
+        """The same model with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
+        """Plain data: {"kind", "heads", "mask"}."""
         return dataclasses.asdict(self)
 
 

@@ -32,10 +32,38 @@ BOUNDARIES = ("cyclic", "causal")
 
 @dataclass(frozen=True)
 class Dataset:
-    """P training sequences.
+    """P training sequences of one task: tokens, targets and the task that describes them.
 
-    X: (P, T, d) tokens; Y: (P, T, d_out) targets (zero on rows with ``query_mask`` False);
-    task: the :class:`Task` that produced (or describes) the data.
+    Built by :meth:`Task.sample`, or from your own arrays by :meth:`from_arrays` (which checks them); the
+    constructor itself checks nothing.
+
+    Parameters
+    ----------
+    X : jax.Array
+        (P, T, d) tokens.
+    Y : jax.Array
+        (P, T, d_out) targets, zero on the rows where ``task.query_mask`` is False.
+    task : Task
+        The :class:`Task` that produced (or describes) the data.
+
+    Attributes
+    ----------
+    P : int
+        Number of sequences.
+    T, d, d_out : int
+        The task's sequence length, token dimension and target dimension.
+    n : int
+        Number of (sequence, query) rows in the likelihood: ``P * task.query_mask.sum()``.
+
+    Examples
+    --------
+    >>> import jax, numpy as np, bayesattn as ba
+    >>> ds = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), P=3)
+    >>> ds.X.shape, ds.Y.shape, ds.P, ds.n
+    ((3, 4, 2), (3, 4, 2), 3, 12)
+    >>> own = ba.Dataset.from_arrays(np.zeros((5, 4, 2)), np.ones((5, 4, 2)), ds.task)
+    >>> own.P, float(own.Y.sum())
+    (5, 40.0)
     """
 
     X: jax.Array
@@ -44,7 +72,28 @@ class Dataset:
 
     @classmethod
     def from_arrays(cls, X, Y, task: Task) -> Dataset:
-        """Wrap user-supplied arrays, checking shapes against ``task`` and rejecting NaN / inf."""
+        """Wrap user-supplied arrays, checking shapes against ``task`` and rejecting NaN / inf.
+
+        Parameters
+        ----------
+        X : array_like
+            (P, T, d) tokens.
+        Y : array_like
+            (P, T, d_out) targets; rows outside ``task.query_mask`` are set to zero.
+        task : Task
+            The task whose T, d, d_out and masks the arrays follow.
+
+        Returns
+        -------
+        Dataset
+            The arrays as float64 JAX arrays.
+
+        Raises
+        ------
+        ValueError
+            If ``task`` is not a :class:`Task`, if X or Y does not have the shape above, or if either
+            contains NaN or inf.
+        """
         if not isinstance(task, Task):
             raise ValueError(f"task={task!r}: expected a bayesattn Task instance")
         X = check_array("X", np.asarray(X, dtype=np.float64), (None, task.T, task.d))
@@ -54,18 +103,22 @@ class Dataset:
 
     @property
     def P(self) -> int:
+        """Number of sequences."""
         return int(self.X.shape[0])
 
     @property
     def T(self) -> int:
+        """Sequence length (the task's)."""
         return self.task.T
 
     @property
     def d(self) -> int:
+        """Token dimension (the task's)."""
         return self.task.d
 
     @property
     def d_out(self) -> int:
+        """Target dimension (the task's)."""
         return self.task.d_out
 
     @property
@@ -76,7 +129,40 @@ class Dataset:
 
 @dataclass(frozen=True)
 class Task:
-    """Base class of tasks. Subclasses define ``d_out``, the masks, the target pattern and ``_sample``."""
+    """Base class of tasks. Subclasses define ``d_out``, the masks, the target pattern and ``_sample``.
+
+    A task is a frozen dataclass: its fields are its configuration (:meth:`config`), and :meth:`sample` is a
+    pure function of a PRNG key. A subclass overrides what differs from the defaults: ``d_out`` (default
+    ``d``), :attr:`key_mask` (default: every key), :attr:`query_mask` (default: every row),
+    :attr:`target_patterns` (default: none) and ``_sample(key, P) -> (X, Y)``; decorate it with
+    :func:`register_task` so that :func:`task_from_config` knows it. A task without ``_sample`` only
+    describes user data (:meth:`Dataset.from_arrays`).
+
+    Parameters
+    ----------
+    T : int
+        Sequence length (>= 2).
+    d : int
+        Token dimension (>= 1).
+
+    Raises
+    ------
+    ValueError
+        If T or d is not an integer, T < 2 or d < 1.
+
+    Examples
+    --------
+    >>> import jax, bayesattn as ba
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Reverse(ba.Task):
+    ...     def _sample(self, key, P):
+    ...         X = jax.random.normal(key, (P, self.T, self.d))
+    ...         return X, X[:, ::-1]
+    >>> ds = Reverse(T=4, d=2).sample(jax.random.key(0), P=3)
+    >>> ds.Y.shape, bool((ds.Y[:, 0] == ds.X[:, 3]).all()), Reverse(T=4, d=2).config()
+    ((3, 4, 2), True, {'name': 'Reverse', 'T': 4, 'd': 2})
+    """
 
     T: int
     d: int
@@ -88,6 +174,7 @@ class Task:
 
     @property
     def d_out(self) -> int:
+        """Target dimension (``d`` unless a subclass says otherwise)."""
         return self.d
 
     @property
@@ -120,7 +207,25 @@ class Task:
         return next(iter(pats.values()))
 
     def sample(self, key: jax.Array, P: int) -> Dataset:
-        """Draw P sequences. Pure function of ``key``: the same key gives the same data."""
+        """Draw P sequences. Pure function of ``key``: the same key gives the same data.
+
+        Parameters
+        ----------
+        key : jax.Array
+            A PRNG key.
+        P : int
+            Number of sequences (>= 0).
+
+        Returns
+        -------
+        Dataset
+            X: (P, T, d), Y: (P, T, d_out), zero on the rows outside :attr:`query_mask`.
+
+        Raises
+        ------
+        ValueError
+            If P is not an integer >= 0.
+        """
         P = check_int("P", P, minimum=0)
         X, Y = self._sample(key, P)
         return Dataset(X, Y * jnp.asarray(self.query_mask, X.dtype)[None, :, None], self)
@@ -129,17 +234,57 @@ class Task:
         raise NotImplementedError
 
     def replace(self, **changes) -> Task:
+        """The same task with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 
     def config(self) -> dict:
+        """Plain data {"name": class name, **fields}: what :func:`task_from_config` turns back into the task."""
         return {"name": type(self).__name__, **dataclasses.asdict(self)}
 
 
 TASKS: dict[str, type[Task]] = {}
+"""The registered task classes by class name, as :func:`register_task` fills it and :func:`task_from_config`
+reads it.
+
+Examples
+--------
+>>> import bayesattn as ba
+>>> ba.TASKS["CopyTask"] is ba.CopyTask, "MultiLagCopyTask" in ba.TASKS
+(True, True)
+"""
 
 
 def register_task(cls: type[Task]) -> type[Task]:
-    """Class decorator: make ``cls`` known by its class name to :func:`task_from_config`."""
+    """Class decorator: make ``cls`` known by its class name to :func:`task_from_config`.
+
+    Parameters
+    ----------
+    cls : type
+        A subclass of :class:`Task`; registered in :data:`TASKS` under ``cls.__name__`` (a later class of the
+        same name replaces an earlier one).
+
+    Returns
+    -------
+    type
+        ``cls`` itself.
+
+    Raises
+    ------
+    ValueError
+        If ``cls`` is not a subclass of :class:`Task`.
+
+    Examples
+    --------
+    >>> import bayesattn as ba
+    >>> from dataclasses import dataclass
+    >>> @ba.register_task
+    ... @dataclass(frozen=True)
+    ... class MyTask(ba.Task):
+    ...     pass
+    >>> ba.task_from_config({"name": "MyTask", "T": 4, "d": 2})
+    MyTask(T=4, d=2)
+    >>> del ba.TASKS["MyTask"]  # leave the registry as it was
+    """
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ValueError(f"register_task({cls!r}): expected a subclass of bayesattn.Task")
     TASKS[cls.__name__] = cls
@@ -147,7 +292,36 @@ def register_task(cls: type[Task]) -> type[Task]:
 
 
 def task_from_config(config: dict) -> Task:
-    """The task a ``Task.config()`` dict describes: {"name": class name, **fields}."""
+    """The task a ``Task.config()`` dict describes: {"name": class name, **fields}.
+
+    Parameters
+    ----------
+    config : dict
+        {"name": a class name in :data:`TASKS`, **the fields of that class}; fields left out take their
+        defaults.
+
+    Returns
+    -------
+    Task
+        The task, built (and checked) by its class.
+
+    Raises
+    ------
+    ValueError
+        If ``config`` is not a dict with a "name" key, if the name is not registered, if it has a key that
+        is not a field of the class, or if the class rejects a field's value.
+
+    Examples
+    --------
+    >>> import bayesattn as ba
+    >>> task = ba.CopyTask(T=4, d=2, offset=2)
+    >>> ba.task_from_config(task.config()) == task
+    True
+    >>> ba.task_from_config({"name": "CopyTask", "T": 4, "d": 2, "lag": 1})
+    Traceback (most recent call last):
+        ...
+    ValueError: task CopyTask: unknown field(s) ['lag']: expected some of ['T', 'boundary', 'd', 'offset', 'tokens']
+    """
     if not isinstance(config, dict) or "name" not in config:
         raise ValueError(
             f"task config={config!r}: expected a dict with a 'name' key (one of {', '.join(sorted(TASKS))})"

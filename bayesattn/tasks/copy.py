@@ -15,10 +15,42 @@ from .base import BOUNDARIES, TOKENS, Boundary, Task, TokenKind, draw_tokens, re
 class CopyTask(Task):
     """Copy task: the target at query t is the token ``offset`` positions back.
 
+    y_t = x_{t - offset}, with d_out = d. Its one target pattern, "copy", is the shift by ``offset``: 1 at
+    [t, t - offset] on every query row. Cyclic: t - offset is taken mod T and every row is a query; causal:
+    query t may attend to keys s <= t, and the first ``offset`` rows have no source, so they are not queries
+    (``query_mask`` False, zero targets).
+
+    Parameters
+    ----------
+    T : int
+        Sequence length (>= 2).
+    d : int
+        Token dimension (>= 1); for one-hot tokens the number of symbols.
+    offset : int, default 1
+        How far back the copied token is, in 1..T-1.
+    tokens : {"gaussian", "onehot"}, default "gaussian"
+        i.i.d. N(0, I_d) tokens or uniform one-hot tokens over d symbols.
+    boundary : {"cyclic", "causal"}, default "cyclic"
+        Which keys each query sees (above).
+
+    Attributes
+    ----------
+    source : numpy.ndarray
+        (T,) int: the source key t - offset (mod T) of each query.
+
+    Raises
+    ------
+    ValueError
+        If T or d is out of range, offset is not in 1..T-1, or tokens / boundary is not one of the choices.
+
+    Examples
+    --------
     >>> import jax, bayesattn as ba
     >>> ds = ba.CopyTask(T=4, d=3).sample(jax.random.key(0), P=2)
     >>> ds.X.shape, ds.Y.shape, bool((ds.Y[:, 1] == ds.X[:, 0]).all())
     ((2, 4, 3), (2, 4, 3), True)
+    >>> ba.CopyTask(T=4, d=3, boundary="causal").query_mask.tolist()
+    [False, True, True, True]
     """
 
     offset: int = 1

@@ -24,13 +24,52 @@ from .multilag import random_orthogonal
 @register_task
 @dataclass(frozen=True)
 class HighOrderMarkovTask(Task):
-    """The paper's Markov chain. T: model input length (burn-in + generated - 1; the paper: 6 + 20 - 1 = 25 for
-    spans (2, 2, 2), 12 + 20 - 1 = 31 for (4, 4, 4)); d: vocabulary (50); span_lengths: oldest to newest;
-    m: the multiplicative constant (1.7); scale: the inverse temperature; seed: draws U_k.
+    """High-order Markov chain over a one-hot vocabulary, as Yueksel, Alvarez Lucendo & Flammarion build it.
+
+    The next token is drawn from softmax(sum_k c_k U_k sum_{s in span k} x_s) over the vocabulary, where the K
+    spans of lags tile the ``burn_in = sum(span_lengths)`` tokens before it, ordered oldest to newest,
+    c_k = scale m^k (k = 0 oldest, so the newest span weighs m^(K-1)), and U_k are independent random
+    orthogonal matrices (arXiv 2602.19143; their code tml-epfl/hmm-attention, ``LinearARTeacher`` and
+    ``ARDataset``; docs/staircase.md). A sequence is ``burn_in`` uniform tokens followed by
+    ``T + 1 - burn_in`` tokens of the chain; the model reads tokens 0..T-1 and predicts tokens 1..T, and only
+    the predictions of chain tokens (rows t >= burn_in - 1) count.
 
     X: (P, T, d) one-hot tokens 0..T-1; Y: (P, T, d) one-hot next tokens (zero on rows t < burn_in - 1).
     target_patterns "span1".."spanK" (span1 oldest): indicators of each span's keys relative to the query.
 
+    Parameters
+    ----------
+    T : int, default 25
+        Model input length: burn-in + generated - 1 (the paper: 6 + 20 - 1 = 25 for spans (2, 2, 2),
+        12 + 20 - 1 = 31 for (4, 4, 4)).
+    d : int, default 50
+        Vocabulary size (>= 2).
+    span_lengths : tuple of int, default (2, 2, 2)
+        Lengths of the spans, oldest to newest; positive, with sum <= T.
+    m : float, default 1.7
+        The multiplicative constant between the spans' weights (> 0).
+    scale : float, default 1.0
+        The inverse temperature (> 0).
+    seed : int, default 0
+        Draws U_k (>= 0).
+
+    Attributes
+    ----------
+    K : int
+        Number of spans.
+    burn_in : int
+        sum(span_lengths), the uniform tokens before the chain.
+    generated : int
+        Tokens drawn from the chain per sequence, T + 1 - burn_in (the paper's ``length``).
+
+    Raises
+    ------
+    ValueError
+        If d < 2, span_lengths is empty, not a sequence of positive integers or sums to more than T, m or
+        scale is not a positive finite number, or seed is not an integer >= 0.
+
+    Examples
+    --------
     >>> import jax, bayesattn as ba
     >>> task = ba.HighOrderMarkovTask(T=9, d=5, span_lengths=(1, 2))
     >>> ds = task.sample(jax.random.key(0), P=2)

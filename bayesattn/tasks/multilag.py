@@ -59,14 +59,52 @@ def random_orthogonal(key: jax.Array, K: int, d: int) -> jax.Array:
 @register_task
 @dataclass(frozen=True)
 class MultiLagCopyTask(Task):
-    """y_t = sum_k weights[k] U_k xbar_{t,k} (module docstring).
+    """Multi-lag copy: y_t = sum_k weights[k] U_k xbar_{t,k}, xbar_{t,k} the tokens of span k aggregated.
 
-    spans: lags of each span, e.g. ((1,), (2,)) (two single lags) or ((1, 2), (3, 4)); weights: one per span;
-    aggregate: "mean" or "sum" of the span's tokens; rotations: "identity" (U_k = I) or "orthogonal" (drawn
-    from ``seed``). Cyclic: t - l mod T; causal: rows t < max lag have no target (query_mask False).
-    target_patterns: one indicator pattern per span (1 on every key of the span), so "mass" is the attention
-    mass a head puts on the span.
+    xbar_{t,k} is the mean (or sum) of x_{t-l} over the lags l of span k, and U_k is orthogonal (drawn from
+    ``seed``) or the identity. H >= K softmax heads solve it exactly (head k puts equal weight on span k); with
+    fewer heads, or fewer data, the posterior picks the spans that pay most (docs/staircase.md section 1).
+    Cyclic: t - l mod T; causal: rows t < max lag have no target (query_mask False).
+    target_patterns: one indicator pattern per span (1 on every key of the span), named "lag3" for one lag and
+    "lags3-4" for several, so "mass" is the attention mass a head puts on the span.
 
+    Parameters
+    ----------
+    T : int
+        Sequence length (>= 2).
+    d : int
+        Token dimension (>= 1).
+    spans : tuple of tuple of int, default ((1,), (2,))
+        Lags of each span, e.g. ((1,), (2,)) (two single lags) or ((1, 2), (3, 4)); lags in 1..T-1, every span
+        non-empty, no lag in two spans.
+    weights : tuple of float, default (1.0, 0.5)
+        One finite weight per span.
+    aggregate : {"mean", "sum"}, default "mean"
+        Mean or sum of the span's tokens.
+    rotations : {"identity", "orthogonal"}, default "identity"
+        U_k = I, or independent Haar-orthogonal matrices drawn from ``seed``.
+    seed : int, default 0
+        Seed of the rotations (>= 0).
+    tokens : {"gaussian", "onehot"}, default "gaussian"
+        Token distribution, as in :class:`CopyTask`.
+    boundary : {"cyclic", "causal"}, default "cyclic"
+        Which keys each query sees, as in :class:`CopyTask`.
+
+    Attributes
+    ----------
+    K : int
+        Number of spans.
+    max_lag : int
+        The largest lag of any span.
+
+    Raises
+    ------
+    ValueError
+        If the spans are not as above, weights do not give one finite number per span, or any other field
+        is out of range or not one of its choices.
+
+    Examples
+    --------
     >>> import jax, bayesattn as ba
     >>> task = ba.MultiLagCopyTask(T=5, d=2, spans=((1,), (2,)), weights=(1.0, 0.5))
     >>> ds = task.sample(jax.random.key(0), P=3)

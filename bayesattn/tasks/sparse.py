@@ -92,13 +92,45 @@ class _NextTokenTask(_DerivedShape):
 @register_task
 @dataclass(frozen=True)
 class SparseLinearMapTask(_NextTokenTask, Task):
-    """[x0, x1] with x1 = A x0 mod 2 (module docstring). S: the length of each half; s: ones per row of A;
-    seed: draws A (``support``); T = 2 S, d = 2 (the vocabulary).
+    """A sparse linear map mod 2: the sequence [x0, x1] with x1 = A x0 mod 2 (docs/sparse.md section 1).
+
+    A in {0,1}^{S x S} has exactly s ones per row (drawn from ``seed``); x0 is uniform in {0,1}^S; the sequence
+    is [x0, x1] (2 S binary tokens). The model reads tokens 0..2S-2 and predicts tokens 1..2S-1; only the
+    predictions of x1 count, so query row S-1+i (which predicts x1[i]) must attend to the s keys
+    {j : A_ij = 1} of the first half. T = 2 S and d = 2 (the vocabulary) follow from S; they are not
+    arguments.
 
     As a :class:`Task` (one-hot X: (P, 2S, 2), Y the one-hot next token on the query rows S-1..2S-2), the
     posterior and the observables see its ``target_patterns`` ("support": 1/s on each key of row i's support, on
     query row S-1+i). Training uses :meth:`sample_tokens` (ints).
 
+    Parameters
+    ----------
+    S : int, default 16
+        The length of each half (>= 1).
+    s : int, default 3
+        Ones per row of A, in 1..S.
+    seed : int, default 0
+        Draws A (:attr:`support`), >= 0.
+
+    Attributes
+    ----------
+    support : numpy.ndarray
+        A: (S, S) 0/1 with s ones per row.
+    query_rows : numpy.ndarray
+        The rows whose next-token prediction counts: S-1 .. 2S-2.
+    row_supports : numpy.ndarray
+        (T, T) 0/1: row t holds the keys query t must attend to.
+    vocab : int
+        2.
+
+    Raises
+    ------
+    ValueError
+        If S, s or seed is not an integer, S < 1, s is not in 1..S, or seed < 0.
+
+    Examples
+    --------
     >>> import jax, numpy as np, bayesattn as ba
     >>> task = ba.SparseLinearMapTask(S=4, s=2, seed=0)
     >>> x = np.asarray(task.sample_tokens(jax.random.key(1), 3))
@@ -212,13 +244,46 @@ def ca_trajectory(table: jax.Array, state: jax.Array, k: int) -> jax.Array:
 @register_task
 @dataclass(frozen=True)
 class CellularAutomatonTask(_NextTokenTask, Task):
-    """Trajectories of 1-D cellular automata with 4 states and radius 1 (module docstring).
+    """Trajectories of 1-D cellular automata with 4 states and radius 1 (docs/sparse.md section 1).
 
-    n_rules: size of the pool of rule tables (drawn uniformly from {0..3}^64 with ``seed``; the paper's 256 by
-    default); k: applications per sequence; cells: 16. A sequence is [x_0, ..., x_k] (T = cells (k + 1) tokens,
-    vocabulary 4), each sequence with a table drawn uniformly from the pool. The model predicts every token of
-    x_1..x_k; the query predicting cell j of x_{t+1} (row cells (t+1) + j - 1) must attend to cells j-1, j, j+1
-    (mod cells) of x_t: target pattern "neighbourhood" (1/3 on each).
+    A rule table maps {0..3}^3 -> {0..3}; a sequence is the trajectory [x_0, ..., x_k] of one table applied k
+    times to ``cells`` cells (periodic boundary): T = cells (k + 1) tokens, vocabulary 4 (T and d = 4 follow
+    from the fields; they are not arguments), each sequence with a table drawn uniformly from the pool. The
+    model predicts every token of x_1..x_k; the query predicting cell j of x_{t+1} (row cells (t+1) + j - 1)
+    must attend to cells j-1, j, j+1 (mod cells) of x_t: target pattern "neighbourhood" (1/3 on each).
+
+    Parameters
+    ----------
+    k : int, default 1
+        Applications of the table per sequence (>= 1).
+    n_rules : int, default 256
+        Size of the pool of rule tables, drawn uniformly from {0..3}^64 with ``seed`` (the paper's 256).
+    cells : int, default 16
+        Cells per state (>= 3).
+    seed : int, default 0
+        Draws the pool (>= 0).
+
+    Attributes
+    ----------
+    rule_tables : numpy.ndarray
+        (n_rules, 4, 4, 4) the pool: entry [l, c, r] is the new state of a cell with neighbours l, c, r.
+    query_rows : numpy.ndarray
+        The rows whose prediction counts: cells-1 .. T-2.
+    vocab : int
+        4.
+
+    Raises
+    ------
+    ValueError
+        If a field is not an integer or is below its minimum.
+
+    Examples
+    --------
+    >>> import jax, numpy as np, bayesattn as ba
+    >>> task = ba.CellularAutomatonTask(k=2, n_rules=4, cells=5)
+    >>> x = np.asarray(task.sample_tokens(jax.random.key(0), 3))
+    >>> task.T, x.shape, task.rule_tables.shape, task.target_patterns["neighbourhood"].sum(axis=1)[4:6].tolist()
+    (15, (3, 15), (4, 4, 4, 4), [1.0, 1.0])
     """
 
     k: int = 1
@@ -283,13 +348,44 @@ class CellularAutomatonTask(_NextTokenTask, Task):
 @register_task
 @dataclass(frozen=True)
 class SparseRegressionTask(_DerivedShape, Task):
-    """Gaussian surrogate of the linear map: S real tokens x_j ~ N(0, I_d) (or one-hot), every row i a query with
-    y_i = sum_{j : A_ij = 1} x_j; all S keys visible (T = S). support: "random" (A drawn from ``seed``, s ones per
-    row) or "shift" (row i: i-1, ..., i-s mod S; with s = 1 this is ``CopyTask(T=S, offset=1)``).
-    normalize: divide y by sqrt(s), so that every target has the variance of one token whatever s (the signal
-    per row of the mod-2 map does not grow with s either). Target pattern "support": A / s (the attention that,
-    with readout s I, or sqrt(s) I when normalised, gives y exactly).
+    """Gaussian surrogate of the linear map: y_i = sum_{j : A_ij = 1} x_j over S real tokens x_j ~ N(0, I_d).
 
+    Every row i is a query, all S keys visible (T = S, d = dim; not arguments); tokens may be one-hot
+    instead. Target pattern "support": A / s (the attention that, with readout s I, or sqrt(s) I when
+    normalised, gives y exactly). The closed-form posterior works on this task; with s = 1 and
+    ``support_kind="shift"`` it is the cyclic copy task ``CopyTask(T=S, offset=1)``.
+
+    Parameters
+    ----------
+    S : int, default 16
+        Number of tokens (>= 1).
+    s : int, default 3
+        Ones per row of A, in 1..S.
+    dim : int, default 8
+        Token dimension (>= 1).
+    support_kind : {"random", "shift"}, default "random"
+        "random": A drawn from ``seed``, s ones per row; "shift": row i has ones at i-1, ..., i-s mod S.
+    seed : int, default 0
+        Draws A for "random" (>= 0).
+    tokens : {"gaussian", "onehot"}, default "gaussian"
+        Token distribution.
+    normalize : bool, default False
+        Divide y by sqrt(s), so that every target has the variance of one token whatever s (the signal per row
+        of the mod-2 map does not grow with s either).
+
+    Attributes
+    ----------
+    support : numpy.ndarray
+        A: (S, S) 0/1.
+
+    Raises
+    ------
+    ValueError
+        If S, s, dim or seed is out of range, support_kind or tokens is not one of its choices, or normalize is
+        not a bool.
+
+    Examples
+    --------
     >>> import jax, bayesattn as ba
     >>> task = ba.SparseRegressionTask(S=6, s=2, dim=3)
     >>> ds = task.sample(jax.random.key(0), P=4)
