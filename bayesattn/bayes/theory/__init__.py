@@ -27,13 +27,14 @@ differences between phases).
 
 from .causal import causal_softmax_table
 from .common import Attention, action, covered
-from .curves import PhaseCurve, phase_curve
+from .curves import phase_curve
 from .diagrams import PhaseDiagram, critical_exponent, finite_size_scaling, phase_diagram
 from .entropy import entropy_curve, tilted_row_entropy
 from .heads import HeadsCurve, heads_curve, heads_energy
 from .landscape import landscape
 from .linear import linear_log_density
 from .losses import loss_curve
+from .phase_curve import PhaseCurve
 from .softmax_table import softmax_action_table
 from .zero_temperature import MODE_OBJECTIVES, linear_mode_critical_P, mode_action, mode_curve
 

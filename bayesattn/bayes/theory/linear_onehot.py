@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from .phase_curve import PhaseCurve
+
 NA, NB, NR, NK = 65, 161, 40, 18  # grid sizes; doubling every one moves <u> by < 1e-4 (T = 8, 32)
 
 
@@ -222,8 +224,6 @@ def _critical_P(task, prior, which="max"):
 def onehot_linear_phase_curve(task, prior, P):
     """The PhaseCurve of linear attention with one-hot tokens (cyclic) over the grid P."""
     import warnings
-
-    from .curves import PhaseCurve
 
     A, B, lz, cond = onehot_linear_tables(task, prior, P)
     NPv = len(P)
