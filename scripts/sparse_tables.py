@@ -1,4 +1,4 @@
-"""Markdown tables of a `bayesattn sparse` run (docs/sparse.md sections 3-4), from its saved point files.
+"""Markdown tables of a `bayesattn sparse` run (docs/results/sparse.md sections 3-4), from its saved point files.
 
 python scripts/sparse_tables.py results/sparse_emergence
 """

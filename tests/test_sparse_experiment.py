@@ -64,8 +64,12 @@ def test_config_errors(tmp_path):
 
 
 def test_difficulty_and_bayes_summary():
-    d = difficulty({"t_star": [10, None, 30], "plateau": [0.7, 0.69, 0.68], "iou_final": [1, 0, 1]})
-    assert d["solved"] == 2 and d["t_median"] == 20 and (d["t_min"], d["t_max"]) == (10, 30)
+    res = {"t_star": [10, None, 30], "plateau": [0.7, 0.69, 0.68], "iou_final": [1, 0, 1]}
+    d = difficulty(res, budget=100)
+    # the unsolved seed is censored at the budget: the median of (10, 30, 100)
+    assert d["solved"] == 2 and d["t_median"] == 30 and (d["t_min"], d["t_max"]) == (10, 30)
+    assert d["solve_ci"] == pytest.approx([0.2076, 0.9385], abs=1e-4) and d["t_ci"][0] <= 30 <= d["t_ci"][1]
+    assert difficulty({**res, "t_star": [10, None, None]}, budget=100)["t_median"] is None  # >= the budget
     recs = [
         {"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
         for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]
@@ -116,3 +120,42 @@ def test_cli_bad_input_mentions_set_only_when_given(tmp_path, capsys):
     assert "config bad.toml: grid.0.1=0" in err and "--set" not in err
     assert main(["sparse", "--config", str(p), "--set", "seeds=2", "--out", str(tmp_path / "o")]) == 2
     assert "config bad.toml with --set: grid.0.1=0" in capsys.readouterr().err
+
+
+def test_comparisons_test_both_directions_and_pick_each_arms_best_lr():
+    from bayesattn.experiments.sparse.summary import comparisons
+
+    def row(model, s, lr, ts, heads=4):
+        d = difficulty({"t_star": ts, "plateau": [0.0] * len(ts), "iou_final": [0.0] * len(ts)}, budget=1000)
+        return {"S": 8, "s": s, "model": model, "lr": lr, "heads": heads, "head_dim": None, **d}
+
+    rows = {
+        "heads": [
+            row("transformer", 2, 1e-3, [None] * 5 + [500] * 3, heads=1),
+            row("transformer", 2, 1e-3, [400] * 8, 8),
+        ],
+        "mixer": [
+            row("mixer", 3, 1e-3, [300, 310, 320, 330]),
+            row("mixer", 3, 3e-3, [None, 200, 210, 220]),
+            row("transformer", 3, 1e-3, [None, None, None, 900]),
+        ],
+    }
+    out = comparisons(rows)
+    heads = next(c for c in out if c["part"] == "heads")
+    assert (heads["a"], heads["b"]) == ("H=8", "H=1") and heads["a_helps"]["solved"] == [8, 3]
+    assert heads["a_helps"]["p_solve"] < 0.05 < heads["b_helps"]["p_solve"]
+    mix = next(c for c in out if c["part"] == "mixer")
+    assert mix["a"] == "mixer lr=0.001" and mix["lr_selected"]  # 4/4 solved beats 3/4
+    assert mix["a_helps"]["p_faster"] < 0.05
+
+
+def test_mixer_learning_rates_per_arm_make_their_own_points():
+    cfg = Sparse.load_config("sparse_mixer_vs_transformer")
+    pts = Sparse().points(cfg)["mixer"]
+    arms = {(p["train"]["model"], p["train"]["lr"]) for p in pts}
+    assert len(arms) == 6 and {p["train"]["s"] for p in pts} == set(range(3, 9))
+    assert len(pts) == 6 * 6 * 16 and all(p["train"]["A"] == "per_seed" and p["train"]["S"] == 16 for p in pts)
+    full = Sparse.load_config("sparse_full")
+    assert {(16, 3), (32, 2), (16, 4), (32, 3)} <= {tuple(g) for g in full.grid} and full.train.A == "per_seed"
+    # the measured CPU sweep keeps one fixed map, and its points keep the file names they had before the field
+    assert "A" not in Sparse().points(Sparse.load_config("sparse_emergence"))["grid"][0]["train"]

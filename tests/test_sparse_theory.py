@@ -29,7 +29,7 @@ def test_row_cgf_matches_plain_monte_carlo():
 
 @pytest.mark.slow
 def test_theory_against_exact_posterior():
-    # NUTS (docs/sparse.md section 4, S = 8, s = 2, summed targets): excess 0.11, 0.28, 0.46, 0.69 at
+    # NUTS (docs/results/sparse.md section 4, S = 8, s = 2, summed targets): excess 0.11, 0.28, 0.46, 0.69 at
     # P = 200, 400, 800, 3200
     r = excess_curve(8, 2, [200, 400, 800, 3200])
     np.testing.assert_allclose(r["excess"], [0.11, 0.28, 0.46, 0.69], atol=0.03)

@@ -121,3 +121,38 @@ def test_tiny_mixer_run():
 def test_tiny_ca_run():
     r = train_seeds(_tiny(task="cellular_automaton", k=1, tokens_per_step=64, steps=10), [0], vmap=True)
     assert r["loss"].shape == (1, 10) and abs(r["loss"][0, 0] - np.log(4)) < 0.5  # 4 states
+
+
+def test_per_seed_maps_are_drawn_from_the_seed_key_and_fixed_maps_are_shared():
+    import jax
+
+    from bayesattn.experiments.sparse.training import seed_tasks
+    from bayesattn.tasks.sparse import linear_map_tokens
+
+    cfg = _tiny(S=6, s=2)
+    key = jax.random.key(4)
+    A, sup = seed_tasks(cfg, key, [0, 1, 5])
+    assert A.shape == (3, 6, 6) and np.all(A.sum(-1) == 2) and not np.array_equal(A[0], A[1])
+    np.testing.assert_array_equal(seed_tasks(cfg, key, [5])[0][0], A[2])  # a seed's map: its key alone
+    np.testing.assert_array_equal(sup[:, 5:11, :6], A)  # query rows S-1.. attend to row i of A
+    fixed, _ = seed_tasks(cfg.replace(A="fixed"), key, [0, 1])
+    np.testing.assert_array_equal(fixed[0], cfg.make_task().support)
+    np.testing.assert_array_equal(fixed[1], fixed[0])
+    tok = np.asarray(linear_map_tokens(jax.random.key(1), 5, jax.numpy.asarray(A[1])))
+    np.testing.assert_array_equal((tok[:, :6] @ A[1].T) % 2, tok[:, 6:])
+    pools, _ = seed_tasks(cfg.replace(task="cellular_automaton", k=1), key, [0, 1])
+    assert pools.shape == (2, 256, 4, 4, 4) and not np.array_equal(pools[0], pools[1])
+
+
+def test_early_stop_is_per_seed_and_independent_of_the_other_seeds():
+    """Seed 0 stops stop_after_solved steps after its own t*, with the same results alone and next to seeds that
+    train longer (the looped program is the vmapped one per seed, bit for bit)."""
+    cfg = _tiny(steps=400, stop_after_solved=20, lr=3e-3)
+    both = train_seeds(cfg, [0, 1, 2], vmap=False)
+    alone = train_seeds(cfg, [0], vmap=False)
+    ts = both["t_star"][0]
+    assert ts is not None and alone["t_star"][0] == ts
+    stop = both["stop_step"][0]
+    assert stop == alone["stop_step"][0] and ts + 20 <= stop < ts + 20 + cfg.record_every
+    np.testing.assert_array_equal(alone["attention"][0], both["attention"][0])
+    np.testing.assert_array_equal(alone["loss"][0, :stop], both["loss"][0, :stop])

@@ -206,7 +206,9 @@ def test_training_record_matches_the_general_network():
     # the first record (step 0) of the minimal model equals the general network's loss on the same data
     cfg = TrainingConfig(**_TINY)
     out = train_minimal(cfg, 3)
-    task = cfg.task()
+    task = cfg.task(3)  # the run's own teacher (one per seed)
+    assert out["teacher_seed"] == 3 and task.seed == 3
+    assert TrainingConfig(**_TINY, teacher="fixed", teacher_seed=5).task(3).seed == 5  # one teacher for all seeds
     k_data, k_val, k_init, _ = jax.random.split(jax.random.key(3), 4)
     val = task.sample(k_val, cfg.val)
     net = cfg.network().build(k_init)

@@ -1,4 +1,4 @@
-"""Sparse attention patterns (docs/sparse.md section 1): a sparse linear map mod 2, cellular automata, and the
+"""Sparse attention patterns (docs/results/sparse.md section 1): a sparse linear map mod 2, cellular automata, and the
 Gaussian regression surrogate of the linear map that the closed-form posterior works on.
 
 All three are next-token / regression tasks whose solution is a *sparse attention pattern*: each query row must
@@ -92,7 +92,7 @@ class _NextTokenTask(_DerivedShape):
 @register_task
 @dataclass(frozen=True)
 class SparseLinearMapTask(_NextTokenTask, Task):
-    """A sparse linear map mod 2: the sequence [x0, x1] with x1 = A x0 mod 2 (docs/sparse.md section 1).
+    """A sparse linear map mod 2: the sequence [x0, x1] with x1 = A x0 mod 2 (docs/results/sparse.md section 1).
 
     A in {0,1}^{S x S} has exactly s ones per row (drawn from ``seed``); x0 is uniform in {0,1}^S; the sequence
     is [x0, x1] (2 S binary tokens). The model reads tokens 0..2S-2 and predicts tokens 1..2S-1; only the
@@ -181,9 +181,16 @@ class SparseLinearMapTask(_NextTokenTask, Task):
 
     def sample_tokens(self, key: jax.Array, B: int) -> jax.Array:
         """(B, 2S) int tokens [x0, x1], x1 = A x0 mod 2."""
-        x0 = jax.random.bernoulli(key, 0.5, (B, self.S)).astype(jnp.int32)
-        x1 = (x0 @ jnp.asarray(self.support, jnp.int32).T) % 2
-        return jnp.concatenate([x0, x1], axis=1)
+        return linear_map_tokens(key, B, jnp.asarray(self.support, jnp.int32))
+
+
+def linear_map_tokens(key: jax.Array, B: int, A: jax.Array) -> jax.Array:
+    """(B, 2S) int tokens [x0, x1] of the map ``A`` ((S, S) 0/1, may be traced: one map per vmapped seed),
+    x0 uniform in {0,1}^S, x1 = A x0 mod 2. :meth:`SparseLinearMapTask.sample_tokens` is this with its own A."""
+    S = A.shape[-1]
+    x0 = jax.random.bernoulli(key, 0.5, (B, S)).astype(jnp.int32)
+    x1 = (x0 @ A.astype(jnp.int32).T) % 2
+    return jnp.concatenate([x0, x1], axis=1)
 
 
 def _next_token_onehot(tokens: jax.Array, vocab: int):
@@ -244,7 +251,7 @@ def ca_trajectory(table: jax.Array, state: jax.Array, k: int) -> jax.Array:
 @register_task
 @dataclass(frozen=True)
 class CellularAutomatonTask(_NextTokenTask, Task):
-    """Trajectories of 1-D cellular automata with 4 states and radius 1 (docs/sparse.md section 1).
+    """Trajectories of 1-D cellular automata with 4 states and radius 1 (docs/results/sparse.md section 1).
 
     A rule table maps {0..3}^3 -> {0..3}; a sequence is the trajectory [x_0, ..., x_k] of one table applied k
     times to ``cells`` cells (periodic boundary): T = cells (k + 1) tokens, vocabulary 4 (T and d = 4 follow
@@ -307,9 +314,7 @@ class CellularAutomatonTask(_NextTokenTask, Task):
     @property
     def rule_tables(self) -> np.ndarray:
         """(n_rules, 4, 4, 4) the pool, drawn from ``seed``."""
-        with jax.ensure_compile_time_eval():
-            t = np.asarray(jax.random.randint(jax.random.key(self.seed), (self.n_rules, 4, 4, 4), 0, 4))
-        return check_rule_tables(t)
+        return self.draw_rule_tables(jax.random.key(self.seed))
 
     @property
     def query_rows(self) -> np.ndarray:
@@ -333,11 +338,24 @@ class CellularAutomatonTask(_NextTokenTask, Task):
         """(B, T) int tokens; ``tables`` (optional): a pool to use instead of :attr:`rule_tables`."""
         with jax.ensure_compile_time_eval():
             pool = jnp.asarray(self.rule_tables if tables is None else check_rule_tables(tables))
-        kr, kx = jax.random.split(key)
-        which = jax.random.randint(kr, (B,), 0, pool.shape[0])
-        x0 = jax.random.randint(kx, (B, self.cells), 0, 4, dtype=jnp.int32)
-        traj = jax.vmap(lambda i, x: ca_trajectory(pool[i], x, self.k))(which, x0)
-        return traj.reshape(B, self.T).astype(jnp.int32)
+        return ca_tokens(key, B, pool, self.cells, self.k)
+
+    def draw_rule_tables(self, key: jax.Array) -> np.ndarray:
+        """A pool of ``n_rules`` tables drawn from ``key`` (as :attr:`rule_tables` draws its pool from ``seed``)."""
+        with jax.ensure_compile_time_eval():
+            t = np.asarray(jax.random.randint(key, (self.n_rules, 4, 4, 4), 0, 4))
+        return check_rule_tables(t)
+
+
+def ca_tokens(key: jax.Array, B: int, pool: jax.Array, cells: int, k: int) -> jax.Array:
+    """(B, cells (k + 1)) int tokens: trajectories of tables drawn uniformly from ``pool`` ((n, 4, 4, 4) ints, may
+    be traced: one pool per vmapped seed), started from uniform states. :meth:`CellularAutomatonTask.sample_tokens`
+    is this with its own pool."""
+    kr, kx = jax.random.split(key)
+    which = jax.random.randint(kr, (B,), 0, pool.shape[0])
+    x0 = jax.random.randint(kx, (B, cells), 0, 4, dtype=jnp.int32)
+    traj = jax.vmap(lambda i, x: ca_trajectory(pool[i], x, k))(which, x0)
+    return traj.reshape(B, cells * (k + 1)).astype(jnp.int32)
 
 
 # --------------------------------------------------------------------------------------------------------------

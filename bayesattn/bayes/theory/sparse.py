@@ -1,5 +1,5 @@
 """Order-parameter theory of softmax attention on the sparse regression surrogate (s sources per row;
-docs/sparse.md section 4). Cyclic-like rows: every query row sees all S keys, s of them its support.
+docs/results/sparse.md section 4). Cyclic-like rows: every query row sees all S keys, s of them its support.
 
 Per row, with M the attention mass on the support and q = sum alpha^2 (both averaged over rows),
 

@@ -1,4 +1,4 @@
-"""Sparse attention patterns (docs/sparse.md): random emergence of sparse patterns in trained one-layer
+"""Sparse attention patterns (docs/results/sparse.md): random emergence of sparse patterns in trained one-layer
 transformers and causal MLP-Mixers, and the Bayesian learnability threshold of the regression surrogate.
 
 A run writes, under its output folder::
@@ -6,13 +6,17 @@ A run writes, under its output folder::
     points/grid/*.json      one file per (S, s, seed): the transformer's training run
     points/heads/*.json     one file per (H, seed) at fixed width
     points/head_dim/*.json  one file per (head size, seed) at fixed H
-    points/mixer/*.json     one file per (model, s, seed) at fixed S
+    points/mixer/*.json     one file per (model, learning rate, s, seed) at fixed S
     points/bayes/*.json     one file per (S, s, P, init): NUTS on the closed-form posterior of the surrogate
     points/theory/*.json    one file per (S, s): the s-source order-parameter theory over P
-    summary.json            per training setting: solved seeds, t* (median, range), plateau, IoU; P_c(S, s)
+    summary.json            per training setting: solved seeds (95% Wilson interval), t* (median with its 95%
+                            bootstrap interval, unsolved seeds censored at the budget; range), plateau, IoU;
+                            comparisons (heads, head size, Mixer vs transformer) with one-sided p-values; P_c(S, s)
 
 Seeds train ``seeds_per_program`` at a time in one vmapped program, in aligned blocks (seed i in block
-i // seeds_per_program), so a seed's result does not depend on which other seeds were asked for.
+i // seeds_per_program), so a seed's result does not depend on which other seeds were asked for; each seed
+stops on its own (``stop_after_solved`` steps after its own t*), and by default draws its own map A
+(``train.A = "per_seed"``; ``"fixed"``: one map for all seeds, from ``train.task_seed``).
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ class Sparse(Experiment):
             out["mixer"] = [
                 p
                 for m in ("transformer", "mixer")
+                for lr in cfg.lrs(m)
                 for s in cfg.mixer_s
-                for p in runs("mixer", S=cfg.mixer_S, s=s, model=m)
+                for p in runs("mixer", S=cfg.mixer_S, s=s, model=m, lr=lr)
             ]
         b = {k: v for k, v in cfg.bayes.model_dump().items() if k not in ("grid", "P", "inits")}
         if "bayes" in cfg.parts:

@@ -24,10 +24,11 @@ transitions = first_crossing
 def train_block(points: list[dict], progress: bool = False) -> list[dict]:
     """The training of the seeds of ``points`` (one training config, one aligned block of ``seeds_per_program``
     seeds): the whole block trains in one vmapped program, whichever of its seeds are asked for, so that a seed's
-    result depends on its seed and its config alone. Per seed: t*, plateau, final IoU / entropy, the histories
-    every KEEP_EVERY steps (accuracy as the 10-step trailing mean) and the final head-mean attention."""
+    result depends on its seed and its config alone. Per seed, each cut at the seed's own stop step: t*, plateau,
+    final IoU / entropy, the histories every KEEP_EVERY steps (accuracy as the 10-step trailing mean), the final
+    head-mean attention and the seed's row supports (its own map A when ``A = "per_seed"``)."""
     p0 = points[0]
-    cfg = SparseTrainConfig.load(p0["train"], source="point")
+    cfg = SparseTrainConfig.from_point(p0["train"])
     ((block, _),) = seed_blocks([p["seed"] for p in points], p0["seeds_per_program"])
     bar = None
     if progress:
@@ -46,32 +47,36 @@ def train_block(points: list[dict], progress: bool = False) -> list[dict]:
             bar.close()
     acc = np.asarray(r["acc"])
     trail = np.stack([np.convolve(a, np.ones(10) / 10, mode="full")[: a.size] for a in acc])
-    keep = np.arange(KEEP_EVERY - 1, r["steps_run"], KEEP_EVERY)
-    support = cfg.make_task().row_supports.tolist()
+    rec_step = np.asarray(r["record_step"])
     out = []
     for p in points:
         i = block.index(p["seed"])
+        stop = int(r["stop_step"][i])  # this seed's own end: its results do not depend on the other seeds
+        keep = np.arange(KEEP_EVERY - 1, stop, KEEP_EVERY)
+        nrec = int(np.sum(rec_step <= stop))
         out.append(
             {
                 "seed": p["seed"],
                 "t_star": r["t_star"][i],
                 "plateau": r["plateau"][i],
-                "steps_run": r["steps_run"],
+                "steps_run": stop,
+                "budget": cfg.steps,
                 "train_wall_s": r["wall_s"],
-                "iou_final": float(r["iou"][i, -1]),
-                "entropy_final": float(r["entropy"][i, -1]),
+                "iou_final": float(r["iou"][i, nrec - 1]),
+                "entropy_final": float(r["entropy"][i, nrec - 1]),
                 "history": {
                     "step": (keep + 1).tolist(),
                     "loss": r["loss"][i, keep].tolist(),
                     "acc10": trail[i, keep].tolist(),
                 },
                 "records": {
-                    "step": r["record_step"].tolist(),
-                    "iou": r["iou"][i].tolist(),
-                    "entropy": r["entropy"][i].tolist(),
+                    "step": rec_step[:nrec].tolist(),
+                    "iou": r["iou"][i, :nrec].tolist(),
+                    "entropy": r["entropy"][i, :nrec].tolist(),
                 },
                 "attention": r["attention"][i].tolist(),
-                "support": support,
+                "support": np.asarray(r["row_supports"][i]).tolist(),
+                "A": cfg.A,
             }
         )
     return out

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import ChainsSection, PriorSection
 
 Pair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [S, s]
@@ -17,7 +17,7 @@ Part = Literal["grid", "heads", "head_dim", "mixer", "bayes", "theory"]
 
 
 class SparseTrainConfig(Section):
-    """One training configuration. Defaults: the CPU default (docs/sparse.md section 2 says what is scaled);
+    """One training configuration. Defaults: the CPU default (docs/results/sparse.md section 2 says what is scaled);
     :meth:`full_size` gives the replication's settings (D = 128, MLP 512, H = 8, lr 3e-4, 200 warmup steps,
     wd 0.01, 10k steps, 8192 tokens per step)."""
 
@@ -25,6 +25,9 @@ class SparseTrainConfig(Section):
     S: PositiveInt = 16
     s: PositiveInt = 3
     k: PositiveInt = 1  # cellular automaton: applications of the rule
+    # "per_seed": every seed trains on its own map A (linear map) or pool of rule tables (automaton), drawn from
+    # the seed's key (TASK_STREAM); "fixed": one A / pool for all seeds, drawn from task_seed
+    A: Literal["per_seed", "fixed"] = "per_seed"
     task_seed: NonNegativeInt = 0
     model: Literal["transformer", "mixer"] = "transformer"
     width: PositiveInt = 64
@@ -38,9 +41,9 @@ class SparseTrainConfig(Section):
     tokens_per_step: PositiveInt = 2048
     record_every: PositiveInt = 50
     probe: PositiveInt = 256
-    stop_after_solved: NonNegativeInt = (
-        100  # stop when every seed is solved and this many steps passed since the last t*
-    )
+    # early stop, per seed: a seed's run ends at the first record step >= its own t* + stop_after_solved (0: never);
+    # its results are taken there, whatever the other seeds of its program do
+    stop_after_solved: NonNegativeInt = 100
     dtype: Literal["float32", "float64"] = "float32"
 
     @model_validator(mode="after")
@@ -65,6 +68,7 @@ class SparseTrainConfig(Section):
         return cls(**{**base, **changes})
 
     def make_task(self):
+        """The task with the fixed map / pool (from ``task_seed``); the per-seed draws: ``training.seed_tasks``."""
         from ...tasks.sparse import CellularAutomatonTask, SparseLinearMapTask
 
         if self.task == "linear_map":
@@ -102,7 +106,17 @@ class SparseTrainConfig(Section):
         return MixerConfig(T=task.T, width=self.width, layers=1, mlp=self.mlp or None, vocab=task.vocab)
 
     def config(self) -> dict:
-        return self.model_dump()
+        """The point's dict of this config; ``A`` is left out when "fixed" (the only behaviour before the field
+        existed), so that those points keep their file names (a hash of the point) and old folders resume."""
+        d = self.model_dump()
+        if d["A"] == "fixed":
+            del d["A"]
+        return d
+
+    @classmethod
+    def from_point(cls, d: dict) -> SparseTrainConfig:
+        """The config of a point's ``train`` dict (:meth:`config`'s inverse)."""
+        return cls.load({"A": "fixed", **d}, source="point")
 
 
 class BayesSparseConfig(Section):
@@ -136,7 +150,7 @@ class SparseConfig(ExperimentConfig):
     name: str = "sparse_emergence"
     parts: list[Part] = list(PARTS)
     seed: NonNegativeInt = 0
-    seeds: PositiveInt = 16
+    seeds: SeedCount = 16
     seeds_per_program: PositiveInt = 16
     train: SparseTrainConfig = SparseTrainConfig()
     grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
@@ -147,6 +161,8 @@ class SparseConfig(ExperimentConfig):
     heads_s: PositiveInt = 3
     mixer_S: PositiveInt = 8
     mixer_s: list[PositiveInt] = [1, 2, 3, 4]
+    # learning rates of the mixer part per arm ({"transformer": [...], "mixer": [...]}); an arm not named: train.lr
+    mixer_lr: dict[Literal["transformer", "mixer"], Annotated[list[PositiveFloat], Field(min_length=1)]] = {}
     bayes: BayesSparseConfig = BayesSparseConfig()
 
     @model_validator(mode="after")
@@ -158,8 +174,14 @@ class SparseConfig(ExperimentConfig):
         for hd in self.head_dims:
             self.train_config(S=self.heads_S, s=self.heads_s, heads=self.head_dim_heads, head_dim=hd)
         for s in self.mixer_s:
-            self.train_config(S=self.mixer_S, s=s)
+            for m in ("transformer", "mixer"):
+                for lr in self.lrs(m):
+                    self.train_config(S=self.mixer_S, s=s, model=m, lr=lr)
         return self
+
+    def lrs(self, model: str) -> list[float]:
+        """The learning rates of the mixer part's arm ``model``."""
+        return list(self.mixer_lr.get(model, [self.train.lr]))
 
     def train_config(self, **changes) -> SparseTrainConfig:
         return self.train.replace(**changes)

@@ -1,4 +1,4 @@
-"""Training on the sparse-pattern tasks (docs/sparse.md section 2): many seeds of a one-layer transformer or a
+"""Training on the sparse-pattern tasks (docs/results/sparse.md section 2): many seeds of a one-layer transformer or a
 causal MLP-Mixer at once (``jax.vmap`` over stacked Equinox models), AdamW with a linear warmup (optax), fresh
 batches every step, cross-entropy on the second half only, and the emergence metrics.
 
@@ -11,6 +11,9 @@ Metrics (all from the saved histories, so they can be recomputed):
 - attention entropy: mean over heads and query rows of -sum alpha log alpha (Mixer: of |M| normalised per row).
 - plateau: the median loss over the middle half of the steps before t* (unsolved: the last half of training),
   against ln 2 for the binary task.
+
+Early stopping and the map A are per seed (:func:`train_seeds`, :func:`seed_tasks`), so a seed's result is a
+function of its seed, the key and the config only.
 """
 
 from __future__ import annotations
@@ -83,12 +86,51 @@ def optimizer(cfg: SparseTrainConfig) -> optax.GradientTransformation:
     return optax.adamw(sched, weight_decay=cfg.weight_decay)
 
 
+TASK_STREAM = (
+    0x5EED  # seed i's per-seed task: fold_in(fold_in(key, i), TASK_STREAM) (init / data: split of fold_in(key, i))
+)
+
+
+def seed_tasks(cfg: SparseTrainConfig, key: jax.Array, seeds) -> tuple[np.ndarray, np.ndarray]:
+    """(arrays, row_supports) per seed: the map A ((n, S, S), linear map) or the pool of rule tables ((n, n_rules,
+    4, 4, 4), automaton), and each seed's (T, T) row supports. ``cfg.A == "per_seed"``: seed i's from
+    fold_in(fold_in(key, i), TASK_STREAM); "fixed": the task's own (``task_seed``) for every seed."""
+    task = cfg.make_task()
+    out = []
+    for i in seeds:
+        if cfg.A == "fixed":
+            out.append(task.support if cfg.task == "linear_map" else task.rule_tables)
+            continue
+        k = jax.random.fold_in(jax.random.fold_in(key, i), TASK_STREAM)
+        if cfg.task == "linear_map":
+            from ...tasks.sparse import sparse_support
+
+            out.append(sparse_support(k, cfg.S, cfg.s))
+        else:
+            out.append(task.draw_rule_tables(k))
+    arrays = np.stack(out).astype(np.int32)
+    if cfg.task == "linear_map":
+        sup = np.zeros((len(out), task.T, task.T), dtype=np.int64)
+        sup[:, task.query_rows, : cfg.S] = arrays
+    else:  # the neighbourhood does not depend on the tables
+        sup = np.broadcast_to(task.row_supports, (len(out), task.T, task.T)).copy()
+    return arrays, sup
+
+
 def _programs(cfg: SparseTrainConfig):
-    """(chunk, probe): jitted functions of one seed's (params, opt_state), to be vmapped or looped."""
+    """(chunk, probe): jitted functions of one seed's (params, opt_state) and its task array (map A or pool of
+    rule tables), to be vmapped or looped."""
+    from ...tasks.sparse import ca_tokens, linear_map_tokens
+
     task = cfg.make_task()
     rows = jnp.asarray(task.query_rows)
     opt = optimizer(cfg)
     B = cfg.batch
+
+    def sample(key, arr, n):
+        if cfg.task == "linear_map":
+            return linear_map_tokens(key, n, arr)
+        return ca_tokens(key, n, arr, task.cells, task.k)
 
     def loss_acc(params, static, tokens):
         net = eqx.combine(params, static)
@@ -99,20 +141,20 @@ def _programs(cfg: SparseTrainConfig):
         acc = jnp.mean(jnp.argmax(logp, -1) == tgt)
         return jnp.mean(nll), acc
 
-    def step(static, carry, key):
+    def step(static, arr, carry, key):
         params, state = carry
-        tokens = task.sample_tokens(key, B)
+        tokens = sample(key, arr, B)
         (loss, acc), g = jax.value_and_grad(loss_acc, has_aux=True)(params, static, tokens)
         upd, state = opt.update(g, state, params)
         return (optax.apply_updates(params, upd), state), (loss, acc)
 
-    def chunk(static, params, state, keys):
-        (params, state), (loss, acc) = jax.lax.scan(lambda c, k: step(static, c, k), (params, state), keys)
+    def chunk(static, params, state, keys, arr):
+        (params, state), (loss, acc) = jax.lax.scan(lambda c, k: step(static, arr, c, k), (params, state), keys)
         return params, state, loss, acc
 
-    def probe(static, params, tokens):
+    def probe(static, params, key, arr, n):
         net = eqx.combine(params, static)
-        _, attn = jax.vmap(net)(tokens)  # (P, layers, H, T, T)
+        _, attn = jax.vmap(net)(sample(key, arr, n))  # (P, layers, H, T, T)
         w = jnp.abs(attn[:, 0]) if cfg.model == "mixer" else attn[:, 0]
         return jnp.mean(w, axis=0)  # (H, T, T)
 
@@ -127,8 +169,8 @@ def _jitted(cfg: SparseTrainConfig):
     return (
         eqx.filter_jit(chunk),
         eqx.filter_jit(probe),
-        eqx.filter_jit(eqx.filter_vmap(chunk, in_axes=(None, 0, 0, 0))),
-        eqx.filter_jit(eqx.filter_vmap(probe, in_axes=(None, 0, None))),
+        eqx.filter_jit(eqx.filter_vmap(chunk, in_axes=(None, 0, 0, 0, 0))),
+        eqx.filter_jit(eqx.filter_vmap(probe, in_axes=(None, 0, None, 0, None))),
     )
 
 
@@ -141,49 +183,60 @@ def train_seeds(
     progress=None,
     record_attention: bool = True,
 ) -> dict:
-    """Train one model per seed (seed i: init key fold_in(key, i) split into init / data keys). ``vmap``: all
-    seeds in one vmapped program (default; on the idle 2-core CPU 1.3x faster per seed-step than looping, but
-    2.6x slower when the machine was overloaded: ``benchmarks/bench_sparse.py``); False: the same per-seed
-    program, one seed after another. ``progress``: a tqdm-like bar updated by steps, or None.
+    """Train one model per seed (seed i: init key fold_in(key, i) split into init / data keys; its map A from
+    :func:`seed_tasks`). ``vmap``: all seeds in one vmapped program (default; on the idle 2-core CPU 1.3x faster
+    per seed-step than looping, but 2.6x slower when the machine was overloaded: ``benchmarks/bench_sparse.py``);
+    False: the same per-seed program, one seed after another. ``progress``: a tqdm-like bar updated by steps, or
+    None.
 
-    Returns per seed: "loss", "acc" (per step), "t_star", "plateau", records every ``record_every`` steps
-    ("record_step", "iou", "entropy"), the final head-mean attention ("attention", (T, T)), and "steps_run"."""
+    Early stop per seed: seed i stops at the first record step >= t*_i + ``stop_after_solved`` ("stop_step");
+    the program runs until every seed has stopped or ``steps`` are done, and each seed's t*, final attention and
+    records are those of its own stop step, so they do not depend on the other seeds of the program.
+
+    Returns per seed: "loss", "acc" (per step, the whole program's steps: cut them at "stop_step"), "t_star",
+    "plateau", "stop_step", records every ``record_every`` steps ("record_step", "iou", "entropy"), the
+    attention at the seed's stop step ("attention", (T, T) head mean; "attention_heads"), "row_supports",
+    "steps_run" (the program's)."""
     seeds = [check_int("seed", s, minimum=0) for s in seeds]
     key = jax.random.key(0) if key is None else key
     task = cfg.make_task()
-    rows, sup = task.query_rows, task.row_supports
+    rows = task.query_rows
+    arrays, sups = seed_tasks(cfg, key, seeds)
+    arrays_j = jnp.asarray(arrays)
     ks = jnp.stack([jax.random.split(jax.random.fold_in(key, s)) for s in seeds])  # (n, 2)
     models = _init_models(cfg, ks[:, 0])
     params, static = eqx.partition(models, eqx.is_array)
     opt = optimizer(cfg)
     state = eqx.filter_vmap(opt.init)(params)
-    probe_tokens = task.sample_tokens(jax.random.fold_in(key, 2**31 - 1), cfg.probe)
+    probe_key = jax.random.fold_in(key, 2**31 - 1)  # the same probe inputs x0 for every seed, its own map
 
     # steps, records and probe size do not change the programs: one compilation serves them all
     chunk1, probe1, chunk_v, probe_v = _jitted(cfg.replace(steps=10, record_every=1, probe=1, stop_after_solved=0))
     if vmap:
 
         def chunk_fn(p, s, k):
-            return chunk_v(static, p, s, k)
+            return chunk_v(static, p, s, k, arrays_j)
 
         def probe_fn(p):
-            return probe_v(static, p, probe_tokens)
+            return probe_v(static, p, probe_key, arrays_j, cfg.probe)
     else:
         take = lambda tree, i: jax.tree.map(lambda x: x[i], tree)  # noqa: E731
         stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
 
         def chunk_fn(p, s, k):
-            outs = [chunk1(static, take(p, i), take(s, i), k[i]) for i in range(len(seeds))]
+            outs = [chunk1(static, take(p, i), take(s, i), k[i], arrays_j[i]) for i in range(len(seeds))]
             return tuple(stack([o[j] for o in outs]) for j in range(4))
 
         def probe_fn(p):
-            return jnp.stack([probe1(static, take(p, i), probe_tokens) for i in range(len(seeds))])
+            return jnp.stack([probe1(static, take(p, i), probe_key, arrays_j[i], cfg.probe) for i in range(len(seeds))])
 
     n, R = len(seeds), cfg.record_every
     loss, acc, rec_step, iou, ent = [], [], [], [], []
     attn = None
+    stop: list[int | None] = [None] * n
+    snap: list = [None] * n  # each seed's attention (H, T, T) at its stop step
     done, t0 = 0, time.perf_counter()
-    while done < cfg.steps:
+    while done < cfg.steps and not all(x is not None for x in stop):
         m = min(R, cfg.steps - done)
         keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, done), m))(ks[:, 1])
         params, state, l, a = chunk_fn(params, state, keys)
@@ -194,31 +247,39 @@ def train_seeds(
             attn = np.asarray(probe_fn(params), np.float64)  # (n, H, T, T)
             mean = attn.mean(axis=1)
             rec_step.append(done)
-            iou.append([support_iou(mean[i], sup, rows) for i in range(n)])
+            iou.append([support_iou(mean[i], sups[i], rows) for i in range(n)])
             ent.append([_row_entropy(attn[i], rows) for i in range(n)])
         if progress is not None:
             progress.update(m)
         acc_all = np.concatenate(acc, axis=1)
-        ts = [t_star(acc_all[i]) for i in range(n)]
-        if cfg.stop_after_solved and all(t is not None for t in ts) and done >= max(ts) + cfg.stop_after_solved:
-            break
+        for i in range(n):
+            if stop[i] is None and cfg.stop_after_solved:
+                ts = t_star(acc_all[i])
+                if ts is not None and done >= ts + cfg.stop_after_solved:
+                    stop[i] = done
+                    snap[i] = None if attn is None else attn[i]
     loss_all, acc_all = np.concatenate(loss, axis=1), np.concatenate(acc, axis=1)
-    ts = [t_star(acc_all[i]) for i in range(n)]
+    stop_step = [done if x is None else x for x in stop]
+    ts = [t_star(acc_all[i, : stop_step[i]]) for i in range(n)]
     out = {
         "seeds": seeds,
         "steps_run": done,
+        "stop_step": stop_step,
         "wall_s": time.perf_counter() - t0,
         "loss": loss_all,
         "acc": acc_all,
         "t_star": ts,
-        "plateau": [plateau_loss(loss_all[i], ts[i]) for i in range(n)],
+        "plateau": [plateau_loss(loss_all[i, : stop_step[i]], ts[i]) for i in range(n)],
+        "row_supports": sups,
+        "task_arrays": arrays,
     }
     if record_attention:
+        heads = np.stack([attn[i] if snap[i] is None else snap[i] for i in range(n)])
         out.update(
             record_step=np.asarray(rec_step),
             iou=np.asarray(iou).T,
             entropy=np.asarray(ent).T,
-            attention=attn.mean(axis=1),
-            attention_heads=attn,
+            attention=heads.mean(axis=1),
+            attention_heads=heads,
         )
     return out

@@ -1,4 +1,4 @@
-"""The staircase (Yueksel, Alvarez Lucendo & Flammarion; docs/staircase.md): stages in the amount of data, from
+"""The staircase (Yueksel, Alvarez Lucendo & Flammarion; docs/results/staircase.md): stages in the amount of data, from
 the exact posterior of H heads on :class:`~bayesattn.MultiLagCopyTask` and the H-head theory; stages in training
 time, the paper's minimal model on :class:`~bayesattn.HighOrderMarkovTask`; and the simplified ODE.
 

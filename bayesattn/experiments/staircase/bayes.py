@@ -1,4 +1,4 @@
-"""What one point of the staircase computes (issue 13; docs/staircase.md): in the amount of data, the exact posterior of H heads on
+"""What one point of the staircase computes (issue 13; docs/results/staircase.md): in the amount of data, the exact posterior of H heads on
 :class:`~bayesattn.MultiLagCopyTask`; in training time, the paper's minimal model on
 :class:`~bayesattn.HighOrderMarkovTask` (:mod:`.staircase_training`); and the simplified ODE
 (:mod:`bayesattn.dynamics.ode`).
@@ -100,7 +100,7 @@ def mcmc_point(point: dict) -> dict:
 
 # ----------------------------------------------------------------------------------------- training, ODE
 def train_point(point: dict) -> dict:
-    cfg = TrainingConfig.load(point["train"], source="point")
+    cfg = TrainingConfig.from_point(point["train"])
     t0 = time.perf_counter()
     rec = train_minimal(cfg, point["seed"])
     rec["stages"] = stage_times(rec["step"], rec["mass_last"])

@@ -8,10 +8,22 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import (
+    MAX_SEEDS,
+    Attention,
+    ExperimentConfig,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    SeedCount,
+)
 from ..sections import ChainsSection, PriorSection
 
 PARTS = ("mcmc", "theory", "train", "ode")
+# training fields added after runs were made, with the value those runs had: a point leaves them out at that
+# value, so that its file name (a hash of the point) is unchanged and old result folders resume
+OLD_DEFAULTS = {"teacher": "fixed", "data": "finite"}
 Part = Literal["mcmc", "theory", "train", "ode"]
 
 
@@ -65,6 +77,11 @@ class TrainingConfig(Section):
     ``mlp`` with biases, post-LayerNorm, learned positions, Xavier / orthogonal init; no dropout, theirs is 0.1).
     optimizer: "adamw" (lr, weight_decay) or "sgd" (lr, ``momentum``; torch's heavy ball). Both clip the
     gradient's global norm at ``clip``.
+
+    teacher: "per_seed" (default): every seed draws its own teacher (the chain's U_k from the run's seed);
+    "fixed": one teacher for all seeds, from ``teacher_seed`` (the runs made before this field existed).
+    data: "finite" (default): ``train`` sequences drawn once, minibatches of ``batch_size`` of them without
+    replacement at every step; "online": ``batch_size`` fresh sequences at every step (``train`` is then unused).
     """
 
     vocab: PositiveInt = 50
@@ -90,11 +107,13 @@ class TrainingConfig(Section):
     record_every: PositiveInt = 10
     probe: PositiveInt = 500
     dtype: Literal["float32", "float64"] = "float32"  # the forward pass; parameters and optimiser state: float64
-    teacher_seed: NonNegativeInt = 0
+    teacher: Literal["per_seed", "fixed"] = "per_seed"
+    teacher_seed: NonNegativeInt = 0  # teacher = "fixed" only
+    data: Literal["finite", "online"] = "finite"
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.batch_size > self.train:
+        if self.data == "finite" and self.batch_size > self.train:
             raise ValueError(f"batch_size={self.batch_size}: expected an integer <= train={self.train}")
         if self.probe > self.val:
             raise ValueError(f"probe={self.probe}: expected an integer <= val={self.val}")
@@ -109,7 +128,12 @@ class TrainingConfig(Section):
             raise ValueError(f"width={self.width}: must be a multiple of heads={self.heads}")
         return self
 
-    def task(self):
+    def teacher_of(self, seed: int | None) -> int:
+        """The teacher's seed of the run ``seed``: the run's own seed ("per_seed"; None: 0) or ``teacher_seed``."""
+        return (0 if seed is None else int(seed)) if self.teacher == "per_seed" else self.teacher_seed
+
+    def task(self, seed: int | None = None):
+        """The chain of the run ``seed`` (its teacher: :meth:`teacher_of`); shapes do not depend on the seed."""
         from ...tasks import HighOrderMarkovTask
 
         b = sum(self.span_lengths)
@@ -118,7 +142,7 @@ class TrainingConfig(Section):
             d=self.vocab,
             span_lengths=tuple(self.span_lengths),
             m=self.m,
-            seed=self.teacher_seed,
+            seed=self.teacher_of(seed),
         )
 
     def network(self):
@@ -171,7 +195,17 @@ class TrainingConfig(Section):
         ).build(self.steps)
 
     def config(self) -> dict:
-        return self.model_dump()
+        """The point's dict of this run (the fields of ``OLD_DEFAULTS`` left out where they hold the old value)."""
+        d = self.model_dump()
+        for k, v in OLD_DEFAULTS.items():
+            if d[k] == v:
+                del d[k]
+        return d
+
+    @classmethod
+    def from_point(cls, d: dict) -> TrainingConfig:
+        """The config of a point's ``train`` dict (:meth:`config`'s inverse)."""
+        return cls.load({**OLD_DEFAULTS, **d}, source="point")
 
 
 class ODESection(Section):
@@ -214,7 +248,7 @@ class StaircaseConfig(ExperimentConfig):
     seed: NonNegativeInt = 0
     bayes: BayesConfig = BayesConfig()
     train: TrainingConfig = TrainingConfig()
-    train_seeds: PositiveInt = 2
+    train_seeds: SeedCount = 2
     train_variants: dict[str, dict] = {}
     train_only: list[str] | None = None
     ode: ODESection = ODESection()
@@ -236,8 +270,8 @@ class StaircaseConfig(ExperimentConfig):
         """(the training config, the number of seeds) of the variant ``name``."""
         v = dict(self.train_variants[name])
         seeds = v.pop("seeds", 1)
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-            raise ValueError(f"train_variants.{name}.seeds={seeds!r}: expected an integer >= 1")
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError(f"train_variants.{name}.seeds={seeds!r}: expected an integer in [1, {MAX_SEEDS}]")
         try:
             return self.train.replace(**v), seeds
         except ValueError as e:

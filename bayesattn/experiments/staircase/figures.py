@@ -1,4 +1,4 @@
-"""Figures of the staircase run, drawn from its saved files only (``points/*/*.json``; docs/staircase.md):
+"""Figures of the staircase run, drawn from its saved files only (``points/*/*.json``; docs/results/staircase.md):
 the Bayesian staircase (best head's lag mass vs P, per head and init), the training staircase (span mass of each
 head at the last query and KL to the k-span teachers vs step) and the ODE (loss and attention vs time)."""
 
@@ -53,7 +53,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         ax.set_title(f"{att}, H = {H}, T = {rs[0]['point']['bayes']['T']}, w = ({ws})")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return save(fig, out, dpi=100)
+    return save(fig, out)
 
 
 def ratio_figure(run_dir, out: Path) -> Path | None:
@@ -76,7 +76,7 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     ax.set_xlabel("w_1 / w_2")
     ax.set_ylabel("P_2 / P_1")
     ax.legend(fontsize=7)
-    return save(fig, out, dpi=150)
+    return save(fig, out)
 
 
 # the paper's stage boundaries (steps after the start of training, read off its figure shading): the minimal
@@ -150,7 +150,7 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
             for b in PAPER_BOUNDARIES.get(tc["model"], ()) if tc["optimizer"] == "adamw" else ():
                 if b <= step[-1]:
                     ax.axvline(b, color="0.5", lw=0.8, ls=":")
-    return save(fig, out, dpi=dpi)
+    return save(fig, out)
 
 
 def ode_figure(run_dir, out: Path) -> Path | None:
@@ -181,7 +181,7 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     axes[1].set_xlabel("t")
     axes[1].set_ylabel("S (attention weight)")
     axes[1].legend(fontsize=6)
-    return save(fig, out, dpi=150)
+    return save(fig, out)
 
 
 def draw_all(run_dir) -> list:

@@ -1,4 +1,4 @@
-"""The networks of the training staircase (docs/staircase.md section 3), written for speed on CPUs.
+"""The networks of the training staircase (docs/results/staircase.md section 3), written for speed on CPUs.
 
 :func:`minimal_logits` is the forward pass of the paper's minimal model
 (:class:`~bayesattn.models.MultiHeadAttention` with one-hot positions, causal mask and the frozen identity decoder)

@@ -1,5 +1,5 @@
 """The staircase in training time: the paper's minimal model on :class:`~bayesattn.HighOrderMarkovTask`
-(Yueksel, Alvarez Lucendo & Flammarion, arXiv 2602.19143, code tml-epfl/hmm-attention; docs/staircase.md).
+(Yueksel, Alvarez Lucendo & Flammarion, arXiv 2602.19143, code tml-epfl/hmm-attention; docs/results/staircase.md).
 
 Model (their ``full_disection`` config): inputs [one-hot token ; one-hot position], H heads each with its own
 W_Q and W_V, keys = inputs, scores / sqrt(input width), heads summed, frozen identity decoder, Xavier-uniform
@@ -13,7 +13,12 @@ torch's semantics (reduce after ``patience + 1`` steps without a relative improv
 
 Records, every ``record_every`` steps on ``probe`` validation sequences: the validation loss, the attention mass
 of every head on every span at the last query (the paper's ``span_mass_head{h}_span{k}``) and at all chain
-queries, and KL(teacher restricted to its k newest spans || model) for k = 1..K (k = K: the full teacher).
+queries, and KL(teacher restricted to its k newest spans || model) for k = 1..K (k = K: the full teacher); and
+the training loss on min(probe, train) of the training sequences, so that the train / validation gap (overfitting
+of a finite data set) can be read off.
+
+Teachers: one per seed by default (``teacher = "per_seed"``: the chain's U_k drawn from the run's seed); data:
+a finite set of ``train`` sequences (default) or fresh sequences every step (``data = "online"``).
 """
 
 from __future__ import annotations
@@ -62,16 +67,22 @@ def forward_fn(cfg: TrainingConfig, static):
 
 def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
     """One run (the minimal model or the transformer variant, ``cfg.model``): data, init and minibatches from
-    ``seed`` (the teacher from ``cfg.teacher_seed``). Returns {"step": (R,), "val_loss": (R,), "mass_last":
-    (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation loss),
-    "failed_at": int (-1: healthy)}."""
-    task = cfg.task()
+    ``seed``, the teacher from ``cfg.teacher_of(seed)`` (the run's seed by default: one teacher per seed).
+    ``cfg.data = "finite"``: ``cfg.train`` sequences, minibatches of ``batch_size`` without replacement;
+    "online": ``batch_size`` fresh sequences every step. Returns {"step": (R,), "val_loss": (R,), "train_loss":
+    (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
+    (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
+    loss), "teacher_seed", "failed_at": int (-1: healthy)}."""
+    task = cfg.task(seed)
     q0 = task.burn_in - 1
     k_data, k_val, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
-    train = task.sample(k_data, cfg.train)
+    n_train = cfg.batch_size if cfg.data == "online" else cfg.train
+    train = task.sample(k_data, n_train)
     val = task.sample(k_val, cfg.val)
     X, Y = jnp.argmax(train.X, -1), jnp.argmax(train.Y, -1)[:, q0:]  # tokens (one-hot -> int, exact)
     pX, pY = jnp.argmax(val.X[: cfg.probe], -1), jnp.argmax(val.Y[: cfg.probe], -1)[:, q0:]
+    n_fit = min(cfg.probe, X.shape[0])
+    tX, tY = X[:n_fit], Y[:n_fit]  # the training loss is recorded on these
     net = cfg.network().build(k_init)
     params, static = eqx.partition(net, eqx.is_inexact_array)
     forward = forward_fn(cfg, static)
@@ -88,6 +99,9 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(F, -1), y[..., None], -1))
 
     def loss_fn(p, key):
+        if cfg.data == "online":
+            batch = task.sample(key, cfg.batch_size)
+            return xent(forward(p, jnp.argmax(batch.X, -1))[0], jnp.argmax(batch.Y, -1)[:, q0:])
         idx = jax.random.choice(key, cfg.train, (cfg.batch_size,), replace=False)
         return xent(forward(p, X[idx])[0], Y[idx])
 
@@ -96,7 +110,14 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
         logq = jax.nn.log_softmax(F.astype(jnp.float64), -1)
         last, rows = _observe(task, attn)
         kl = jnp.stack([kl_rows(teach[k], logq) for k in range(task.K)])
-        return {"val_loss": xent(F.astype(jnp.float64), pY), "mass_last": last, "mass_rows": rows, "kl": kl}
+        train_loss = xent(forward(p, tX)[0].astype(jnp.float64), tY)
+        return {
+            "val_loss": xent(F.astype(jnp.float64), pY),
+            "train_loss": train_loss,
+            "mass_last": last,
+            "mass_rows": rows,
+            "kl": kl,
+        }
 
     plan = Plan.make(cfg.steps, cfg.record_every)
     state, recs, _ = jax.jit(lambda p, k: run_loop(p, loss_fn, cfg.optimizer_transform(), plan, record, k))(
@@ -105,6 +126,7 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
     out = {k: np.asarray(v, np.float64) for k, v in recs.items()}
     out["step"] = np.asarray(recs["step"], int)
     out["teacher_entropy"] = ent
+    out["teacher_seed"] = task.seed
     out["failed_at"] = int(state.failed_at)
     return out
 

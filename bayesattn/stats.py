@@ -1,0 +1,140 @@
+"""Intervals and tests for the seed statistics of the training experiments (solve rates, emergence times t*).
+
+Everything here is a thin, documented layer over :mod:`scipy.stats`; nothing is hand-rolled.
+
+- :func:`solve_rate`: k solved seeds of n, with the 95% Wilson score interval
+  (``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``).
+- :func:`censor`: the rule for unsolved seeds. **An unsolved seed is right-censored at the budget**: its t* is
+  taken as the step budget of its run (it had not emerged by then, so its true t* is at least that). Ranks and
+  medians are then well defined: a censored seed is slower than every solved one, so the median of the censored
+  sample is the true median whenever fewer than half of the seeds are unsolved, and is reported as ``None``
+  ("at or above the budget") otherwise.
+- :func:`median_interval`: the median t* (censored rule) and its 95% bootstrap percentile interval
+  (``scipy.stats.bootstrap``, an explicit ``numpy.random.Generator`` seeded by ``seed``); an endpoint at the
+  budget means "at or above the budget".
+- :func:`helps`: a one-sided test of "arm a helps against arm b": Fisher's exact test that a's solve rate is
+  higher, and the Mann-Whitney U test that a's (censored) t* are smaller. Returns p-values; no correction for
+  multiple comparisons is applied (the caller says how many it makes).
+
+No JAX here; importing this module imports scipy.stats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as _st
+
+LEVEL = 0.95
+CENSOR_RULE = (
+    "unsolved seeds right-censored at the step budget (t* = budget); the median is None when half or more of the "
+    "seeds are unsolved"
+)
+WILSON = "95% Wilson score interval"
+BOOTSTRAP = "95% bootstrap percentile interval (9999 resamples, seeded)"
+
+
+def solve_rate(k: int, n: int, confidence_level: float = LEVEL) -> dict:
+    """{"solved": k, "seeds": n, "rate": k / n, "ci": [lo, hi]}: the Wilson score interval of k successes in n
+    trials (n = 0: rate and interval None)."""
+    k, n = int(k), int(n)
+    if n < 0 or not 0 <= k <= max(n, 0):
+        raise ValueError(f"solved={k}, seeds={n}: expected 0 <= solved <= seeds")
+    if n == 0:
+        return {"solved": 0, "seeds": 0, "rate": None, "ci": None}
+    ci = _st.binomtest(k, n).proportion_ci(confidence_level=confidence_level, method="wilson")
+    return {"solved": k, "seeds": n, "rate": k / n, "ci": [float(ci.low), float(ci.high)]}
+
+
+def censor(t_star: Sequence, budget: float) -> np.ndarray:
+    """t* per seed with None (unsolved) replaced by ``budget``; a solved t* above the budget is clipped to it (so
+    two arms with different budgets compare at the smaller one: pass that)."""
+    return np.array([budget if t is None else min(float(t), budget) for t in t_star], dtype=float)
+
+
+def _median(x, axis=-1):
+    return np.median(x, axis=axis)
+
+
+def median_interval(
+    t_star: Sequence, budget: float, seed: int = 0, n_resamples: int = 9999, confidence_level: float = LEVEL
+) -> dict:
+    """The median t* over all seeds with unsolved seeds censored at ``budget`` (:data:`CENSOR_RULE`) and its
+    bootstrap percentile interval. Returns {"median", "ci": [lo, hi], "censored": number of unsolved seeds,
+    "rule"}; "median" is None when half or more seeds are censored (the true median is then >= budget), "ci" is
+    None for fewer than 2 seeds, and [v, v] when every seed has the same value."""
+    x = censor(t_star, budget)
+    n_cens = sum(t is None for t in t_star)
+    out: dict = {"median": None, "ci": None, "censored": int(n_cens), "seeds": int(x.size), "rule": CENSOR_RULE}
+    if x.size == 0:
+        return out
+    med = float(np.median(x))
+    out["median"] = med if 2 * n_cens < x.size else None
+    if x.size < 2:
+        return out
+    if np.all(x == x[0]):
+        out["ci"] = [float(x[0]), float(x[0])]
+        return out
+    res = _st.bootstrap(
+        (x,),
+        _median,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    out["ci"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    return out
+
+
+def fisher_greater(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """One-sided Fisher exact p-value that arm a's success probability exceeds arm b's (k successes of n)."""
+    table = [[k_a, n_a - k_a], [k_b, n_b - k_b]]
+    return float(_st.fisher_exact(table, alternative="greater").pvalue)
+
+
+def mannwhitney_less(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """One-sided Mann-Whitney U p-value that a's values tend to be smaller than b's (None if an arm is empty or
+    every value is tied, where the test says nothing). Exact without ties for small samples (scipy's "auto"),
+    the normal approximation with a tie correction otherwise."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size == 0 or b.size == 0 or np.all(np.concatenate([a, b]) == a[0]):
+        return None
+    return float(_st.mannwhitneyu(a, b, alternative="less", method="auto").pvalue)
+
+
+def helps(t_a: Sequence, t_b: Sequence, budget_a: float, budget_b: float) -> dict:
+    """ "Arm a helps against arm b", one-sided, from per-seed t* (None: unsolved):
+
+    - "p_solve": Fisher's exact test that a solves a larger fraction of seeds;
+    - "p_faster": Mann-Whitney U that a's t* are smaller, unsolved seeds censored at min(budget_a, budget_b).
+
+    Small p supports "a helps"; a large p does not support the opposite (test b against a for that)."""
+    ka, kb = sum(t is not None for t in t_a), sum(t is not None for t in t_b)
+    budget = min(budget_a, budget_b)
+    return {
+        "p_solve": fisher_greater(ka, len(t_a), kb, len(t_b)),
+        "p_faster": mannwhitney_less(censor(t_a, budget), censor(t_b, budget)),
+        "solved": [ka, kb],
+        "seeds": [len(t_a), len(t_b)],
+        "censored_at": budget,
+    }
+
+
+def compare(name_a: str, t_a: Sequence, budget_a: float, name_b: str, t_b: Sequence, budget_b: float) -> dict:
+    """Both directions of :func:`helps`: {"a", "b", "a_helps": {...}, "b_helps": {...}}."""
+    return {
+        "a": name_a,
+        "b": name_b,
+        "a_helps": helps(t_a, t_b, budget_a, budget_b),
+        "b_helps": helps(t_b, t_a, budget_b, budget_a),
+    }
+
+
+def fmt_ci(ci, digits: int = 2) -> str:
+    """'[lo, hi]' for an interval (or '-')."""
+    if ci is None:
+        return "-"
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if digits else f"[{ci[0]:.0f}, {ci[1]:.0f}]"

@@ -1,0 +1,114 @@
+"""bayesattn.stats against independent references: the Wilson interval's closed form and its exact coverage on
+a known binomial, Fisher's test as an explicit hypergeometric tail sum, the Mann-Whitney test as a full
+permutation enumeration, and the bootstrap median interval's rule for unsolved seeds and its coverage."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+from bayesattn import stats
+
+Z = NormalDist().inv_cdf(0.975)
+
+
+def wilson_by_hand(k, n, z=Z):
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("k, n", [(0, 8), (1, 8), (5, 8), (8, 8), (16, 16), (11, 16), (3, 40)])
+def test_wilson_interval_is_the_closed_form(k, n):
+    r = stats.solve_rate(k, n)
+    assert r["rate"] == k / n and (r["solved"], r["seeds"]) == (k, n)
+    np.testing.assert_allclose(r["ci"], wilson_by_hand(k, n), rtol=1e-9, atol=1e-12)
+
+
+def test_wilson_coverage_on_a_known_binomial():
+    """Exact coverage: the probability, summed over k, that the interval of k of n holds the true p."""
+    for p, n in [(0.3, 20), (0.5, 16), (0.8, 30)]:
+        cover = sum(
+            math.comb(n, k) * p**k * (1 - p) ** (n - k)
+            for k in range(n + 1)
+            if stats.solve_rate(k, n)["ci"][0] <= p <= stats.solve_rate(k, n)["ci"][1]
+        )
+        assert 0.90 < cover < 0.99, (p, n, cover)
+
+
+def test_solve_rate_bad_input_and_empty():
+    with pytest.raises(ValueError, match="solved=5, seeds=4"):
+        stats.solve_rate(5, 4)
+    assert stats.solve_rate(0, 0)["ci"] is None
+
+
+def hypergeometric_tail(ka, na, kb, nb):
+    """P(X >= ka), X the successes of arm a when the ka + kb successes are spread at random over na + nb seeds."""
+    K, N = ka + kb, na + nb
+    return sum(math.comb(K, x) * math.comb(N - K, na - x) for x in range(ka, min(K, na) + 1)) / math.comb(N, na)
+
+
+@pytest.mark.parametrize(
+    "ka, na, kb, nb", [(8, 8, 5, 8), (16, 16, 8, 16), (3, 10, 7, 10), (0, 5, 0, 5), (11, 16, 1, 16)]
+)
+def test_fisher_is_the_hypergeometric_tail(ka, na, kb, nb):
+    assert stats.fisher_greater(ka, na, kb, nb) == pytest.approx(hypergeometric_tail(ka, na, kb, nb), rel=1e-9)
+
+
+def permutation_p_less(a, b):
+    """Exact one-sided p of the rank-sum test: the share of all splits of the pooled values with a rank sum of
+    arm a at most the observed one."""
+    pooled = np.concatenate([a, b])
+    ranks = np.argsort(np.argsort(pooled)) + 1.0  # no ties in these samples
+    obs = ranks[: len(a)].sum()
+    sums = [ranks[list(c)].sum() for c in itertools.combinations(range(len(pooled)), len(a))]
+    return np.mean(np.asarray(sums) <= obs + 1e-9)
+
+
+def test_mann_whitney_is_the_permutation_test():
+    rng = np.random.default_rng(3)
+    for na, nb, shift in [(5, 6, 0.0), (6, 6, 1.0), (4, 7, -0.5)]:
+        a, b = rng.normal(size=na) - shift, rng.normal(size=nb)
+        assert stats.mannwhitney_less(a, b) == pytest.approx(permutation_p_less(a, b), rel=1e-9)
+    assert stats.mannwhitney_less([], [1.0]) is None and stats.mannwhitney_less([3.0], [3.0, 3.0]) is None
+
+
+def test_helps_censors_unsolved_seeds_at_the_smaller_budget():
+    a = [100, 120, 130, None]
+    b = [400, None, None, None]
+    r = stats.helps(a, b, 2000, 1000)
+    assert r["solved"] == [3, 1] and r["censored_at"] == 1000
+    assert r["p_solve"] == pytest.approx(hypergeometric_tail(3, 4, 1, 4))
+    ref = permutation_p_less(np.array([100, 120, 130, 1000.0]), np.array([400, 1000, 1000.0, 1000.0]) + 1e-6)
+    assert r["p_faster"] < 0.1 and ref < 0.1
+    c = stats.compare("a", a, 2000, "b", b, 1000)
+    assert c["b_helps"]["p_solve"] == pytest.approx(hypergeometric_tail(1, 4, 3, 4))
+
+
+def test_median_interval_rule_and_reproducibility():
+    ts = [300, 350, 420, 500, 610, None, 800, None]
+    r = stats.median_interval(ts, budget=1000, seed=1)
+    x = [300, 350, 420, 500, 610, 1000, 800, 1000]
+    assert r["median"] == np.median(x) and r["censored"] == 2
+    assert r["ci"][0] <= r["median"] <= r["ci"][1] and r["ci"][1] <= 1000
+    assert stats.median_interval(ts, budget=1000, seed=1) == r  # a seeded generator: the same interval
+    half = stats.median_interval([100, None, 200, None], budget=500)
+    assert half["median"] is None and half["ci"] is not None  # half unsolved: the median is >= the budget
+    assert stats.median_interval([7, 7, 7], budget=10)["ci"] == [7.0, 7.0]
+    assert stats.median_interval([7], budget=10)["ci"] is None
+
+
+def test_bootstrap_median_interval_covers_the_true_median():
+    rng = np.random.default_rng(0)
+    true = np.log(2) * 500  # the median of an exponential of mean 500
+    hits = 0
+    for i in range(150):
+        x = rng.exponential(500, size=16).tolist()
+        ci = stats.median_interval(x, budget=1e9, seed=i, n_resamples=999)["ci"]
+        hits += ci[0] <= true <= ci[1]
+    assert 0.85 <= hits / 150 <= 0.99
