@@ -1,5 +1,5 @@
 """Seeds batched (one vmapped, compiled program) vs looped (the same program for one seed, called once per
-seed) for the two training-dynamics experiments (docs/dynlab.md). Prints seeds/s and the ratio; compilation is
+seed) for the two training-dynamics experiments (docs/results/dynlab.md). Prints seeds/s and the ratio; compilation is
 excluded (each program runs once before timing). Not a test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The training-dynamics laboratory (docs/dynlab.md): detectors on constructed curves, effective rank,
+"""The training-dynamics laboratory (docs/results/dynlab.md): detectors on constructed curves, effective rank,
 Hessian-vector products and Lanczos against finite differences / dense Hessians, the Markov data against its
 transition matrix, the modular-addition labels, bad input, and one tiny run of each experiment."""
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+from matplotlib.ticker import MaxNLocator, NullLocator
 
-from ...figstyle import pyplot
+from ... import figstyle
 from ...models.attention import ORDER_PARAMETER, attention_kind
 from .figures_common import (
     COLORS,
@@ -38,12 +39,20 @@ from .figures_common import (
 )
 from .figures_losses import fig_losses
 
-plt = pyplot()
+plt = figstyle.pyplot()
 
 
-def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
-    """Stable branch solid, metastable dashed, spinodals dotted, binodal / critical point dash-dot. Only what is
-    drawn is labelled: no metastable label without a metastable point, no spinodals where they fall on P_c."""
+def _drawn(y: np.ndarray) -> bool:
+    """Whether a dashed line through ``y`` (NaN breaks it) draws anything: two neighbouring finite points."""
+    ok = np.isfinite(y)
+    return bool(np.any(ok[1:] & ok[:-1]))
+
+
+def _theory_overlay(ax, curve: dict, x: str) -> None:
+    """Stable branch solid, metastable dashed, spinodals dotted, P_c (binodal or critical point) dash-dot. Only
+    what is drawn is labelled: no metastable label unless a metastable stretch is drawn (two neighbouring grid
+    points; none where the spinodals lie within one grid step of P_c), no spinodals where they fall on P_c. P_c's
+    value is written in a note that :func:`bayesattn.figstyle.save` places clear of the data."""
     P = arr(curve["P"])
     stable = arr(curve["stable"][x])
     meta_drawn = False
@@ -52,37 +61,30 @@ def _theory_overlay(ax, curve: dict, x: str, *, label=True) -> None:
         # a branch point is metastable where another branch has a lower free energy at that P
         sF = np.interp(bP, P, arr(curve["stable"]["free_energy"]))
         y = np.where(bF > sF + 1e-9, bx, np.nan)
-        if np.isfinite(y).any():
-            ax.plot(bP, y, "k--", lw=1, label="theory, metastable" if (label and not meta_drawn) else None)
+        if _drawn(y):
+            ax.plot(bP, y, "k--", lw=1, label=None if meta_drawn else "theory, metastable")
             meta_drawn = True
-    ax.plot(P, stable, "k-", lw=1.6, label="theory, stable" if label else None)
+    ax.plot(P, stable, "k-", lw=1.6, label="theory, stable")
     if "mean" in curve and x in curve["mean"]:
-        ax.plot(P, arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean" if label else None)
+        ax.plot(P, arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean")
     tr = curve.get("transition", {})
     Pc = num(tr.get("P_c"))
     spin = [num(v) for v in tr.get("spinodals") or [] if abs(num(v) - Pc) > 1e-6 * Pc]
     for j, v in enumerate(spin):
-        ax.axvline(v, color="0.4", ls=":", lw=1, label="spinodals" if (label and j == 0) else None)
+        ax.axvline(v, color="0.4", ls=":", lw=1, label="theory, spinodals" if j == 0 else None)
     if math.isfinite(Pc):
         kind = "binodal" if tr.get("order") == "first" else "critical point"
-        ax.axvline(Pc, color="tab:orange", ls="-.", lw=1.2, label=f"{kind} P_c" if label else None)
-        note = "\n(spinodals within\none grid step)" if tr.get("spinodals") and not spin else ""
-        ax.annotate(
-            f" P_c = {Pc:.0f}{note}",
-            (Pc, 0.97),
-            xycoords=("data", "axes fraction"),
-            va="top",
-            fontsize=7,
-            color="tab:orange",
-        )
+        ax.axvline(Pc, color="tab:orange", ls="-.", lw=1.2, label="theory, P_c (binodal or critical point)")
+        within = "\n(spinodals within one grid step)" if tr.get("spinodals") and not spin else ""
+        figstyle.note(ax, f"{kind} P_c = {Pc:.0f}{within}", prop={"size": 8, "color": "tab:orange"})
 
 
 def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
     atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
     if not atts:
         return []
-    fig, axes = plt.subplots(1, len(atts), figsize=(6.2 * len(atts), 4.8), squeeze=False, layout="constrained")
-    any_rec, handles = None, {}
+    fig, axes = figstyle.subplots(1, len(atts), panel=(6.2, 4.3))
+    any_rec, handles, n_runs = None, {}, set()
     for ax, att in zip(axes[0], atts):
         x = ORDER_PARAMETER[att]
         th = runs.get("theory", {}).get(att)
@@ -103,43 +105,30 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
                 if method == "mcmc":
                     mean = np.array([num(inits(r)[init][x]["mean"]) for r in rec_list])
                     err = np.array([num(inits(r)[init][x]["std"]) for r in rec_list])
-                    ax.errorbar(
-                        P * shift,
-                        mean,
-                        yerr=err,
-                        fmt=marker,
-                        ms=4,
-                        capsize=2,
-                        color=color,
-                        zorder=3,
-                        label=f"MCMC, {init} start (mean ± 1 sd)",
-                    )
+                    kw = dict(ms=4, zorder=3, label=f"MCMC, {init} start")
                 else:
                     vals = [arr(inits(r)[init]["final_order_parameters"][x]).ravel() for r in rec_list]
-                    ax.errorbar(
-                        P * shift,
-                        [np.nanmean(v) for v in vals],
-                        yerr=[np.nanstd(v) for v in vals],
-                        fmt=marker,
-                        mfc="none",
-                        ms=5,
-                        capsize=2,
-                        color=color,
-                        zorder=4,
-                        label=f"Adam, {init} init (mean ± sd over runs)",
-                    )
+                    n_runs |= {int(np.sum(np.isfinite(v))) for v in vals}
+                    mean, err = np.array([np.nanmean(v) for v in vals]), np.array([np.nanstd(v) for v in vals])
+                    kw = dict(mfc="none", ms=5, zorder=4, label=f"Adam, {init} init")
+                ax.errorbar(P * shift, mean, yerr=err, fmt=marker, capsize=2, color=color, **kw)
         log_P_axis(ax, min(P_all), max(P_all))
         ax.set_xlabel("training sequences P")
         ax.set_ylabel(X_LABEL[x])
         ax.set_title(f"{att} attention")
-        ax.set_ylim(-0.02, 1.02)
+        # room beyond 0 and 1: a marker at u = 1 (or at 0) sits inside the frame, not on it
+        ax.set_ylim(-0.05, 1.08)
         ax.grid(alpha=0.3)
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
+    over = f"over the {'/'.join(map(str, sorted(n_runs)))} runs" if n_runs else "over the runs"
+    title = f"error bars: {figstyle.SD} (MCMC: of the posterior draws; Adam: {over})"
     # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    fig.legend(
+        list(handles.values()), list(handles), loc="outside lower center", ncol=min(4, len(handles)), title=title
+    )
     if any_rec:
-        fig.suptitle("Copy-head order parameter vs number of training sequences\n" + title_params(any_rec), fontsize=10)
+        fig.suptitle("Copy-head order parameter vs number of training sequences\n" + title_params(any_rec))
     return save(fig, out, "fig1_order_parameter_vs_P")
 
 
@@ -180,7 +169,7 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
         ax.set_ylabel("free energy S − min S  [nats]")
         ax.set_title(f"{att}: below, at and above the transition")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right" if inset else "upper right")
+        figstyle.legend(ax)
         # inset on the binodal's double well: its barrier is a fraction of a nat at T = 32
         if inset:
             xb, Sb = curves[1][0], curves[1][1]
@@ -191,78 +180,75 @@ def fig_landscapes(runs: dict, out: Path) -> list[Path]:
                 top = max(0.05, float(np.nanmax(Sb[low[0] : low[-1] + 1])))
                 ins.set_xlim(xb[low[0]], xb[low[-1]])
                 ins.set_ylim(-0.1 * top, 1.4 * top)
-                ins.set_title(f"zoom: binodal P = {num(tr['P_c']):.0f}", fontsize=7)
-                ins.tick_params(labelsize=6)
+                ins.set_title(f"zoom: binodal P = {num(tr['P_c']):.0f}", fontsize=8)
+                ins.xaxis.set_major_locator(MaxNLocator(3))
+                ins.yaxis.set_major_locator(MaxNLocator(3))
                 ins.grid(alpha=0.3)
-    fig.suptitle("Free-energy landscape of the order parameter\n" + title_params(th[atts[0]][0]), fontsize=10)
+    fig.suptitle("Free-energy landscape of the order parameter\n" + title_params(th[atts[0]][0]))
     return save(fig, out, "fig2_free_energy_landscapes")
 
 
-def _plane_heat_map(fig, ax, pl: dict, att: str) -> None:
-    """The theory's posterior mean of the order parameter over (P, vary) under the transition lines, with the
-    phases named where they are: uniform below the transition, copy above it, coexistence between the
-    spinodals (where the window is wide enough to write in)."""
+FEW_ROWS = 8  # a plane with fewer values of the varied parameter is shaded by interpolation between them
+
+
+def _plane_heat_map(fig, ax, pl: dict, att: str) -> bool:
+    """The theory's posterior mean of the order parameter over (P, vary) under the transition lines. With fewer
+    than :data:`FEW_ROWS` values of the varied parameter (the default's four T) the shading interpolates linearly
+    between the computed rows (a flat band per row would be blocky and claim a value it never computed) and
+    spans exactly the computed range; with more, one cell per grid point. True when interpolated."""
     P, v = arr(pl["P"]), arr(pl["vary_values"])
     mean = np.stack([arr(row) for row in pl["mean"]])
     name = attention_kind(att).order_parameter
-    # cell edges: geometric midpoints in P (log axis), midpoints in the varied parameter
-    Pe = np.concatenate([[P[0] ** 1.5 / P[1] ** 0.5], np.sqrt(P[1:] * P[:-1]), [P[-1] ** 1.5 / P[-2] ** 0.5]])
-    ve = (
-        np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]])
-        if len(v) > 1
-        else np.array([v[0] * 0.9, v[0] * 1.1])
-    )
     top = float(np.nanmax(mean)) if np.any(np.isfinite(mean)) else 1.0
-    mesh = ax.pcolormesh(
-        Pe,
-        ve,
-        np.ma.masked_invalid(mean),
-        cmap="Greys",
-        vmin=0.0,
-        vmax=max(top, 1e-3),
-        shading="flat",
-        alpha=0.7,
-        rasterized=True,
-    )
+    kw = dict(cmap="Greys", vmin=0.0, vmax=max(top, 1e-3), alpha=0.7, rasterized=True)
+    smooth = 1 < len(v) < FEW_ROWS and bool(np.all(np.isfinite(mean)))
+    if smooth:
+        mesh = ax.pcolormesh(P, v, mean, shading="gouraud", **kw)
+    else:
+        # cell edges: geometric midpoints in P (log axis), midpoints in the varied parameter
+        Pe = np.concatenate([[P[0] ** 1.5 / P[1] ** 0.5], np.sqrt(P[1:] * P[:-1]), [P[-1] ** 1.5 / P[-2] ** 0.5]])
+        ve = (
+            np.concatenate([[v[0] - 0.5 * (v[1] - v[0])], 0.5 * (v[1:] + v[:-1]), [v[-1] + 0.5 * (v[-1] - v[-2])]])
+            if len(v) > 1
+            else np.array([v[0] * 0.9, v[0] * 1.1])
+        )
+        mesh = ax.pcolormesh(Pe, ve, np.ma.masked_invalid(mean), shading="flat", **kw)
     fig.colorbar(mesh, ax=ax, label=f"posterior mean {name} (theory)", shrink=0.85, pad=0.02)
-    Pc = arr(pl["P_c"])
-    ok = np.isfinite(Pc)
-    if np.any(ok):
-        k = int(np.flatnonzero(ok)[len(np.flatnonzero(ok)) // 2])
-        y = v[k]
-        ax.text(
-            max(P[0] * 1.15, Pc[k] / 4.0),
-            y,
-            "uniform",
-            fontsize=8,
-            va="center",
-            ha="left",
-            color="k",
-            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
-        )
-        ax.text(
-            min(P[-1] / 1.15, Pc[k] * 2.5),
-            y,
-            "copy",
-            fontsize=8,
-            va="center",
-            ha="right",
-            color="k",
-            bbox=dict(fc="white", ec="none", alpha=0.7, pad=1),
-        )
-    lo, hi = arr(pl.get("spinodal_low", [])), arr(pl.get("spinodal_high", []))
-    wide = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi > 1.3 * lo)) if lo.size and hi.size else []
-    if len(wide):
-        k = int(wide[-1])
-        ax.annotate(
-            "coexistence",
-            xy=(np.sqrt(lo[k] * hi[k]), v[k]),
-            xytext=(np.sqrt(lo[k] * hi[k]), v[k]),
-            fontsize=7,
-            ha="center",
-            va="bottom",
-            color="tab:purple",
-        )
+    return smooth
+
+
+def _phase_labels(fig, axes_pl) -> None:
+    """'uniform' at the small-P edge and 'copy' at the large-P edge of each plane, at the first height where the
+    theory's posterior mean says so (below / above half its top) and the label covers no line or marker; none
+    where no such spot exists. 'coexistence' between the spinodals where they are far enough apart to write in
+    and the label covers nothing."""
+    renderer = figstyle._renderer(fig)
+    for ax, pl in axes_pl:
+        pts = figstyle.data_points(ax)
+        P, v = arr(pl["P"]), arr(pl["vary_values"])
+        mean = np.stack([arr(row) for row in pl["mean"]])
+        half = 0.5 * float(np.nanmax(mean)) if np.any(np.isfinite(mean)) else np.nan
+        to_data = ax.transAxes + ax.transData.inverted()
+        style = dict(fontsize=8, va="center", color="k", bbox=dict(fc="white", ec="none", alpha=0.7, pad=1))
+        for text, fx, ha, want in (("uniform", 0.02, "left", np.less), ("copy", 0.98, "right", np.greater)):
+            t = ax.text(fx, 0.5, text, ha=ha, transform=ax.transAxes, **style)
+            for fy in (0.5, 0.35, 0.65, 0.2, 0.8, 0.08, 0.92):
+                Px, vy = to_data.transform((fx, fy))
+                row = int(np.argmin(np.abs(np.log(v / vy)))) if np.all(v > 0) else int(np.argmin(np.abs(v - vy)))
+                col = int(np.argmin(np.abs(np.log(P / Px))))
+                t.set_position((fx, fy))
+                if want(mean[row, col], half) and figstyle._count_in(t.get_window_extent(renderer), pts) == 0:
+                    break
+            else:
+                t.remove()
+        lo, hi = arr(pl.get("spinodal_low", [])), arr(pl.get("spinodal_high", []))
+        wide = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & (hi > 1.3 * lo)) if lo.size and hi.size else []
+        if len(wide):
+            k = int(wide[-1])
+            t = ax.text(np.sqrt(lo[k] * hi[k]), v[k], "coexistence", fontsize=8, ha="center", va="bottom")
+            t.set_color("tab:purple")
+            if figstyle._count_in(t.get_window_extent(renderer), pts):
+                t.remove()
 
 
 def fig_planes(runs: dict, out: Path) -> list[Path]:
@@ -270,12 +256,15 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
     if not (panels := attention_panels(runs, "theory", 4.4, need="plane")):
         return []
     atts, fig, axes = panels
+    name = th[atts[0]][0]["result"]["plane"]["vary_name"]
+    axes_pl, smooth = [], False
     for ax, att in zip(axes, atts):
         pl = th[att][0]["result"]["plane"]
         v = arr(pl["vary_values"])
         heat = pl.get("mean") is not None and pl.get("P") is not None
         if heat:
-            _plane_heat_map(fig, ax, pl, att)
+            smooth |= _plane_heat_map(fig, ax, pl, att)
+            axes_pl.append((ax, pl))
         ax.plot(
             arr(pl["P_c"]),
             v,
@@ -298,14 +287,23 @@ def fig_planes(runs: dict, out: Path) -> list[Path]:
             log_P_axis(ax, float(P_pl.min()), float(P_pl.max()))
         else:
             ax.set_xscale("log")
+        if name == "T" and np.all(v > 0):  # T doubles from row to row: even spacing, a tick at each computed T
+            ax.set_yscale("log", base=2)
+        if len(v) <= 12:
+            ax.set_yticks(v, [f"{x:g}" for x in v])
+            ax.yaxis.set_minor_locator(NullLocator())
+        if heat and smooth and len(v) > 1:
+            ax.set_ylim(v.min(), v.max())
         ax.set_xlabel("training sequences P")
-        name = pl["vary_name"]
         ax.set_ylabel({"sigma_A2": "prior variance σ_A²", "T": "sequence length T"}.get(name, name))
         ax.set_title(f"{att} attention")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    name = th[atts[0]][0]["result"]["plane"]["vary_name"]
-    fig.suptitle(f"Phase diagram in the (P, {name}) plane (theory)\n" + title_params(th[atts[0]][0]), fontsize=10)
+        figstyle.legend(ax)
+    if axes_pl:
+        _phase_labels(fig, axes_pl)
+    what = {"sigma_A2": "σ_A²"}.get(name, name)
+    shade = f"; shading interpolated between the computed {what} (ticks)" if smooth else ""
+    fig.suptitle(f"Phase diagram in the (P, {what}) plane (theory{shade})\n" + title_params(th[atts[0]][0], skip=name))
     return save(fig, out, f"fig3_phase_diagram_P_{name}")
 
 
@@ -326,7 +324,7 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in mc]
     if not atts:
         return []
-    fig, axes = plt.subplots(len(atts), 2, figsize=(8, 3.9 * len(atts)), squeeze=False, layout="constrained")
+    fig, axes = figstyle.subplots(len(atts), 2, panel=(4.0, 3.9))
     for row, att in zip(axes, atts):
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
         picks = _below_above(mc[att], curve)
@@ -339,7 +337,7 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
             kind = attention_kind(att)
             im = ax.imshow(A, cmap=kind.cmap, vmin=0 if kind.normalised else -lim, vmax=lim)
             side = "below" if curve and rec["point"]["P"] < num(curve["transition"].get("P_c")) else "above"
-            ax.set_title(f"{att}, P = {rec['point']['P']} ({side} P_c; {init} start)", fontsize=9)
+            ax.set_title(f"{att}, P = {rec['point']['P']} ({side} P_c; {init} start)")
             ax.set_xlabel("key position s")
             ax.set_ylabel("query position t")
         for ax in row[len(mats) :]:
@@ -350,9 +348,7 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
             fraction=0.046,
             label="E[sign(m) α_ts]" if attention_kind(att).sign_symmetric else "E[α_ts]",
         )
-    fig.suptitle(
-        "Posterior-mean attention matrix below and above the transition\n" + title_params(mc[atts[0]][0]), fontsize=10
-    )
+    fig.suptitle("Posterior-mean attention matrix below and above the transition\n" + title_params(mc[atts[0]][0]))
     return save(fig, out, "fig4_posterior_mean_attention")
 
 
@@ -405,10 +401,10 @@ def fig_histograms(runs: dict, out: Path) -> list[Path]:
         where = "at" if math.isfinite(Pc) and abs(P[i] - Pc) < 0.01 * Pc else "nearest"
         ax.set_xlabel(X_LABEL[x])
         ax.set_ylabel("posterior density")
-        ax.set_title(f"{att}, P = {rec['point']['P']} ({where} the theory's P_c = {Pc:.0f})", fontsize=10)
-        ax.legend(fontsize=8)
+        ax.set_title(f"{att}, P = {rec['point']['P']} ({where} the theory's P_c = {Pc:.0f})")
+        figstyle.legend(ax)
         ax.grid(alpha=0.3)
-    fig.suptitle("Posterior of the order parameter near the transition\n" + title_params(mc[atts[0]][0]), fontsize=10)
+    fig.suptitle("Posterior of the order parameter near the transition\n" + title_params(mc[atts[0]][0]))
     return save(fig, out, "fig5_posterior_histograms")
 
 
@@ -417,19 +413,24 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in ad]
     if not atts:
         return []
-    fig, axes = plt.subplots(2, len(atts), figsize=(6 * len(atts), 7), squeeze=False, layout="constrained")
+    fig, axes = figstyle.subplots(2, len(atts), panel=(5.6, 3.3))
     recs_all = [r for a in atts for r in ad[a]]
     Ps = np.array(sorted({r["point"]["P"] for r in recs_all}), dtype=float)
     norm = matplotlib.colors.LogNorm(Ps.min(), Ps.max()) if Ps.size > 1 else matplotlib.colors.Normalize(0, 2 * Ps[0])
     cmap = plt.get_cmap("viridis")
+    handles: dict = {}
     for j, att in enumerate(atts):
         x = "m"  # the copy weight for both: u aligns within a few steps for linear, m then grows gradually
+        drops = []  # per P: the first recorded step where the mean loss is a tenth of its start (None: never)
         for rec in ad[att]:
             res = inits(rec).get("small") or next(iter(inits(rec).values()))
             h = res["history"]
             step = arr(h["step"])[0]
             col = cmap(norm(rec["point"]["P"]))
-            axes[0, j].plot(step, np.nanmean(arr(h["loss"]), axis=0), color=col, lw=1.3)
+            loss = np.nanmean(arr(h["loss"]), axis=0)
+            axes[0, j].plot(step, loss, color=col, lw=1.3)
+            below = np.flatnonzero(loss <= 0.1 * loss[0])
+            drops.append(float(step[below[0]]) if below.size else None)
             xs = arr(h[x])
             # linear attention is symmetric under (L, V) -> (-L, -V): runs land on either sign, average |m|
             axes[1, j].plot(
@@ -445,12 +446,13 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
             axes[0, j].axhline(
                 float(np.median(arr(lc["plateau"]))), color="0.4", ls="--", lw=1, label="theory: plateau"
             )
-            axes[0, j].plot([], [], ":", color="0.4", label="theory: final level (joint mode), per P")
-            axes[0, j].legend(fontsize=7, loc="lower left")
+            axes[0, j].plot([], [], ":", color="0.4", label="theory: final level (joint mode), per P (its colour)")
+            for h, lab in zip(*axes[0, j].get_legend_handles_labels()):
+                handles.setdefault(lab, h)
         init = "small" if "small" in inits(ad[att][0]) else next(iter(inits(ad[att][0])))
         axes[0, j].set_yscale("log")
         axes[0, j].set_ylabel("training loss (mean over runs)")
-        axes[0, j].set_title(f"{att} attention, Adam from {init} init")
+        axes[0, j].set_title(f"{att} attention, Adam from {init} init\n" + _drop_text(drops))
         axes[1, j].set_ylabel(
             ("|m|, " if attention_kind(att).sign_symmetric else "") + X_LABEL[x] + " (mean over runs)"
         )
@@ -463,10 +465,24 @@ def fig_training_curves(runs: dict, out: Path) -> list[Path]:
     cb.set_ticks(Ps)
     cb.set_ticklabels([f"{p:.0f}" for p in Ps])
     cb.minorticks_off()
+    if handles:  # the theory's levels span the panels: their legend goes below them, not over the curves
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=len(handles))
     fig.suptitle(
-        "Training dynamics: abrupt for softmax, gradual for linear\n" + title_params(ad[atts[0]][0]), fontsize=10
+        "Training dynamics: the mean training loss and copy weight over Adam steps\n" + title_params(ad[atts[0]][0])
     )
-    return save(fig, out, "fig6_training_curves", dpi=110)  # many dense curves: keeps the PNG under 200 KB
+    return save(fig, out, "fig6_training_curves")
+
+
+def _drop_text(drops: list) -> str:
+    """What the loss curves of one panel do, in words: at which step they reach a tenth of their start."""
+    fell = [d for d in drops if d is not None]
+    if not fell:
+        return f"the loss stays above a tenth of its start at all {len(drops)} P"
+    lo, hi = min(fell), max(fell)
+    when = f"by step {hi:.0f}" if lo == hi else f"between steps {lo:.0f} and {hi:.0f}"
+    return f"loss falls 10× {when} at {len(fell)} of {len(drops)} P" + (
+        "" if len(fell) == len(drops) else " (not at the others)"
+    )
 
 
 def fig_finite_size(runs: dict, out: Path) -> list[Path]:
@@ -491,8 +507,8 @@ def fig_finite_size(runs: dict, out: Path) -> list[Path]:
         ax.set_ylabel(f"posterior mean of {X_LABEL[x]}")
         ax.set_title(f"{att} attention")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Finite-size scaling in T (theory)\n" + title_params(th[atts[0]][0]), fontsize=10)
+        figstyle.legend(ax)
+    fig.suptitle("Finite-size scaling in T (theory)\n" + title_params(th[atts[0]][0], skip="T"))
     return save(fig, out, "fig7_finite_size_scaling")
 
 

@@ -1,5 +1,5 @@
 """What the phase diagram's figures share: reading a run folder back, the series' markers and colours, the
-log-P axis, the panel layout and saving (PNG and PDF)."""
+log-P axis, the panel layout and saving (PNG and PDF, through :func:`bayesattn.figstyle.save` and its check)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
-from ...figstyle import pyplot
+from ... import figstyle
 from ...files import load_results
 
 X_LABEL = {"m": "copy weight m", "u": "alignment u = m²/q", "q": "self-overlap q"}
@@ -56,21 +56,22 @@ def inits(rec: dict) -> dict:
     return rec["result"]["inits"]
 
 
-def title_params(rec: dict) -> str:
+def title_params(rec: dict, skip: str | None = None) -> str:
+    """The run's task and prior in one line, without ``skip`` (the parameter a figure varies on an axis:
+    'T' or 'sigma_A2')."""
     t, p = rec["point"]["task"], rec["point"]["prior"]
-    return (
-        f"T={t['T']}, d={t['d']}, {t['tokens']} tokens, {t['boundary']}; "
-        f"σ_A²={p['sigma_A2']:g}, σ_V²={p['sigma_V2']:g}, σ²={p['sigma2']:g}"
-    )
+    task = ([] if skip == "T" else [f"T={t['T']}"]) + [f"d={t['d']}", f"{t['tokens']} tokens", t["boundary"]]
+    prior = ([] if skip == "sigma_A2" else [f"σ_A²={p['sigma_A2']:g}"]) + [
+        f"σ_V²={p['sigma_V2']:g}",
+        f"σ²={p['sigma2']:g}",
+    ]
+    return ", ".join(task) + "; " + ", ".join(prior)
 
 
-def save(fig, out: Path, name: str, dpi: int = 130) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=dpi, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    pyplot().close(fig)
-    return paths
+def save(fig, out: Path, name: str) -> list[Path]:
+    """``out/name.png`` and ``.pdf``, checked (:func:`bayesattn.figstyle.check_figure`)."""
+    png = figstyle.save(fig, Path(out) / f"{name}.png", pdf=True)
+    return [png, png.with_suffix(".pdf")]
 
 
 def log_P_axis(ax, P_lo: float, P_hi: float) -> None:
@@ -93,7 +94,7 @@ def attention_panels(runs: dict, method: str, height: float, need: str | None = 
     atts = [a for a in ("softmax", "linear") if a in by_att and (need is None or by_att[a][0]["result"].get(need))]
     if not atts:
         return None
-    fig, axes = pyplot().subplots(1, len(atts), figsize=(6 * len(atts), height), squeeze=False, layout="constrained")
+    fig, axes = figstyle.subplots(1, len(atts), panel=(6.0, height))
     return atts, fig, axes[0]
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import figstyle
 from ...models.attention import attention_kind
 from .figures_common import SERIES, arr, attention_panels, inits, log_P_axis, num, save, title_params
 
@@ -13,11 +14,17 @@ from .figures_common import SERIES, arr, attention_panels, inits, log_P_axis, nu
 def fig_losses(runs: dict, out: Path) -> list[Path]:
     """Per attention: the posterior's predicted test error (what MCMC measures), the joint mode's (where Adam
     lands on the stable branch) and the plateau (uniform attention / L = 0), against MCMC's posterior-mean test
-    error and Adam's final test loss, both on held-out sequences."""
+    error and Adam's final test loss, both on held-out sequences. Every error bar is a standard error
+    (:data:`bayesattn.figstyle.SEM`): MCMC's over its thinned posterior draws, Adam's over its runs; the legend,
+    below the panels, says so."""
     if not (panels := attention_panels(runs, "theory", 4.4, need="losses")):
         return []
     atts, fig, axes = panels
+    handles: dict = {}
+    draws, n_runs = set(), set()
+    plateau = "plateau: uniform attention (softmax), L = 0 (linear)"
     for ax, att in zip(axes, atts):
+        kind = attention_kind(att)
         th = runs["theory"][att][0]
         lc = th["result"]["losses"]
         P = arr(lc["P"])
@@ -37,7 +44,7 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
             ":",
             color="0.5",
             lw=1.2,
-            label="plateau: uniform attention" if attention_kind(att).normalised else "plateau: L = 0",
+            label=plateau if len(atts) > 1 else "plateau: " + ("uniform attention" if kind.normalised else "L = 0"),
         )
         P_all = P.tolist()
         for method in ("mcmc", "adam"):
@@ -53,6 +60,7 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
                         ok = [i for i, t in enumerate(te) if t]
                         if not ok:
                             continue
+                        draws |= {int(te[i]["draws"]) for i in ok if te[i].get("draws")}
                         ax.errorbar(
                             Pm[ok] * shift,
                             [num(te[i]["mean"]) for i in ok],
@@ -61,20 +69,23 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
                             ms=4,
                             capsize=2,
                             color=color,
-                            label=f"MCMC, {init} start (held-out error, mean ± sem)",
+                            label=f"MCMC, {init} start (held-out error)",
                         )
                     else:
                         fin = [arr(inits(r)[init]["history"].get("test_loss", [[np.nan]]))[:, -1] for r in rec_list]
+                        n = [int(np.sum(np.isfinite(v))) for v in fin]
+                        n_runs |= set(n)
+                        sem = [np.nanstd(v, ddof=1) / np.sqrt(k) if k > 1 else np.nan for v, k in zip(fin, n)]
                         ax.errorbar(
                             Pm * shift,
                             [np.nanmean(v) for v in fin],
-                            yerr=[np.nanstd(v) for v in fin],
+                            yerr=sem,
                             fmt=marker,
                             mfc="none",
                             ms=5,
                             capsize=2,
                             color=color,
-                            label=f"Adam, {init} init (held-out loss, mean ± sd)",
+                            label=f"Adam, {init} init (held-out loss)",
                         )
         log_P_axis(ax, min(P_all), max(P_all))
         ax.set_yscale("log")
@@ -82,6 +93,13 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
         ax.set_ylabel("test error (fraction of the target's variance)")
         ax.set_title(f"{att} attention")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.suptitle("Test error vs number of training sequences\n" + title_params(runs["theory"][atts[0]][0]), fontsize=10)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    over = [f"MCMC: over {'/'.join(map(str, sorted(draws)))} posterior draws" if draws else ""]
+    over += [f"Adam: over {'/'.join(map(str, sorted(n_runs)))} runs" if n_runs else ""]
+    title = f"error bars: {figstyle.SEM} (" + "; ".join(o for o in over if o) + ")" if any(over) else None
+    # one legend for both panels, below them: inside, it would cover the markers
+    ncol = min(3, len(handles))
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=ncol, title=title)
+    fig.suptitle("Test error vs number of training sequences\n" + title_params(runs["theory"][atts[0]][0]))
     return save(fig, out, "fig8_test_error_vs_P")

@@ -1,4 +1,4 @@
-"""The training-dynamics laboratory (docs/dynlab.md): clustering heads on sparse modular addition (Odonnat,
+"""The training-dynamics laboratory (docs/results/dynlab.md): clustering heads on sparse modular addition (Odonnat,
 Bouaziz, Cabannes), focus-dilution cycles on Markov data, and their equilibrium counterpart (the copy task's
 posterior-mean attention entropy against P, by NUTS and by the theory).
 

@@ -1,4 +1,4 @@
-"""Clustering heads on sparse modular addition (Odonnat, Bouaziz, Cabannes, arXiv 2410.24050; docs/dynlab.md).
+"""Clustering heads on sparse modular addition (Odonnat, Bouaziz, Cabannes, arXiv 2410.24050; docs/results/dynlab.md).
 
 Data: x uniform in {0..p-1}^L (L = 12), y = (x_1 + ... + x_k) mod p (k = 5). Model (as the paper's code builds
 it): token embedding (n_emb x 2, N(0, 1)) plus learned positional embedding (L x 2, N(0, 1)); RMSNorm without

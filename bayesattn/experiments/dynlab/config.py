@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import ChainsSection, PriorSection
 
 EXPERIMENTS = ("clustering_head", "focus_dilution")
@@ -31,7 +31,7 @@ class ClusterConfig(Section):
     lr: PositiveFloat = 3e-3
     batch_size: PositiveInt = 32
     epochs: PositiveInt = 1000
-    seeds: PositiveInt = 8
+    seeds: SeedCount = 8
     seed: NonNegativeInt = 0
     success_acc: float = 0.98
 
@@ -65,7 +65,7 @@ class FDConfig(Section):
     lr: PositiveFloat = 0.5
     steps: PositiveInt = 20000
     record_every: PositiveInt = 50
-    seeds: PositiveInt = 4
+    seeds: SeedCount = 4
     seed: NonNegativeInt = 0
     min_drop: PositiveFloat = 0.05  # the entropy change that counts as a focus or dilution phase (nats)
     rank_one: PositiveFloat = 1.3  # effective rank of E below which it counts as condensed to rank one
@@ -151,7 +151,7 @@ class DynlabConfig(ExperimentConfig):
     name: str = "dynlab"
     experiment: Literal["clustering_head", "focus_dilution"] = "clustering_head"
     seed: NonNegativeInt = 0
-    seeds: PositiveInt = 8
+    seeds: SeedCount = 8
     seeds_per_program: PositiveInt = 8
     base: dict = {}
     settings: list[dict] = [{}]

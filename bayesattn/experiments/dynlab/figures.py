@@ -1,4 +1,4 @@
-"""Figures of the training-dynamics laboratory, drawn from saved point files only (docs/dynlab.md).
+"""Figures of the training-dynamics laboratory, drawn from saved point files only (docs/results/dynlab.md).
 
 Clustering head: loss with the detected spikes and the pre-norm / curvature traces; attention mass on the
 first k positions and class separation; the visual sandbox (frames and a GIF). Focus-dilution: entropy
@@ -86,7 +86,7 @@ def heads_figure(recs, out: Path) -> Path:
         axes[1, j].set(ylabel="separation of z by first-k sum")
         axes[2, j].set(xlabel="epoch", ylabel="separation of MLP output by class")
         _diverged_note(axes[0, j], runs, "diverged_at")
-    return save(fig, out, dpi=65)
+    return save(fig, out)
 
 
 def _sandbox_axes(ax, sb, i):
@@ -122,7 +122,7 @@ def sandbox_figures(rec, out_png: Path, out_gif: Path) -> list[Path]:
         "pooled z (x) and MLP output (o), colour = class",
         fontsize=9,
     )
-    save(fig, out_png, dpi=70)
+    save(fig, out_png)
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     fig, ax = plt.subplots(figsize=(4, 4))
@@ -174,7 +174,7 @@ def cycles_figure(recs, out: Path) -> Path:
         axes[1, j].set(xlabel="step", ylabel="attention entropy (nats)")
         axes[1, j].legend(fontsize=7, loc="lower left")
     fig.suptitle("stages: grey = rank-one condensation, blue = focus, orange = dilution, dashed = restart", fontsize=9)
-    return save(fig, out, dpi=65)
+    return save(fig, out)
 
 
 def pca_figure(recs, out: Path) -> Path:
@@ -197,7 +197,7 @@ def pca_figure(recs, out: Path) -> Path:
             ylabel=f"PC2 ({ev[1]:.0%})",
         )
         ax.legend(fontsize=6)
-    return save(fig, out, dpi=75)
+    return save(fig, out)
 
 
 def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
@@ -236,7 +236,7 @@ def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
         title="equilibrium: copy-task posterior (dotted: log T)",
     )
     b.legend(fontsize=7)
-    return save(fig, out, dpi=75)
+    return save(fig, out)
 
 
 def _geometric_ratio(pi):
@@ -303,7 +303,7 @@ def pi_vocab_figure(recs, out: Path) -> Path | None:
         axes[1, j].set(ylabel="first focus starts (step)")
         axes[2, j].set(xlabel=xlabel, ylabel="first-cycle stage length (steps)")
         axes[2, j].legend(fontsize=7)
-    return save(fig, out, dpi=70)
+    return save(fig, out)
 
 
 def cycle_counts_figure(recs, out: Path) -> Path:
@@ -317,7 +317,7 @@ def cycle_counts_figure(recs, out: Path) -> Path:
             ax.plot([i - 0.25, i + 0.25], [np.mean(c)] * 2, "k")
     ax.set_xticks(range(len(labels)), [lab.replace(", pi=", "\npi=") for lab in labels], fontsize=6)
     ax.set(ylabel="focus-dilution cycles per seed")
-    return save(fig, out, dpi=75)
+    return save(fig, out)
 
 
 def draw_all(run_dir) -> list[Path]:

@@ -1,5 +1,5 @@
 """Focus-dilution cycles of a one-layer transformer on Markov data (Chen, Lin, Xu, Luo, arXiv 2605.01199;
-docs/dynlab.md).
+docs/results/dynlab.md).
 
 Data: first-order Markov chains over V tokens with transition matrix P = lambda I + (1 - lambda) 1 pi^T
 (stay with probability lambda, else draw from pi; pi is the stationary law), started from pi.

@@ -1,4 +1,4 @@
-"""Circuit screens (the spectral-probe-circuits setting; docs/screens.md): selectivity per class, participation
+"""Circuit screens (the spectral-probe-circuits setting; docs/results/screens.md): selectivity per class, participation
 ratio and detection scores of every head, along the training of a small transformer (``trajectory``), for the
 Bayesian copy head across P (``bayes`` and its ``theory`` line), and for pretrained models (``model``: SmolLM2).
 

@@ -1,4 +1,4 @@
-"""The Bayesian copy head through the circuit screens (docs/screens.md): selectivity and PR of the single layer's
+"""The Bayesian copy head through the circuit screens (docs/results/screens.md): selectivity and PR of the single layer's
 attention, averaged over posterior draws of L (NUTS on the closed-form posterior, V integrated out), across P.
 
 For the copy task (offset 1) the screened class is previous_token; at the last query t = T - 1 the selectivity

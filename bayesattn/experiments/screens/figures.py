@@ -1,4 +1,4 @@
-"""Figures of the circuit screens (docs/screens.md), drawn from saved files only: head maps (layer x head, one
+"""Figures of the circuit screens (docs/results/screens.md), drawn from saved files only: head maps (layer x head, one
 panel per class, log10 selectivity) from a screen's JSON records, and the trajectory figure from a trajectory
 run's summary.json."""
 

@@ -1,4 +1,4 @@
-"""The Bayesian copy head's screens from the order-parameter theory (docs/screens.md section 4; docs/theory.md
+"""The Bayesian copy head's screens from the order-parameter theory (docs/results/screens.md section 4; docs/theory.md
 sections 2 and 8): the posterior law of ONE attention row, and from it the previous-token selectivity and the PR
 of the screened query, across P, without MCMC.
 

@@ -1,4 +1,4 @@
-"""Circuit screens of whole models (docs/screens.md): a pretrained llama read from GGUF (SmolLM2), a trained
+"""Circuit screens of whole models (docs/results/screens.md): a pretrained llama read from GGUF (SmolLM2), a trained
 :class:`~bayesattn.models.transformer.Transformer`, or every checkpoint in a directory.
 
 :func:`screen_llama` runs the model on the probe batch in chunks (attention rows at the queries, head outputs at

@@ -1,4 +1,4 @@
-"""Developmental trajectories of the circuit screens (docs/screens.md): a small transformer trained on in-context
+"""Developmental trajectories of the circuit screens (docs/results/screens.md): a small transformer trained on in-context
 repetition (:class:`~bayesattn.tasks.repeat.RepeatedSequenceTask`), log-spaced checkpoints, every screen on every
 checkpoint.
 

@@ -1,6 +1,6 @@
 """Three transitions: the transition P of the joint mode (Adam on the network), of the marginal mode (Adam with
 the readout integrated out) and of the posterior (theory and NUTS), across T, for softmax and linear attention;
-and SGLD at temperature tau (docs/three_transitions.md).
+and SGLD at temperature tau (docs/results/three_transitions.md).
 
 A run writes one point file per (kind, attention, T[, objective, init]) under ``points/<kind>/``, ``summary.json``
 (the table of transitions) and ``figures/three_transitions.{png,pdf}``.

@@ -1,16 +1,14 @@
-"""Issue 20's figure, from the saved files of ``bayesattn.experiments.three_transitions`` only."""
+"""Issue 20's figure, from the saved files of ``bayesattn.experiments.three_transitions`` only, drawn and checked
+through :mod:`bayesattn.figstyle`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ...files import load_results  # noqa: E402
+from ... import figstyle
+from ...files import load_results
 
 COLORS = {"joint": "tab:green", "marginal": "tab:orange", "posterior": "k"}
 LABELS = {
@@ -18,20 +16,17 @@ LABELS = {
     "marginal": "marginal mode (V integrated out)",
     "posterior": "posterior",
 }
+SGLD_COLOR = "tab:blue"
+MARKER = {"small": "s", "hot": "D"}  # Adam and SGLD: small init filled square, hot init open diamond
 
 
 def _num(v):
     return np.nan if v is None else float(v)
 
 
-def plot_three_transitions(out_dir) -> list[Path]:
-    """Left two panels: transition P vs T (softmax, linear): theory lines (binodal solid, spinodals dashed;
-    crossovers dotted), Adam points (small init filled, hot init open), MCMC points (black, shifted right a
-    little; the bar spans the cold and hot starts' crossings). Right: transition P vs SGLD temperature
-    tau at one T (theory binodal and spinodals, joint and marginal modes at tau = 0, SGLD points)."""
-    out_dir = Path(out_dir)
+def _read(out_dir: Path):
     recs = [r for part in sorted((out_dir / "points").iterdir()) if part.is_dir() for r in load_results(part)]
-    theory, adam, mcmc, tau_th, sgld = {}, {}, {}, None, []
+    theory, adam, mcmc, tau, sgld = {}, {}, {}, None, []
     for r in recs:
         p, res = r["point"], r["result"]
         if p["kind"] == "theory":
@@ -41,106 +36,140 @@ def plot_three_transitions(out_dir) -> list[Path]:
         elif p["kind"] == "mcmc":
             mcmc[(p["attention"], p["T"])] = res
         elif p["kind"] == "tau_theory":
-            tau_th = res
+            tau = r
         elif p["kind"] == "sgld":
             sgld.append((p, res))
+    return theory, adam, mcmc, tau, sgld
+
+
+def _tau_T(rec: dict):
+    """The T of the SGLD panel, from the tau-theory point's config (older files: ``tau_T``)."""
+    c = rec["point"].get("config", {})
+    return (c.get("tau") or {}).get("T", c.get("tau_T"))
+
+
+def _T_panel(ax, a: str, theory: dict, adam: dict, mcmc: dict) -> None:
+    """Transition P vs T for one attention: the theory's three transitions (lines; their spinodals dashed with
+    end ticks where first order; an open circle where it is a crossover, no sharp transition), Adam's measured
+    transitions (filled square: small init, open diamond: hot init), MCMC's (black, shifted right a little)."""
+    Ts = sorted(T for (aa, T) in theory if aa == a)
+    for kind in ("joint", "marginal", "posterior"):
+        res = [theory[(a, T)][kind] for T in Ts]
+        Pc = [_num(r["P_c"]) for r in res]
+        first = [r["order"] == "first" for r in res]
+        ax.plot(Ts, Pc, "-", color=COLORS[kind], label=f"theory: {LABELS[kind]}")
+        cross = [(T, p) for T, p, r in zip(Ts, Pc, res) if r["order"] == "crossover"]
+        if cross:
+            x, y = zip(*cross)
+            ax.plot(x, y, "o", mfc="none", color=COLORS[kind], ms=9, alpha=0.5, ls="none")
+        for side in (0, 1):
+            s = [r["spinodals"][side] if f and len(r["spinodals"]) == 2 else np.nan for r, f in zip(res, first)]
+            ax.plot(Ts, s, "--", color=COLORS[kind], lw=0.8, marker="_", ms=10)
+    for obj in ("joint", "marginal"):
+        for init in ("small", "hot"):
+            pts = [(T, _num(adam[(a, T, obj, init)]["P"])) for T in Ts if (a, T, obj, init) in adam]
+            if pts:
+                x, y = zip(*pts)
+                kw = {"mfc": "none"} if init == "hot" else {}
+                ax.plot(x, y, MARKER[init], color=COLORS[obj], ls="none", ms=6, label=f"Adam, {obj}, {init} init", **kw)
+    pts = [(T, mcmc[(a, T)]) for T in Ts if (a, T) in mcmc and mcmc[(a, T)].get("P") is not None]
+    if pts:  # the midpoint of the cold and hot starts' crossings; the bar spans the two
+        x = np.array([T for T, _ in pts], float)
+        y = np.array([r["P"] for _, r in pts], float)
+        lo = np.array([r["bracket"][0] for _, r in pts], float)
+        hi = np.array([r["bracket"][1] for _, r in pts], float)
+        apart = float(np.max((hi - lo) / y))
+        ax.errorbar(x * 1.06, y, yerr=[y - lo, hi - y], fmt="o", color="k", ms=4, capsize=4, label=_mcmc_label(apart))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(Ts, [str(T) for T in Ts])
+    ax.xaxis.set_minor_locator(figstyle_null())
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("transition P")
+    ax.set_title(f"{a} attention")
+
+
+def _mcmc_label(apart: float) -> str:
+    """MCMC's legend entry; where the cold and hot starts' crossings are too close for the bar to show beyond
+    the marker (on a log axis, a few per cent), it says how close."""
+    if apart < 0.1:
+        return f"MCMC (NUTS): midpoint of the cold- and hot-start crossings (they differ by ≤ {apart:.0%})"
+    return "MCMC (NUTS): midpoint of the cold- and hot-start crossings (bar: the two)"
+
+
+def figstyle_null():
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
+def _tau_panel(ax, tau_rec: dict, sgld: list) -> None:
+    """Transition P vs the SGLD temperature tau at one T: the theory's posterior binodal and spinodals at tau,
+    the joint and marginal modes at tau = 0 (stars, bars: their spinodals), SGLD's measured crossings."""
+    tau_th = tau_rec["result"]
+    tau = np.asarray(tau_th["tau"], float)
+    ax.plot(tau, [_num(v) for v in tau_th["P_c"]], "k-", label="theory: posterior at tau (binodal)")
+    sp = [s if len(s) == 2 else [np.nan, np.nan] for s in tau_th["spinodals"]]
+    ax.plot(tau, [s[0] for s in sp], "k--", lw=0.8, label="theory: posterior's spinodals at tau")
+    ax.plot(tau, [s[1] for s in sp], "k--", lw=0.8)
+    for obj in ("joint", "marginal"):
+        t = tau_th[obj]
+        Pc = _num(t["P_c"])
+        err = [[Pc - t["spinodals"][0]], [t["spinodals"][1] - Pc]] if t["spinodals"] else None
+        ax.errorbar([0.0], [Pc], yerr=err, fmt="*", color=COLORS[obj], ms=10, capsize=3, label=f"{obj} mode (tau = 0)")
+    for p, res in sgld:
+        Ps, m = np.asarray(res["P"], float), np.asarray(res["m_mean"], float)
+        thr = 0.5 * (np.nanmin(res["theory_mean_m"]) + np.nanmax(res["theory_mean_m"]))
+        idx = np.flatnonzero(m > thr)
+        if idx.size and idx[0] > 0:
+            kw = {"mfc": "none"} if p["init"] == "hot" else {}
+            y = 0.5 * (Ps[idx[0] - 1] + Ps[idx[0]])
+            ax.plot([p["tau"]], [y], MARKER[p["init"]], color=SGLD_COLOR, ms=6, label=f"SGLD, {p['init']} init", **kw)
+    ax.set_xlabel("SGLD temperature tau (units of σ²)")
+    ax.set_ylabel("transition P")
+    T = _tau_T(tau_rec)
+    ax.set_title(f"softmax, T = {T}: SGLD at tau" if T is not None else "softmax: SGLD at tau")
+
+
+def _legend(fig, axes) -> None:
+    """One legend below the panels for every kind of mark drawn (the panels' data fill their corners)."""
+    from matplotlib.lines import Line2D
+
+    handles: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    drawn = [ln for ax in axes for ln in ax.get_lines()]
+    if any(ln.get_linestyle() == "--" and ln.get_color() != "k" and np.isfinite(ln.get_ydata()).any() for ln in drawn):
+        handles["theory: spinodals of a first-order transition (dashed, colour of its line)"] = Line2D(
+            [], [], ls="--", lw=0.8, marker="_", ms=10, color="0.4"
+        )
+    if any(ln.get_marker() == "o" and ln.get_alpha() == 0.5 for ln in drawn):
+        handles["theory: crossover, no sharp transition (open circle, colour of its line)"] = Line2D(
+            [], [], ls="none", marker="o", mfc="none", ms=9, alpha=0.5, color="0.4"
+        )
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3)
+
+
+def plot_three_transitions(out_dir) -> list[Path]:
+    """Left panels: transition P vs T (softmax, linear): theory lines (the three transitions; spinodals dashed,
+    crossovers open circles), Adam points (small init filled, hot init open), MCMC points (black, shifted right a
+    little; the bar spans the cold and hot starts' crossings). Right: transition P vs SGLD temperature tau at
+    one T (theory binodal and spinodals, joint and marginal modes at tau = 0, SGLD points). One legend below
+    all panels names every mark."""
+    out_dir = Path(out_dir)
+    theory, adam, mcmc, tau_rec, sgld = _read(out_dir)
     atts = [a for a in ("softmax", "linear") if any(k[0] == a for k in theory)]
-    ncol = len(atts) + (tau_th is not None)
-    fig, axes = plt.subplots(1, ncol, figsize=(4.6 * ncol, 4.0), squeeze=False)
-    for ax, a in zip(axes[0], atts):
-        Ts = sorted(T for (aa, T) in theory if aa == a)
-        for kind in ("joint", "marginal", "posterior"):
-            Pc = [_num(theory[(a, T)][kind]["P_c"]) for T in Ts]
-            first = [theory[(a, T)][kind]["order"] == "first" for T in Ts]
-            ax.plot(Ts, Pc, "-", color=COLORS[kind], label=LABELS[kind] + " (theory)")
-            for i, T in enumerate(Ts):
-                if not first[i] and theory[(a, T)][kind]["order"] == "crossover":
-                    ax.plot([T], [Pc[i]], "o", mfc="none", color=COLORS[kind], ms=9, alpha=0.5)
-            lo = [theory[(a, T)][kind]["spinodals"][0] if first[i] else np.nan for i, T in enumerate(Ts)]
-            hi = [theory[(a, T)][kind]["spinodals"][1] if first[i] else np.nan for i, T in enumerate(Ts)]
-            ax.plot(Ts, lo, "--", color=COLORS[kind], lw=0.8, marker="_", ms=10)
-            ax.plot(Ts, hi, "--", color=COLORS[kind], lw=0.8, marker="_", ms=10)
-        for obj in ("joint", "marginal"):
-            for init, mfc in (("small", None), ("hot", "none")):
-                pts = [(T, _num(adam[(a, T, obj, init)]["P"])) for T in Ts if (a, T, obj, init) in adam]
-                if pts:
-                    x, y = zip(*pts)
-                    kw = {} if mfc is None else {"mfc": mfc}
-                    ax.plot(
-                        x,
-                        y,
-                        "s" if init == "small" else "D",
-                        color=COLORS[obj],
-                        ls="none",
-                        ms=6,
-                        **kw,
-                        label=f"Adam, {obj}, {init} init",
-                    )
-        pts = [(T, mcmc[(a, T)]) for T in Ts if (a, T) in mcmc and mcmc[(a, T)]["P"] is not None]
-        if pts:  # the midpoint of the cold and hot starts' crossings; the bar spans the two
-            x = np.array([T for T, _ in pts], float)
-            y = np.array([r["P"] for _, r in pts])
-            err = np.array([[r["P"] - r["bracket"][0], r["bracket"][1] - r["P"]] for _, r in pts]).T
-            ax.errorbar(
-                x * 1.06,
-                y,
-                yerr=err,
-                fmt="o",
-                color="k",
-                ms=5,
-                capsize=3,
-                label="MCMC (NUTS; bar: cold and hot starts)",
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(Ts, [str(T) for T in Ts])
-        ax.set_xlabel("T")
-        ax.set_ylabel("transition P")
-        ax.set_title(f"{a} attention")
-    axes[0][0].legend(fontsize=6, loc="lower right")
-    if tau_th is not None:
-        ax = axes[0][-1]
-        tau = np.asarray(tau_th["tau"], float)
-        ax.plot(tau, [_num(v) for v in tau_th["P_c"]], "k-", label="posterior at tau (theory binodal)")
-        sp = [s if len(s) == 2 else [np.nan, np.nan] for s in tau_th["spinodals"]]
-        ax.plot(tau, [s[0] for s in sp], "k--", lw=0.8, label="spinodals")
-        ax.plot(tau, [s[1] for s in sp], "k--", lw=0.8)
-        for obj in ("joint", "marginal"):
-            t = tau_th[obj]
-            ax.errorbar(
-                [0.0],
-                [_num(t["P_c"])],
-                yerr=[[_num(t["P_c"]) - t["spinodals"][0]], [t["spinodals"][1] - _num(t["P_c"])]]
-                if t["spinodals"]
-                else None,
-                fmt="*",
-                color=COLORS[obj],
-                ms=10,
-                capsize=3,
-                label=f"{obj} mode (tau = 0)",
-            )
-        for p, res in sgld:
-            Ps, m = np.asarray(res["P"]), np.asarray(res["m_mean"])
-            thr = 0.5 * (np.nanmin(res["theory_mean_m"]) + np.nanmax(res["theory_mean_m"]))
-            idx = np.flatnonzero(m > thr)
-            if idx.size and idx[0] > 0:
-                ax.plot(
-                    [p["tau"]],
-                    [0.5 * (Ps[idx[0] - 1] + Ps[idx[0]])],
-                    "s" if p["init"] == "small" else "D",
-                    color="tab:blue",
-                    mfc=None if p["init"] == "small" else "none",
-                    ms=6,
-                )
-        ax.set_xlabel("SGLD temperature tau (units of sigma2)")
-        ax.set_ylabel("transition P")
-        ax.set_title(f"softmax, T = {int(recs[0]['point']['config']['tau_T'])}: SGLD at tau")
-        ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
-    fdir = out_dir / "figures"
-    fdir.mkdir(parents=True, exist_ok=True)
-    paths = [fdir / "three_transitions.png", fdir / "three_transitions.pdf"]
-    for pth in paths:
-        fig.savefig(pth, dpi=130)
-    plt.close(fig)
-    return paths
+    ncol = len(atts) + (tau_rec is not None)
+    fig, axes = figstyle.subplots(1, max(ncol, 1), panel=(4.6, 3.8))
+    axes = list(axes[0])
+    if not ncol:
+        figstyle.empty_panel(axes[0], "no theory or SGLD points in this run folder yet")
+    for ax, a in zip(axes, atts):
+        _T_panel(ax, a, theory, adam, mcmc)
+    if tau_rec is not None:
+        _tau_panel(axes[-1], tau_rec, sgld)
+    _legend(fig, axes)
+    png = figstyle.save(fig, out_dir / "figures" / "three_transitions.png", pdf=True)
+    return [png, png.with_suffix(".pdf")]
