@@ -34,6 +34,12 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(gt=0, lt=1)]
+# counts that multiply the number of points: bounded, so that a typo (seeds = 10**9) is refused before any work
+# instead of building a list of points larger than memory
+MAX_SEEDS = 4096
+MAX_GRID = 10_000
+SeedCount = Annotated[int, Field(ge=1, le=MAX_SEEDS)]
+GridCount = Annotated[int, Field(ge=1, le=MAX_GRID)]
 Attention = Literal["softmax", "linear"]  # the attention kinds (bayesattn.models.attention.ATTENTIONS)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .config import PositiveFloat, PositiveInt, Section
+from .config import GridCount, PositiveFloat, PositiveInt, Section
 
 Sampler = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]  # bayesattn.bayes.sampling.METHODS
 SamplerInit = Literal["cold", "hot", "prior"]
@@ -52,7 +52,7 @@ class GridSection(Section):
 
     start: PositiveFloat = 200.0
     stop: PositiveFloat = 4000.0
-    num: PositiveInt = 12
+    num: GridCount = 12
     spacing: Literal["log", "linear"] = "log"
     values: list[int] = []
 

@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_serializer, model_validator
 
-from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import (
+    MAX_GRID,
+    Attention,
+    ExperimentConfig,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    SeedCount,
+)
 from ..sections import CopyTaskSection, GridSection, MCMCSection, PriorSection, Sampler, SamplerInit
 
 METHODS = ("theory", "mcmc", "adam")
@@ -19,7 +28,7 @@ class TheorySection(Section):
     """The order-parameter theory of each attention: its curves on a dense P grid over the grid's range, an
     optional (P, ``vary_name``) phase-diagram plane, and finite-size scaling over ``T_values``."""
 
-    num_P: Annotated[int, Field(ge=2)] = 200  # dense grid for the theory curves
+    num_P: Annotated[int, Field(ge=2, le=MAX_GRID)] = 200  # dense grid for the theory curves
     vary_name: Literal["sigma_A2", "T", ""] = "T"  # also compute the (P, vary) plane ("": none)
     vary_values: list[float] = [8.0, 16.0, 32.0, 64.0]
     T_values: list[int] = []  # finite-size scaling
@@ -65,7 +74,7 @@ class PhaseMCMCSection(MCMCSection):
 
 
 class AdamSection(Section):
-    seeds: PositiveInt = 4
+    seeds: SeedCount = 4
     steps: PositiveInt = 3000
     lr: PositiveFloat = 0.01
     inits: list[TrainInit] = ["small", "hot"]
