@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="circuit screens of a pretrained model or of a checkpoint folder",
         description="Screen every head (selectivity per class, PR, detection scores) of a pretrained "
         "model (--model smollm2, or GGUF files) or of the checkpoints in a directory "
-        "(docs/screens.md). Training and screening a small transformer, or the Bayesian copy head: "
+        "(docs/results/screens.md). Training and screening a small transformer, or the Bayesian copy head: "
         "`bayesattn run screens`.",
     )
     sc.add_argument("directory", nargs="?", help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)")

@@ -210,7 +210,6 @@ def enable_compile_cache(disabled: bool = False) -> Path | None:
         "jax_compilation_cache_dir": str(folder),
         # every program, however quick: a second run then compiles nothing, whatever the load made each take
         "jax_persistent_cache_min_compile_time_secs": 0.0,
-
         "jax_persistent_cache_min_entry_size_bytes": 0,
     }
     for name, value in settings.items():

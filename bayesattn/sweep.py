@@ -253,7 +253,6 @@ def run_sweep(
 
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc, unit="pt")
 
-
     def finish(idx: list[int], outcomes: list[tuple[str, dict]]) -> None:
         for i, (status, rec) in zip(idx, outcomes):
             if status == "ok":

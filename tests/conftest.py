@@ -26,8 +26,6 @@ if os.environ["BAYESATTN_CACHE_DIR"] != "off":
     enable_compile_cache()
 
 
-
-
 def np_attention(L, attention, key_mask):
     """alpha = a(L) in numpy. L: (T, T); key_mask: (T, T) bool."""
     L = np.asarray(L, dtype=np.float64)

@@ -78,7 +78,6 @@ def test_sweep_progress_bar_counts_points_and_is_on_by_default(tmp_path, capsys)
     assert "2/2" in last, last
 
 
-
 def test_versions_name_a_missing_package(monkeypatch):
     """provenance.py `except metadata.PackageNotFoundError` replaced: a package that is not installed is reported
     as such, not an error."""

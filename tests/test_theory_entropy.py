@@ -71,7 +71,7 @@ def test_entropy_curve_bad_input():
 @pytest.mark.parametrize("P", [1024, 4096, 16384])
 def test_entropy_curve_against_nuts(P):
     """The posterior-mean attention entropy of exact NUTS (T = 8, d = 4) against the theory, within 0.02 nats
-    (measured gaps at these P: < 0.001; docs/dynlab.md section 3)."""
+    (measured gaps at these P: < 0.001; docs/results/dynlab.md section 3)."""
     from bayesattn.experiments.dynlab.equilibrium import equilibrium_point
 
     r = equilibrium_point({"P": P, "T": 8, "d": 4, "seed": 1, "num_chains": 2, "num_warmup": 300, "num_samples": 300})

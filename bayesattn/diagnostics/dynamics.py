@@ -1,4 +1,4 @@
-"""Diagnostics of training dynamics (docs/dynlab.md): effective rank, loss-spike and entropy-stage detectors,
+"""Diagnostics of training dynamics (docs/results/dynlab.md): effective rank, loss-spike and entropy-stage detectors,
 Hessian-vector products and the largest Hessian eigenvalue by Lanczos.
 
 The detectors work on recorded curves (numpy arrays over training time) and return plain Python lists, so

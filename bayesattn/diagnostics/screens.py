@@ -1,4 +1,4 @@
-"""Circuit screens on attention tensors (docs/screens.md): which heads are induction, previous-token,
+"""Circuit screens on attention tensors (docs/results/screens.md): which heads are induction, previous-token,
 duplicate-token, BOS (first-token), self or local heads, their spectral participation ratio, and
 TransformerLens-style detection scores.
 

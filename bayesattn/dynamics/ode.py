@@ -1,5 +1,5 @@
 """The simplified staircase ODE of Yueksel, Alvarez Lucendo & Flammarion (arXiv 2602.19143; their ``ode.py``),
-solved with diffrax (docs/staircase.md section 4).
+solved with diffrax (docs/results/staircase.md section 4).
 
 S: (N, H), column h the attention weights of head h over N positions (on the simplex); D: (R, H) its value
 directions. Gradient flow of |Delta - D S^T|_F^2 / 2 with the softmax geometry on S:

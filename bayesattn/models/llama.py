@@ -1,4 +1,4 @@
-"""A llama-architecture decoder in JAX (float32), for screening pretrained models (docs/screens.md).
+"""A llama-architecture decoder in JAX (float32), for screening pretrained models (docs/results/screens.md).
 
 Architecture: token embedding; per layer h <- h + Attn(RMSNorm(h)), h <- h + W_down(silu(W_gate x) * W_up x)
 with x = RMSNorm(h); a final RMSNorm and the output map (the embedding transposed when tied). Attention:

@@ -1,5 +1,5 @@
 """The internals of a :class:`~bayesattn.models.transformer.Transformer` that the circuit screens read
-(docs/screens.md): every layer's attention and every head's output before the output projection."""
+(docs/results/screens.md): every layer's attention and every head's output before the output projection."""
 
 from __future__ import annotations
 

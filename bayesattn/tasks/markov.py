@@ -1,5 +1,5 @@
 """High-order Markov chain over a one-hot vocabulary, as Yueksel, Alvarez Lucendo & Flammarion (arXiv 2602.19143)
-build it in their code (tml-epfl/hmm-attention, ``LinearARTeacher`` and ``ARDataset``; docs/staircase.md).
+build it in their code (tml-epfl/hmm-attention, ``LinearARTeacher`` and ``ARDataset``; docs/results/staircase.md).
 
 The next token is drawn from softmax(sum_k c_k U_k sum_{s in span k} x_s) over the vocabulary, where the K spans
 of lags tile the ``burn_in = sum(span_lengths)`` tokens before it, ordered oldest to newest, c_k = scale m^k
@@ -30,7 +30,7 @@ class HighOrderMarkovTask(Task):
     spans of lags tile the ``burn_in = sum(span_lengths)`` tokens before it, ordered oldest to newest,
     c_k = scale m^k (k = 0 oldest, so the newest span weighs m^(K-1)), and U_k are independent random
     orthogonal matrices (arXiv 2602.19143; their code tml-epfl/hmm-attention, ``LinearARTeacher`` and
-    ``ARDataset``; docs/staircase.md). A sequence is ``burn_in`` uniform tokens followed by
+    ``ARDataset``; docs/results/staircase.md). A sequence is ``burn_in`` uniform tokens followed by
     ``T + 1 - burn_in`` tokens of the chain; the model reads tokens 0..T-1 and predicts tokens 1..T, and only
     the predictions of chain tokens (rows t >= burn_in - 1) count.
 

@@ -1,5 +1,5 @@
 """Multi-lag copy (regression): the target mixes the tokens of several spans of past positions
-(docs/staircase.md section 1).
+(docs/results/staircase.md section 1).
 
     y_t = sum_k w_k U_k xbar_{t,k},   xbar_{t,k} = mean (or sum) of x_{t-l} over the lags l of span k,
 
@@ -63,7 +63,7 @@ class MultiLagCopyTask(Task):
 
     xbar_{t,k} is the mean (or sum) of x_{t-l} over the lags l of span k, and U_k is orthogonal (drawn from
     ``seed``) or the identity. H >= K softmax heads solve it exactly (head k puts equal weight on span k); with
-    fewer heads, or fewer data, the posterior picks the spans that pay most (docs/staircase.md section 1).
+    fewer heads, or fewer data, the posterior picks the spans that pay most (docs/results/staircase.md section 1).
     Cyclic: t - l mod T; causal: rows t < max lag have no target (query_mask False).
     target_patterns: one indicator pattern per span (1 on every key of the span), named "lag3" for one lag and
     "lags3-4" for several, so "mass" is the attention mass a head puts on the span.

@@ -1,4 +1,4 @@
-"""In-context repetition: a random segment repeated within the context (the induction task; docs/screens.md)."""
+"""In-context repetition: a random segment repeated within the context (the induction task; docs/results/screens.md)."""
 
 from __future__ import annotations
 

@@ -252,6 +252,8 @@ def fit(
     no test loss and ``config["test"]`` says why) or None. A NaN / inf or |parameter| > ``bound`` freezes the
     run at its last good state; the result's ``failure`` names the seed, P and step (and a warning is issued).
 
+    Examples
+    --------
     >>> import jax, bayesattn as ba
     >>> from bayesattn.models import SingleLayerConfig
     >>> task = ba.CopyTask(T=4, d=2)

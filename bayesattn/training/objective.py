@@ -64,7 +64,6 @@ def minibatch_loss(post: Posterior, L, V, Xb, Yb, P):
 
 
 def batch_sq_error(task: Task, attention, L, V, Xb, Yb):
-
     """sum over query rows of |y - V z|^2 on a batch Xb: (B, T, d), with z = [z^1, ..., z^H] the concatenated head
     outputs (attention: a kind string for one head or an AttentionModel)."""
     model = AttentionModel.coerce(attention)

@@ -132,6 +132,8 @@ def entropy_curve(
     cells per P and the uniform value log T. Each P gets its own dual table (a few tenths of a second each once
     compiled).
 
+    Examples
+    --------
     >>> import bayesattn as ba
     >>> ec = ba.theory.entropy_curve(ba.CopyTask(T=8, d=4), ba.Prior(1, 100, 400), [16, 65536])
     >>> ec["posterior"][0] > ec["posterior"][1]

@@ -41,6 +41,8 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
 
     ``curve``: the ``phase_curve`` of the same arguments, if already computed.
 
+    Examples
+    --------
     >>> import bayesattn as ba
     >>> lc = ba.theory.loss_curve(ba.CopyTask(T=16, d=8), ba.Prior(1, 100, 400), "linear", [400, 1600, 3200])
     >>> [round(v, 2) for v in lc["plateau"]]

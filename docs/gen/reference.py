@@ -1,0 +1,233 @@
+"""The docs site's generated reference pages (run by mkdocs-gen-files at every build; tests/test_docs.py imports it):
+
+- reference/cli.md: every subcommand and option, from the argparse parser itself (``bayesattn.cli.build_parser``);
+- reference/config.md: every field of every experiment's config, with its type, default and allowed values, from
+  the pydantic config classes themselves;
+- reference/api.md: every public name of ``bayesattn`` and ``bayesattn.theory``, rendered by mkdocstrings;
+- changelog.md: the repository's CHANGELOG.md as it stands.
+
+Nothing here is written by hand, so the pages cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is docs/gen/reference.py)
+
+
+# ------------------------------------------------------------------------------------------ command line
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    rows = ["| option | what it does | default | choices |", "|---|---|---|---|"]
+    for a in parser._actions:  # noqa: SLF001 -- argparse offers no public walk of its actions
+        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):  # noqa: SLF001
+            continue
+        name = ", ".join(a.option_strings) or a.dest
+        if a.metavar and a.option_strings:
+            name += f" {a.metavar}"
+        default = "" if a.default in (None, False, [], argparse.SUPPRESS) else f"`{a.default}`"
+        choices = ", ".join(f"`{c}`" for c in a.choices) if a.choices else ""
+        rows.append(f"| `{name}` | {(a.help or '').replace('|', '/')} | {default} | {choices} |")
+    return rows
+
+
+def cli_markdown() -> str:
+    from bayesattn.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    out = [
+        "# Command line",
+        "",
+        "Generated from the parser of `bayesattn` (`bayesattn.cli.build_parser`).",
+        "",
+        "```",
+        parser.format_usage().strip(),
+        "```",
+        "",
+        parser.description or "",
+        "",
+    ]
+    import bayesattn.cli as cli
+
+    out += ["Exit status and interrupts:", "", "```", cli.__doc__.strip().split("\n\n")[-1], "```", ""]
+    helps = {c.dest: c.help for c in sub._choices_actions}  # noqa: SLF001
+    for name, p in sub.choices.items():
+        out += [
+            f"## `bayesattn {name}`",
+            "",
+            helps.get(name, ""),
+            "",
+            p.description or "",
+            "",
+            "```",
+            p.format_usage().strip(),
+            "```",
+            "",
+            *_options(p),
+            "",
+        ]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ configuration
+def _type_name(annotation) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _type_name(typing.get_args(annotation)[0])
+    if origin is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(annotation))
+    if origin in (list, tuple):
+        args = typing.get_args(annotation)
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        k, v = typing.get_args(annotation)
+        return f"table of {_type_name(k)} -> {_type_name(v)}"
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " or ".join(_type_name(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "none"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _allowed(field) -> str:
+    parts = []
+    for m in field.metadata:
+        for attr, sym in (
+            ("ge", ">="),
+            ("gt", ">"),
+            ("le", "<="),
+            ("lt", "<"),
+            ("min_length", "length >="),
+            ("max_length", "length <="),
+        ):
+            v = getattr(m, attr, None)
+            if v is not None:
+                parts.append(f"{sym} {v}")
+    ann = field.annotation
+    for arg in [ann, *typing.get_args(ann)]:
+        for m in getattr(arg, "__metadata__", ()):
+            for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+                v = getattr(m, attr, None)
+                if v is not None:
+                    parts.append(f"{sym} {v}")
+    return ", ".join(dict.fromkeys(parts))
+
+
+def _section(model: type[BaseModel], prefix: str, out: list[str], seen: set) -> None:
+    doc = (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    title = prefix or "top level"
+    out += [f"#### `{title}`", "", doc, "", "| field | type | default | allowed |", "|---|---|---|---|"]
+    nested = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        sub = _nested_model(ann)
+        default = field.default
+        if isinstance(default, BaseModel):
+            shown = "(section)"
+        else:
+            shown = f"`{default!r}`" if field.default is not None or not field.is_required() else "required"
+        out.append(f"| `{prefix + '.' if prefix else ''}{name}` | {_type_name(ann)} | {shown} | {_allowed(field)} |")
+        if sub is not None:
+            nested.append((sub, f"{prefix + '.' if prefix else ''}{name}"))
+    out.append("")
+    for sub, path in nested:
+        _section(sub, path, out, seen)
+
+
+def _nested_model(annotation):
+    for a in [annotation, *typing.get_args(annotation)]:
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            return a
+        for b in typing.get_args(a):
+            if isinstance(b, type) and issubclass(b, BaseModel):
+                return b
+    return None
+
+
+def config_markdown() -> str:
+    from bayesattn.experiments import EXPERIMENTS
+
+    out = [
+        "# Configuration",
+        "",
+        "Generated from the config classes themselves. Every experiment reads a TOML file (a named config: "
+        "`bayesattn list`, or a path); any field can be set from the command line with `--set section.key=value` "
+        "(the value is a TOML literal, or a bare word; a list also takes `a,b,c`). Unknown keys are refused at "
+        'every level, types are strict (an integer field takes an integer, not `4.0` or `"4"`), and every '
+        "refusal is one line naming the field, the value and what is allowed, before any work starts.",
+        "",
+    ]
+    for name, cls in EXPERIMENTS.items():
+        out += [
+            f"## `{name}`",
+            "",
+            cls.description + ".",
+            "",
+            "Named configs: " + ", ".join(f"`{c}`" for c in sorted(cls.configs())) + ".",
+            "",
+        ]
+        _section(cls.Config, "", out, set())
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ Python API
+def public_names() -> dict[str, list[str]]:
+    """{heading: [dotted path to render]} of every public name of bayesattn and bayesattn.theory."""
+    import bayesattn
+    from bayesattn.bayes import theory
+
+    where = bayesattn._WHERE  # noqa: SLF001 -- the package's own table of public names
+    groups: dict[str, list[str]] = {}
+    titles = {
+        "tasks": "Tasks and data",
+        "models": "Attention and models",
+        "diagnostics": "Diagnostics",
+        "bayes": "Posterior, sampling and modes",
+        "training": "Training",
+    }
+    for name, sub in where.items():
+        if name == "theory":
+            continue
+        groups.setdefault(titles[sub], []).append(f"bayesattn.{sub}.{name}")
+    groups["Theory (`bayesattn.theory`)"] = [f"bayesattn.bayes.theory.{n}" for n in theory.__all__]
+    return groups
+
+
+def api_markdown() -> str:
+    out = [
+        "# Python API",
+        "",
+        "Every public name of `bayesattn` (`import bayesattn as ba`) and of `bayesattn.theory` (`ba.theory`), "
+        "from its docstring. The names are imported on first use, so `import bayesattn` stays fast.",
+        "",
+    ]
+    for title, paths in public_names().items():
+        out += [f"## {title}", ""]
+        for path in paths:
+            out += [f"::: {path}", ""]
+    return "\n".join(out)
+
+
+def changelog_markdown() -> str:
+    """The repository's CHANGELOG.md, as the site's changelog page (one text, kept at the top of the repository)."""
+    return (ROOT / "CHANGELOG.md").read_text()
+
+
+PAGES = {
+    "reference/cli.md": cli_markdown,
+    "reference/config.md": config_markdown,
+    "reference/api.md": api_markdown,
+    "changelog.md": changelog_markdown,
+}
+
+if __name__ == "<run_path>":  # mkdocs-gen-files runs this file with runpy.run_path at every build
+    import mkdocs_gen_files
+
+    for page, render in PAGES.items():
+        with mkdocs_gen_files.open(page, "w") as f:
+            f.write(render())

@@ -1,0 +1,143 @@
+"""The docs site's reference pages are generated from the code (docs/gen/reference.py): every public name is in the
+API reference, every subcommand and option in the command-line page, every config field of every experiment in
+the configuration page. A built site (BAYESATTN_SITE, set by .ci/run after `mkdocs build`) has no broken link and
+no missing image."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+import bayesattn
+from bayesattn.cli import build_parser
+from bayesattn.experiments import EXPERIMENTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "docs" / "gen" / "reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_lazy_public_names_are_each_subpackages_own():
+    """bayesattn's table of public names (imported on first use) names exactly what each subpackage exports."""
+    by_sub: dict[str, set] = {}
+    for name, sub in bayesattn._WHERE.items():
+        by_sub.setdefault(sub, set()).add(name)
+        assert getattr(bayesattn, name) is getattr(importlib.import_module(f"bayesattn.{sub}"), name)
+    for sub, names in by_sub.items():
+        exported = set(importlib.import_module(f"bayesattn.{sub}").__all__)
+        assert names <= exported, (sub, names - exported)
+    assert set(bayesattn.__all__) == set(bayesattn._WHERE)
+
+
+def test_every_public_name_is_in_the_api_reference():
+    from bayesattn.bayes import theory
+
+    api = _reference().api_markdown()
+    rendered = set(re.findall(r"^::: (\S+)$", api, flags=re.M))
+    for name in bayesattn.__all__:
+        if name != "theory":
+            assert f"bayesattn.{bayesattn._WHERE[name]}.{name}" in rendered, name
+    for name in theory.__all__:
+        assert f"bayesattn.bayes.theory.{name}" in rendered, name
+    for path in rendered:  # each resolves to a real object
+        module, _, attr = path.rpartition(".")
+        assert hasattr(importlib.import_module(module), attr), path
+
+
+def test_command_line_page_covers_every_subcommand_and_option():
+    page = _reference().cli_markdown()
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        assert f"## `bayesattn {name}`" in page, name
+        for action in parser._actions:
+            for opt in action.option_strings:
+                if opt not in ("-h", "--help"):
+                    assert f"`{opt}" in page, (name, opt)
+
+
+def test_configuration_page_covers_every_field():
+    page = _reference().config_markdown()
+
+    def fields(model, prefix=""):
+        for name, field in model.model_fields.items():
+            yield prefix + name
+            ref = _reference()
+            sub = ref._nested_model(field.annotation)
+            if sub is not None:
+                yield from fields(sub, prefix + name + ".")
+
+    for name, cls in EXPERIMENTS.items():
+        assert f"## `{name}`" in page
+        for f in fields(cls.Config):
+            assert f"| `{f}` |" in page, (name, f)
+
+
+# ------------------------------------------------------------------------------------------ the built site
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.images, self.ids = [], [], set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+
+
+SITE = os.environ.get("BAYESATTN_SITE")
+
+
+@pytest.mark.skipif(not SITE, reason="needs a built site: BAYESATTN_SITE=DIR (set by .ci/run after mkdocs build)")
+def test_built_site_has_no_broken_link_and_every_image_loads():
+    site = Path(SITE)
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 20
+    parsed = {}
+    for page in pages:
+        p = _Links()
+        p.feed(page.read_text(errors="replace"))
+        parsed[page] = p
+    broken = []
+    for page, p in parsed.items():
+        for src in p.images:
+            if urlparse(src).scheme in ("http", "https", "data"):
+                continue
+            path = unquote(urlparse(src).path)
+            target = ((site if path.startswith("/") else page.parent) / path.lstrip("/")).resolve()
+            if not target.is_file() or target.stat().st_size == 0:
+                broken.append(f"{page.relative_to(site)}: image {src}")
+        for href in p.links:
+            u = urlparse(href)
+            if u.scheme in ("http", "https", "mailto") or href.startswith("#") and not href[1:]:
+                continue
+            if not u.path:  # a link inside the page
+                if u.fragment and u.fragment not in p.ids:
+                    broken.append(f"{page.relative_to(site)}: anchor {href}")
+                continue
+            # an absolute path is the site's root (the 404 page links so, as it is served from any folder)
+            base = site if u.path.startswith("/") else page.parent
+            target = (base / unquote(u.path).lstrip("/")).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page.relative_to(site)}: link {href}")
+            elif u.fragment and target.suffix == ".html" and target in parsed and u.fragment not in parsed[target].ids:
+                broken.append(f"{page.relative_to(site)}: anchor {href}")
+    assert not broken, "\n".join(broken[:40])
