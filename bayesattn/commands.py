@@ -249,7 +249,9 @@ def run_command(args) -> int:
             "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
             "--scheduler (an existing cluster has its own workers)"
         )
-    out = prepare_output_dir(args.out or Path("results") / config.name, "--out")
+    out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
+    if args.out is None:
+        ignore_results_root(Path(DEFAULT_ROOT))
     _compile_cache(args)
     kind = args.executor or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
     with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
@@ -321,18 +323,60 @@ def check_command(args) -> int:
     return 0 if not bad else 1
 
 
+DEFAULT_ROOT = "results"  # where a run writes without --out: results/<config name>, relative to the current folder
+
+
+def ignore_results_root(root: Path) -> None:
+    """Make git ignore the default result root wherever a command writes it: a ``.gitignore`` holding ``*`` (which
+    ignores the folder, itself included), written once, never over a file the user put there."""
+    from .files import write_atomic
+
+    ignore = root / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, lambda f: f.write(b"# written by bayesattn: results are not source files\n*\n"))
+
+
+LIST_WIDTH = 120  # columns of a `bayesattn list` line
+
+
 def list_command(args) -> int:
-    """``bayesattn list``."""
+    """``bayesattn list``: every experiment, then one line per named config: its name, its measured run time (the
+    config's ``# measured:`` comment) and what it computes (its first comment line, cut to fit the line)."""
+    lines = []
     for cls in EXPERIMENTS.values():
-        print(f"{cls.name}: {cls.description}")
-        for name, path in sorted(cls.configs().items()):
-            print(f"  {name:<26} {_first_comment(path)}")
+        lines.append(f"{cls.name}: {cls.description}")
+        configs = sorted(cls.configs().items())
+        measured = [f"[{_measured(path) or 'not measured'}]" for _, path in configs]
+        names = max((len(name) for name, _ in configs), default=0)  # one experiment's configs share columns
+        width = max(map(len, measured), default=0)
+        for (name, path), shown in zip(configs, measured, strict=True):
+            head = f"  {name:<{names}}  {shown:<{width}}  "
+            lines.append(head + _cut(_first_comment(path), max(LIST_WIDTH - len(head), 30)))
+    try:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `bayesattn list | head`: the reader has gone, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit goes nowhere
     return 0
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
 def _first_comment(path: Path) -> str:
-    """The first comment line of a TOML file: what the config computes (and, where measured, its time)."""
+    """The first comment line of a TOML file: what the config computes (never its ``# measured:`` line)."""
     for line in path.read_text().splitlines():
-        if line.startswith("#"):
+        if line.startswith("#") and not line.startswith("# measured:"):
             return line.lstrip("# ").strip()
+    return ""
+
+
+def _measured(path: Path) -> str:
+    """A config's measured run time and the conditions it was measured under: its ``# measured:`` comment line."""
+    for line in path.read_text().splitlines():
+        if line.startswith("# measured:"):
+            return line.removeprefix("# measured:").strip()
     return ""

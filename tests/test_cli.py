@@ -222,6 +222,29 @@ def test_list_shows_every_experiment_and_config(capsys):
         assert f"{experiment}:" in text and f"  {name} " in text
 
 
+def test_list_gives_every_config_a_measured_time(capsys):
+    """Every shipped config carries exactly one ``# measured:`` comment line (a time and its conditions, or "not
+    measured"), and `bayesattn list` shows it on the config's line, within 120 columns."""
+    for cls in EXPERIMENTS.values():
+        for path in cls.configs().values():
+            measured = [line for line in path.read_text().splitlines() if line.startswith("# measured:")]
+            assert len(measured) == 1, f"{path.name}: {len(measured)} '# measured:' lines"
+            value = measured[0].removeprefix("# measured:").strip()
+            assert value.startswith("not measured") or any(c.isdigit() for c in value), f"{path.name}: {value!r}"
+            assert path.read_text().startswith("# ") and not path.read_text().startswith("# measured:"), path.name
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for experiment, cls in EXPERIMENTS.items():
+        for name in cls.configs():
+            line = next((x for x in lines if x.split()[:1] == [name] and x.startswith("  ")), None)
+            assert line is not None, f"{experiment}: {name} not listed"
+            shown = line.split(None, 1)[1]
+            assert shown.startswith("[") and "]" in shown, line
+            value = shown[1 : shown.index("]")]
+            assert value.startswith("not measured") or any(c.isdigit() for c in value), line
+            assert "measured:" not in line and len(line) <= 120, line
+
+
 def test_config_overrides_are_typed():
     cfg = PD.load_config(None, ["mcmc.num_chains=3", "attention=linear", "adam.inits=small,hot"])
     assert cfg.mcmc.num_chains == 3 and cfg.attention == ["linear"] and cfg.adam.inits == ["small", "hot"]
