@@ -57,6 +57,19 @@ def test_every_public_name_is_in_the_api_reference():
         assert hasattr(importlib.import_module(module), attr), path
 
 
+def test_gallery_shows_every_figure_with_its_command():
+    ref = _reference()
+    gallery = ref.gallery_markdown()
+    figures = [f for f in (ROOT / "docs" / "figures").iterdir() if f.suffix in (".png", ".gif")]
+    assert figures
+    for f in figures:
+        assert f"](figures/{f.name})" in gallery, f.name
+        assert f.name in ref.FIGURE_COMMANDS, f"{f.name}: no command recorded in docs/gen/reference.py"
+    assert "command not recorded" not in gallery
+    for name in ref.FIGURE_COMMANDS:  # no stale entry
+        assert (ROOT / "docs" / "figures" / name).is_file(), name
+
+
 def test_command_line_page_covers_every_subcommand_and_option():
     page = _reference().cli_markdown()
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))

@@ -4,7 +4,8 @@
 - reference/config.md: every field of every experiment's config, with its type, default and allowed values, from
   the pydantic config classes themselves;
 - reference/api.md: every public name of ``bayesattn`` and ``bayesattn.theory``, rendered by mkdocstrings;
-- changelog.md: the repository's CHANGELOG.md as it stands.
+- changelog.md: the repository's CHANGELOG.md as it stands;
+- gallery.md: every figure of docs/figures with its caption (from the page that shows it) and its command.
 
 Nothing here is written by hand, so the pages cannot drift from the code.
 """
@@ -213,6 +214,84 @@ def api_markdown() -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------------ gallery
+# the command that draws each figure in docs/figures (the copies shown on the results pages); a figure missing
+# here is listed with "command not recorded", and tests/test_docs.py fails on it
+PD = "bayesattn run phase-diagram --config"
+FIGURE_COMMANDS = {
+    "fig1_order_parameter_vs_P.png": "bayesattn phase-diagram",
+    "fig2_free_energy_landscapes.png": "bayesattn phase-diagram",
+    "fig3_phase_diagram_P_sigma_A2.png": f"{PD} sigma_A2_plane",
+    "fig3_phase_diagram_P_T.png": f"{PD} T_plane",
+    "fig4_posterior_mean_attention.png": "bayesattn phase-diagram",
+    "fig5_posterior_histograms.png": f"{PD} coexistence",
+    "fig6_training_curves.png": f"{PD} training_dynamics",
+    "fig7_finite_size_scaling.png": f"{PD} finite_size",
+    "fig8_test_error_vs_P.png": "bayesattn phase-diagram",
+    "onehot_linear_vs_nuts.png": "python scripts/onehot_linear_check.py",
+    "theory_vs_mcmc_causal.png": "python scripts/theory_vs_mcmc.py (causal boundary; docs/theory.md)",
+    "theory_vs_mcmc_causal_onehot.png": "python scripts/theory_vs_mcmc.py (causal boundary, one-hot tokens)",
+    "theory_vs_mcmc_onehot.png": "python scripts/theory_vs_mcmc.py (one-hot tokens)",
+    "three_transitions.png": "bayesattn three-transitions",
+    "staircase_bayes.png": "bayesattn staircase",
+    "staircase_training.png": "bayesattn staircase",
+    "staircase_T64.png": "bayesattn staircase --config staircase_T64",
+    "sparse_emergence.png": "bayesattn sparse",
+    "sparse_heatmap.png": "bayesattn sparse",
+    "sparse_heads.png": "bayesattn sparse",
+    "sparse_mixer.png": "bayesattn sparse",
+    "sparse_bayes_summed.png": "bayesattn sparse",
+    "sparse_bayes_normalized.png": "bayesattn sparse --config sparse_bayes_normalized",
+    "dynlab_ch_spikes.png": "bayesattn dynlab --config clustering_head",
+    "dynlab_ch_clustering_heads.png": "bayesattn dynlab --config clustering_head",
+    "dynlab_ch_sandbox_frames.png": "bayesattn dynlab --config clustering_head",
+    "dynlab_ch_sandbox.gif": "bayesattn dynlab --config clustering_head",
+    "dynlab_fd_cycles.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_cycle_counts.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_pca_paths.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_equilibrium.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_pi_vocab.png": "bayesattn dynlab --config focus_dilution_pi",
+    "screens_smollm2.png": "bayesattn screen --model smollm2",
+    "screens_trajectory.png": "bayesattn screens --config screens",
+    "screens_bayes.png": "bayesattn screens --config screens_bayes",
+}
+
+
+def shown_figures() -> dict[str, tuple[str, str]]:
+    """{figure file name: (caption, page)}: each figure of docs/figures with the alt text and page (relative to
+    docs/) of the first results or theory page that shows it."""
+    import re
+
+    docs = ROOT / "docs"
+    pages = sorted(docs.glob("results/*.md")) + sorted(docs.glob("*.md"))
+    out: dict[str, tuple[str, str]] = {}
+    for page in pages:
+        for alt, name in re.findall(r"!\[([^\]]*)\]\((?:\.\./)?figures/([^)\s]+)\)", page.read_text()):
+            out.setdefault(name, (alt, page.relative_to(docs).as_posix()))
+    return out
+
+
+def gallery_markdown() -> str:
+    shown = shown_figures()
+    out = [
+        "# Figure gallery",
+        "",
+        "Every figure in the documentation, with its caption and the command that draws it. Each command writes "
+        "its figures under `results/<config>/figures/`, drawn from the saved point files only "
+        "(`bayesattn figures DIR` redraws them). The copies here were drawn by the runs described on each page.",
+        "",
+    ]
+    for f in sorted((ROOT / "docs" / "figures").iterdir()):
+        if f.suffix not in (".png", ".gif"):
+            continue
+        caption, page = shown.get(f.name, (f.stem.replace("_", " "), None))
+        caption = caption[:1].upper() + caption[1:]
+        where = f" Shown on [{page}]({page})." if page else ""
+        command = FIGURE_COMMANDS.get(f.name, "command not recorded")
+        out += [f"## {f.stem}", "", f"![{caption}](figures/{f.name})", "", f"{caption}.{where}", "", f"`{command}`", ""]
+    return "\n".join(out)
+
+
 def changelog_markdown() -> str:
     """The repository's CHANGELOG.md, as the site's changelog page (one text, kept at the top of the repository)."""
     return (ROOT / "CHANGELOG.md").read_text()
@@ -223,6 +302,7 @@ PAGES = {
     "reference/config.md": config_markdown,
     "reference/api.md": api_markdown,
     "changelog.md": changelog_markdown,
+    "gallery.md": gallery_markdown,
 }
 
 if __name__ == "<run_path>":  # mkdocs-gen-files runs this file with runpy.run_path at every build
