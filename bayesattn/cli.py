@@ -31,14 +31,9 @@ from .experiments.sections import CopyTaskSection, MCMCSection, Sampler, Sampler
 INTERRUPTED = "bayesattn: interrupted; finished points are on disk, rerun the same command to resume"
 EXECUTORS = ("serial", "thread", "process", "dask")  # bayesattn.scaleout.EXECUTORS (tests/test_cli.py checks)
 ATTENTIONS = ("softmax", "linear")
-# the named experiments' own subcommands (aliases of `run NAME`) and the option that selects their parts
-ALIASES = {
-    "staircase": "staircase",
-    "sparse": "sparse",
-    "dynlab": "dynlab",
-    "screens": "screens",
-    "three-transitions": "three-transitions",
-}
+# every experiment's own subcommand, an alias of `run NAME` (the phase diagram's, the main job, has its short
+# options): from the registry, so a new experiment needs no line here
+ALIASES = {name: name for name in EXPERIMENTS if name != "phase-diagram"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -301,7 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override any phase-diagram config field (repeatable)",
     )
-    tp.add_argument("--optimizer", default="adam", choices=("adam", "langevin"), help="optimiser")
+    tp.add_argument(
+        "--optimizer", default="adam", choices=("adam", "langevin", "gd"), help="optimiser (gd: plain gradient descent)"
+    )
     tp.add_argument("--lr", type=float, help="learning rate (default: the library's)")
     tp.add_argument("--steps", type=int, help="optimisation steps (default: the library's)")
     tp.add_argument("--init", choices=_choices(TrainInit), help="initialisation of L (default small)")

@@ -17,8 +17,9 @@ from bayesattn.experiments.config import ExperimentConfig, apply_overrides
 from bayesattn.sweep import point_id, run_sweep
 
 
-def test_registry_holds_six_systems_each_a_contract():
-    assert set(EXPERIMENTS) == {"phase-diagram", "three-transitions", "staircase", "sparse", "dynlab", "screens"}
+def test_registry_holds_seven_systems_each_a_contract():
+    expected = {"phase-diagram", "three-transitions", "staircase", "sparse", "dynlab", "screens", "plateau"}
+    assert set(EXPERIMENTS) == expected
     for name, cls in EXPERIMENTS.items():
         assert issubclass(cls, Experiment) and cls.name == name and cls.description
         assert issubclass(cls.Config, ExperimentConfig)
@@ -30,6 +31,7 @@ def test_registry_holds_six_systems_each_a_contract():
 
 
 # ------------------------------------------------------------------------------------------ staleness
+PLATEAU_CASE = '{attention="linear", T=4, P_over=[2.0, 4.0], gd_steps=20, adam_steps=20, records=10}'
 TINY = {
     "phase-diagram": ("default", ["task.T=8", "task.d=4", "P.values=[100, 400]", "theory.vary_name="]),
     "three-transitions": ("three_transitions", ["T_values=[4]", 'attentions=["linear"]']),
@@ -43,6 +45,7 @@ TINY = {
     ),
     "dynlab": ("focus_dilution", ["seeds=2", "seeds_per_program=2", "settings=[{}]"]),
     "screens": ("screens_bayes", ['parts=["bayes", "theory", "trajectory"]', "bayes.P=[20, 2000]"]),
+    "plateau": ("plateau", ["seeds=2", f"cases=[{PLATEAU_CASE}]", "theory_points=8"]),
 }
 # (a changed setting, how many points of each part it must recompute): the expectation comes from what each
 # computation reads, not from how the points are built
@@ -63,6 +66,10 @@ CHANGES = [
     ("dynlab", "base.lr=0.4", {"train": 2, "equilibrium": 0, "theory": 0}),
     ("screens", "bayes.probe_N=64", {"trajectory": 0, "bayes": 2, "theory": 0}),
     ("screens", "bayes.prior.sigma2=20.0", {"trajectory": 0, "bayes": 2, "theory": 1}),
+    # plateau: the theory reads neither optimiser's settings, a gd run not Adam's (2 seeds per method)
+    ("plateau", f"cases=[{PLATEAU_CASE[:-1]}, adam_lr=0.02}}]", {"theory": 0, "runs": 2}),
+    ("plateau", f"cases=[{PLATEAU_CASE[:-1]}, gd_lr=0.02}}]", {"theory": 0, "runs": 2}),
+    ("plateau", "prior.sigma2=300.0", {"theory": 1, "runs": 4}),
 ]
 
 

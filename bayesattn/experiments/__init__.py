@@ -7,6 +7,7 @@ from .config import ConfigError
 from .contract import Experiment, registry
 from .copy_head import PhaseDiagram
 from .dynlab import Dynlab
+from .plateau import Plateau
 from .screens import Screens
 from .sparse import Sparse
 from .staircase import Staircase
@@ -19,6 +20,7 @@ EXPERIMENTS = registry(
     Sparse,
     Dynlab,
     Screens,
+    Plateau,
 )
 
 

@@ -22,7 +22,8 @@ out (:func:`bayesattn.training.objective.marginal_objective`, = min_V J + the Oc
 (sigma2 d_out / 2n) log det(I + G / lam)): its stationary points are the modes of the marginal p(L | D). The
 readout is then not a parameter: records and the final V are its conditional posterior mean given L.
 
-``optimizer="langevin"`` is SGLD (:func:`bayesattn.training.core.sgld`, an optax transformation) on the same
+``optimizer="gd"`` is plain gradient descent on the same objective, theta <- theta - lr grad J: gradient flow on J
+in time lr x steps (Euler). ``optimizer="langevin"`` is SGLD (:func:`bayesattn.training.core.sgld`, an optax transformation) on the same
 energy at temperature sigma2: theta <- theta - lr grad J + sqrt(2 lr sigma2 / n) xi, whose stationary law (as
 lr -> 0) is exp(-n J / sigma2) = p(L, V | D), the posterior itself; ``lr`` has the same meaning (a step on J)
 for both optimizers. ``temperature=tau`` runs it at tau sigma2 / n, whose stationary law is p(L, V | D)^(1/tau):
@@ -157,6 +158,8 @@ def _freeze_readout(opt) -> optax.GradientTransformationExtraArgs:
 def _optimizer(cfg: TrainConfig, post: Posterior):
     if cfg.optimizer == "adam":
         opt = optax.adam(cfg.lr)
+    elif cfg.optimizer == "gd":
+        opt = optax.sgd(cfg.lr)  # theta - lr grad J: the Euler discretisation of gradient flow on J in time lr * step
     else:
         # SGLD on J at temperature tau sigma2 / n: theta - lr grad J + sqrt(2 lr tau sigma2 / n) xi, whose
         # stationary law exp(-n J / (tau sigma2)) is p(L, V | D)^(1/tau) (tau = 1: the joint posterior)

@@ -14,10 +14,10 @@ from ..bayes.posterior import Prior
 from ..models.attention import AttentionModel
 from .core import Plan, failure_message
 
-OptimizerKind = Literal["adam", "langevin"]
+OptimizerKind = Literal["adam", "langevin", "gd"]
 InitKind = Literal["small", "hot"]
 ObjectiveKind = Literal["joint", "marginal"]
-OPTIMIZERS = ("adam", "langevin")
+OPTIMIZERS = ("adam", "langevin", "gd")  # gd: plain (full-batch) gradient descent
 OBJECTIVES = ("joint", "marginal")
 TRAIN_INITS = ("small", "hot")
 
@@ -45,7 +45,7 @@ class TrainConfig:
 
 def _default_lr(optimizer: str) -> float:
     # langevin: at T = 16, P = 1000 (canonical prior) lr = 3e-2 mixes 4x faster than 1e-2 and matches NUTS
-    return 1e-2 if optimizer == "adam" else 3e-2
+    return 1e-2 if optimizer == "adam" else 3e-2  # gd as langevin: the same step on J, without the noise
 
 
 def _default_init_scale(init: str) -> float | None:
@@ -74,7 +74,7 @@ def make_train_config(
     if optimizer != "langevin" and temperature != 1.0:
         raise ValueError(
             f"temperature={temperature!r}: only optimizer='langevin' has a temperature; "
-            "leave it at 1.0 for optimizer='adam'"
+            f"leave it at 1.0 for optimizer={optimizer!r}"
         )
     if objective == "marginal" and batch_size is not None:
         raise ValueError(

@@ -254,6 +254,7 @@ FIGURE_COMMANDS = {
     "screens_smollm2.png": "bayesattn screen --model smollm2",
     "screens_trajectory.png": "bayesattn screens --config screens",
     "screens_bayes.png": "bayesattn screens --config screens_bayes",
+    "plateau.png": "bayesattn plateau",
 }
 
 

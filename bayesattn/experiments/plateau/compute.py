@@ -1,0 +1,131 @@
+"""The plateau experiment's points: the theory's curve per case, and the training runs of one (case, method,
+seed) over all of the case's P (one program; the seed's data and init come from its seed alone)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+RULE = (
+    "t_plateau: the first time |m| reaches m_half, half-way between 1/T (softmax) or 0 (linear) and the copy "
+    "branch's m at that P (the zero-temperature theory's), linearly interpolated between records; gd: in flow time "
+    "lr x steps; adam: in steps"
+)
+
+
+def case_objects(point: dict):
+    """(task, prior, attention) of a point's case."""
+    from ...bayes.posterior import Prior
+    from ...tasks import CopyTask
+
+    case = point["case"]
+    return CopyTask(T=case["T"], d=point["d"]), Prior(**point["prior"]), case["attention"]
+
+
+def transition_P(task, prior, attention: str, P_ref: float) -> tuple[float, str]:
+    """(P_star, what it is): the spinodal where the uniform branch ends (softmax, first order), the mode's critical
+    point (linear), or ``P_ref`` (a softmax crossover: no transition)."""
+    from ...bayes import theory
+
+    if attention == "linear":
+        return float(theory.linear_mode_critical_P(task, prior, "marginal")), "P_c"
+    spin = theory.mode_curve(task, prior, "softmax", np.geomspace(5.0, 1e6, 400), objective="marginal")
+    spin = spin.transition.get("spinodals") or []
+    return (float(spin[1]), "P_s") if len(spin) == 2 else (float(P_ref), "P_ref")
+
+
+def case_P(point: dict, P_star: float) -> list[int]:
+    """The case's P values: round(P_over x P_star), distinct."""
+    return sorted({max(1, int(round(f * P_star))) for f in point["case"]["P_over"]})
+
+
+def crossing(t: np.ndarray, m: np.ndarray, level: float) -> float | None:
+    """The first t where m reaches ``level``, linearly interpolated between records; None when it never does."""
+    if not np.isfinite(level):
+        return None
+    above = np.nonzero(m >= level)[0]
+    if len(above) == 0:
+        return None
+    i = int(above[0])
+    if i == 0:
+        return float(t[0])
+    f = (level - m[i - 1]) / (m[i] - m[i - 1])
+    return float(t[i - 1] + f * (t[i] - t[i - 1]))
+
+
+def theory_point(point: dict) -> dict:
+    from ...bayes import theory
+
+    task, prior, attention = case_objects(point)
+    case = point["case"]
+    P_star, what = transition_P(task, prior, attention, case["P_ref"])
+    P = case_P(point, P_star)
+    lo = P_star * (1.0 + 1e-3) if what != "P_ref" else min(P)
+    grid = np.unique(np.concatenate([np.geomspace(lo, max(P), point["theory_points"]), P]))
+    curve = theory.plateau_curve(task, prior, attention, grid, init_scale=point["init_scale"])
+    return {"P_star": P_star, "P_star_is": what, "P_runs": P, "curve": curve}
+
+
+def run_point(point: dict, progress: bool = False) -> dict:
+    import jax
+
+    from ...bayes import theory
+    from ...training import train_sweep
+
+    task, prior, attention = case_objects(point)
+    case = point["case"]
+    P_star, what = transition_P(task, prior, attention, case["P_ref"])
+    P = case_P(point, P_star)
+    m_half = theory.plateau_curve(task, prior, attention, P, init_scale=point["init_scale"])["m_half"]
+    method, lr, steps = point["method"], point["lr"], point["steps"]
+    every = max(1, steps // point["records"])
+    t0, c0 = time.perf_counter(), time.process_time()
+    # seeds=[seed]: the data key is fold_in(key(0), seed) and the run key follows from it, so a seed's runs are
+    # its own whatever else runs (and gd and adam see the same data and init)
+    sw = train_sweep(
+        task,
+        prior,
+        attention,
+        P,
+        [point["seed"]],
+        jax.random.key(0),
+        optimizer=method,
+        lr=lr,
+        steps=steps,
+        init="small",
+        init_scale=point["init_scale"],
+        record_every=every,
+        objective="marginal",
+    )
+    step = np.asarray(sw.history["step"], float)[0, 0]
+    t = step * lr if method == "gd" else step
+    m = np.abs(np.asarray(sw.history["m"], float)[:, 0])
+    rows = []
+    for i, p in enumerate(P):
+        rows.append(
+            {
+                "P": int(p),
+                "m_half": float(m_half[i]),
+                "t_plateau": crossing(t, m[i], m_half[i]),
+                "m_final": float(m[i, -1]),
+            }
+        )
+    thin = np.unique(np.linspace(0, len(t) - 1, min(len(t), 120)).astype(int))
+    return {
+        "P_star": P_star,
+        "P_star_is": what,
+        "t_max": float(t[-1]),
+        "time_unit": "lr x steps" if method == "gd" else "steps",
+        "rule": RULE,
+        "rows": rows,
+        "t": t[thin].tolist(),
+        "m": m[:, thin].tolist(),
+        "failures": sw.failures,
+        "cpu_s": time.process_time() - c0,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def compute_point(point: dict, progress: bool = False) -> dict:
+    return theory_point(point) if point["kind"] == "theory" else run_point(point, progress)

@@ -1,0 +1,58 @@
+"""The plateau experiment's config: the cases (attention, T, the P values relative to the transition, the
+optimisers' steps and learning rates), the prior, the seeds. No JAX here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, SeedCount
+from ..sections import PriorSection
+
+Method = Literal["gd", "adam"]
+METHODS = ("gd", "adam")
+
+
+class CaseSection(Section):
+    """One (attention, T): P = ``P_over`` x P_star, where P_star is the transition a small init feels (softmax:
+    the spinodal where the uniform branch ends; linear: the mode's critical point; a softmax crossover, which has
+    neither: ``P_ref``). ``gd``: gradient descent with step ``gd_lr`` for ``gd_steps`` steps (flow time up to
+    gd_lr x gd_steps); ``adam``: Adam with ``adam_lr`` for ``adam_steps`` steps. Both on the marginal objective
+    (the readout integrated out), from the small init."""
+
+    attention: Attention = "softmax"
+    T: Annotated[int, Field(ge=2, le=256)] = 32
+    P_over: Annotated[list[PositiveFloat], Field(min_length=1, max_length=64)] = [1.02, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0]
+    P_ref: PositiveFloat = 400.0
+    gd_lr: PositiveFloat = 0.5
+    gd_steps: Annotated[int, Field(ge=10, le=10_000_000)] = 4000
+    adam_lr: PositiveFloat = 1e-2
+    adam_steps: Annotated[int, Field(ge=10, le=10_000_000)] = 3000
+    records: Annotated[int, Field(ge=10, le=20_000)] = 400  # records per run (the crossing's resolution)
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        if any(f <= 1.0 for f in self.P_over) and self.attention == "linear":
+            raise ValueError(f"P_over={self.P_over}: expected factors > 1 (below P_c linear attention stays at L = 0)")
+        if sorted(set(self.P_over)) != list(self.P_over):
+            raise ValueError(f"P_over={self.P_over}: expected increasing distinct factors")
+        return self
+
+
+class PlateauConfig(ExperimentConfig):
+    """Plateau lengths of gradient descent and Adam from a small init against P, beside the zero-temperature
+    theory's prediction (configs/plateau.toml)."""
+
+    name: str = "plateau"
+    d: PositiveInt = 8
+    seeds: SeedCount = 8
+    init_scale: PositiveFloat = 1e-2
+    methods: Annotated[list[Method], Field(min_length=1)] = ["gd", "adam"]
+    theory_points: Annotated[int, Field(ge=8, le=2000)] = 120  # dense P grid of the predicted curve, per case
+    prior: PriorSection = PriorSection()
+    cases: Annotated[list[CaseSection], Field(min_length=1, max_length=32)] = [
+        CaseSection(attention="softmax", T=8, P_over=[0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0], gd_lr=0.05, gd_steps=1000),
+        CaseSection(attention="softmax", T=32),
+        CaseSection(attention="linear", T=16, gd_lr=0.01, gd_steps=4000, P_over=[1.05, 1.1, 1.25, 1.5, 2.0, 4.0]),
+    ]

@@ -1,0 +1,87 @@
+"""The plateau figure, from the saved files of ``bayesattn.experiments.plateau`` only, drawn and checked through
+:mod:`bayesattn.figstyle`: per case, the plateau length against the distance from the transition (log axes),
+gradient descent (top, flow time) beside the theory's prediction and its asymptotic law, Adam (bottom, steps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+from ... import figstyle
+from ...files import read_json
+
+COLORS = {"gd": "tab:blue", "adam": "tab:red"}
+
+
+def _x(P, P_star, is_ref: bool):
+    P = np.asarray(P, float)
+    return P if is_ref else P - P_star
+
+
+def _panel(ax, case: dict, theory: dict, method: str) -> None:
+    is_ref = case["P_star_is"] == "P_ref"
+    P_star = case["P_star"]
+    m = case["methods"].get(method)
+    if method == "gd":
+        curve = theory["curve"]
+        P = np.asarray(curve["P"], float)
+        t = np.asarray(curve["t_plateau"], float)
+        ok = np.isfinite(t) & (_x(P, P_star, is_ref) > 0)
+        ax.plot(_x(P, P_star, is_ref)[ok], t[ok], "-", color="k", lw=1.2, label="theory")
+        law = np.asarray(curve.get("bottleneck", curve.get("escape", [np.nan] * len(P))), float)
+        # the law is the limit P -> P_star: drawn up to 0.2 P_star away from it
+        ok = np.isfinite(law) & (_x(P, P_star, is_ref) > 0) & (P <= 1.2 * P_star)
+        if ok.any():
+            name = "law (P - P_s)^-1/2" if case["P_star_is"] == "P_s" else "law 1/(P - P_c)"
+            ax.plot(_x(P, P_star, is_ref)[ok], law[ok], "--", color="0.5", lw=1.0, label=name)
+    if m is None:
+        figstyle.empty_panel(ax, f"{method}: not run")
+        return
+    rows = [r for r in m["per_P"] if r["median"] is not None]
+    if rows:
+        x = _x([r["P"] for r in rows], P_star, is_ref)
+        med = np.array([r["median"] for r in rows])
+        lo = np.array([r["ci"][0] if r["ci"] else r["median"] for r in rows])
+        hi = np.array([r["ci"][1] if r["ci"] else r["median"] for r in rows])
+        fit = m.get("fit") or {}
+        lab = f"median, {m['seeds']} seeds (95% CI)"
+        ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color=COLORS[method], ms=4, capsize=2, label=lab)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        # labelled ticks only, denser where the axis spans little more than a decade
+        subs = (1.0, 2.0, 3.0, 5.0, 7.0) if lim[1] / lim[0] < 12 else (1.0, 2.0, 5.0)
+        axis.set_major_locator(LogLocator(base=10.0, subs=subs))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_locator(NullLocator())
+    ax.set_xlabel("P" if is_ref else f"P - {case['P_star_is']}  ({case['P_star_is']} = {P_star:.0f})")
+    ax.set_ylabel("plateau, flow time lr x steps" if method == "gd" else "plateau, Adam steps")
+    fit = (m or {}).get("fit") or {}
+    slope = f", exponent {fit['exponent']:.2f}" if fit.get("exponent") is not None else ""
+    ax.set_title(f"{case['case']}: {'gradient descent' if method == 'gd' else 'Adam'}{slope}")
+    figstyle.legend(ax)
+
+
+def draw_all(folder) -> list[Path]:
+    folder = Path(folder)
+    summary_file = folder / "summary.json"
+    if not summary_file.exists():
+        return []
+    summary = read_json(summary_file)
+    theory = {}
+    for f in sorted((folder / "points" / "theory").glob("*.json")):
+        r = read_json(f)
+        c = r["point"]["case"]
+        theory[f"{c['attention']} T={c['T']}"] = r["result"]
+    cases = [c for c in summary["cases"] if c["case"] in theory]
+    if not cases:
+        return []
+    methods = [m for m in ("gd", "adam") if any(m in c["methods"] for c in cases)]
+    fig, axes = figstyle.subplots(len(methods), len(cases), panel=(4.8, 3.6))
+    for j, case in enumerate(cases):
+        for i, method in enumerate(methods):
+            _panel(axes[i, j], case, theory[case["case"]], method)
+    out = figstyle.save(fig, folder / "figures" / "plateau.png", pdf=True)
+    return [out, out.with_suffix(".pdf")]
