@@ -66,10 +66,12 @@ CHANGES = [
     ("dynlab", "base.lr=0.4", {"train": 2, "equilibrium": 0, "theory": 0}),
     ("screens", "bayes.probe_N=64", {"trajectory": 0, "bayes": 2, "theory": 0}),
     ("screens", "bayes.prior.sigma2=20.0", {"trajectory": 0, "bayes": 2, "theory": 1}),
-    # plateau: the theory reads neither optimiser's settings, a gd run not Adam's (2 seeds per method)
+    # plateau: the theory reads no optimiser's settings; gd and SGLD share their steps, Adam has its own, and only
+    # SGLD reads the temperature (2 seeds per method)
     ("plateau", f"cases=[{PLATEAU_CASE[:-1]}, adam_lr=0.02}}]", {"theory": 0, "runs": 2}),
-    ("plateau", f"cases=[{PLATEAU_CASE[:-1]}, gd_lr=0.02}}]", {"theory": 0, "runs": 2}),
-    ("plateau", "prior.sigma2=300.0", {"theory": 1, "runs": 4}),
+    ("plateau", f"cases=[{PLATEAU_CASE[:-1]}, gd_lr=0.02}}]", {"theory": 0, "runs": 4}),
+    ("plateau", "sgld_temperature=0.1", {"theory": 0, "runs": 2}),
+    ("plateau", "prior.sigma2=300.0", {"theory": 1, "runs": 6}),
 ]
 
 

@@ -129,7 +129,8 @@ def test_tiny_plateau_run_writes_a_summary_and_a_checked_figure(tmp_path):
     cfg = cls.load_config("plateau", ["seeds=2", f"cases=[{case}]", "theory_points=12"])
     summary = run_experiment(cls(), cfg, tmp_path, progress=False)
     (row,) = summary["cases"]
-    assert row["P_star_is"] == "P_c" and set(row["methods"]) == {"gd", "adam"}
+    assert row["P_star_is"] == "P_c" and set(row["methods"]) == {"gd", "sgld", "adam"}
+    assert row["methods"]["sgld"]["time_unit"] == "lr x steps" and row["methods"]["adam"]["time_unit"] == "steps"
     gd = row["methods"]["gd"]
     assert gd["seeds"] == 2 and len(gd["per_P"]) == 4 and gd["time_unit"] == "lr x steps"
     assert (tmp_path / "figures" / "plateau.png").is_file()

@@ -13,7 +13,7 @@ with a bootstrap interval over seeds, the theory's) and ``figures/plateau.{png,p
 from __future__ import annotations
 
 from ..contract import Experiment
-from .config import PlateauConfig
+from .config import FLOW_METHODS, PlateauConfig
 
 __all__ = ["Plateau", "PlateauConfig"]
 
@@ -32,9 +32,11 @@ class Plateau(Experiment):
             where = {"attention": case.attention, "T": case.T, "P_over": case.P_over, "P_ref": case.P_ref}
             theory.append({"kind": "theory", **common, "case": where, "theory_points": config.theory_points})
             for method in config.methods:
-                lr, steps = (case.gd_lr, case.gd_steps) if method == "gd" else (case.adam_lr, case.adam_steps)
+                flow = method in FLOW_METHODS
+                lr, steps = (case.gd_lr, case.gd_steps) if flow else (case.adam_lr, case.adam_steps)
+                extra = {"temperature": config.sgld_temperature} if method == "sgld" else {}
                 for seed in range(config.seeds):
-                    run = {"method": method, "lr": lr, "steps": steps, "records": case.records, "seed": seed}
+                    run = {"method": method, "lr": lr, "steps": steps, "records": case.records, "seed": seed, **extra}
                     runs.append({"kind": "run", **common, "case": where, **run})
         return {"theory": theory, "runs": runs}
 

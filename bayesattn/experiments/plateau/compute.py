@@ -7,10 +7,12 @@ import time
 
 import numpy as np
 
+from .config import FLOW_METHODS
+
 RULE = (
     "t_plateau: the first time |m| reaches m_half, half-way between 1/T (softmax) or 0 (linear) and the copy "
-    "branch's m at that P (the zero-temperature theory's), linearly interpolated between records; gd: in flow time "
-    "lr x steps; adam: in steps"
+    "branch's m at that P (the zero-temperature theory's), linearly interpolated between records; gd and sgld: in flow "
+    "time lr x steps; adam: in steps"
 )
 
 
@@ -82,7 +84,8 @@ def run_point(point: dict, progress: bool = False) -> dict:
     every = max(1, steps // point["records"])
     t0, c0 = time.perf_counter(), time.process_time()
     # seeds=[seed]: the data key is fold_in(key(0), seed) and the run key follows from it, so a seed's runs are
-    # its own whatever else runs (and gd and adam see the same data and init)
+    # its own whatever else runs (and every method sees the same data and init)
+    noise = {"temperature": point["temperature"]} if method == "sgld" else {}
     sw = train_sweep(
         task,
         prior,
@@ -90,7 +93,8 @@ def run_point(point: dict, progress: bool = False) -> dict:
         P,
         [point["seed"]],
         jax.random.key(0),
-        optimizer=method,
+        optimizer="langevin" if method == "sgld" else method,
+        **noise,
         lr=lr,
         steps=steps,
         init="small",
@@ -99,7 +103,8 @@ def run_point(point: dict, progress: bool = False) -> dict:
         objective="marginal",
     )
     step = np.asarray(sw.history["step"], float)[0, 0]
-    t = step * lr if method == "gd" else step
+    flow = method in FLOW_METHODS
+    t = step * lr if flow else step
     m = np.abs(np.asarray(sw.history["m"], float)[:, 0])
     rows = []
     for i, p in enumerate(P):
@@ -116,7 +121,7 @@ def run_point(point: dict, progress: bool = False) -> dict:
         "P_star": P_star,
         "P_star_is": what,
         "t_max": float(t[-1]),
-        "time_unit": "lr x steps" if method == "gd" else "steps",
+        "time_unit": "lr x steps" if flow else "steps",
         "rule": RULE,
         "rows": rows,
         "t": t[thin].tolist(),

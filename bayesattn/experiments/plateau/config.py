@@ -10,16 +10,18 @@ from pydantic import Field, model_validator
 from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import PriorSection
 
-Method = Literal["gd", "adam"]
-METHODS = ("gd", "adam")
+Method = Literal["gd", "sgld", "adam"]
+METHODS = ("gd", "sgld", "adam")
+FLOW_METHODS = ("gd", "sgld")  # timed in flow time lr x steps (gd_lr, gd_steps); adam in steps
 
 
 class CaseSection(Section):
     """One (attention, T): P = ``P_over`` x P_star, where P_star is the transition a small init feels (softmax:
     the spinodal where the uniform branch ends; linear: the mode's critical point; a softmax crossover, which has
     neither: ``P_ref``). ``gd``: gradient descent with step ``gd_lr`` for ``gd_steps`` steps (flow time up to
-    gd_lr x gd_steps); ``adam``: Adam with ``adam_lr`` for ``adam_steps`` steps. Both on the marginal objective
-    (the readout integrated out), from the small init."""
+    gd_lr x gd_steps); ``sgld``: the same steps with Langevin noise at the config's ``sgld_temperature``; ``adam``:
+    Adam with ``adam_lr`` for ``adam_steps`` steps. All on the marginal objective (the readout integrated out), from
+    the small init."""
 
     attention: Attention = "softmax"
     T: Annotated[int, Field(ge=2, le=256)] = 32
@@ -48,7 +50,9 @@ class PlateauConfig(ExperimentConfig):
     d: PositiveInt = 8
     seeds: SeedCount = 8
     init_scale: PositiveFloat = 1e-2
-    methods: Annotated[list[Method], Field(min_length=1)] = ["gd", "adam"]
+    methods: Annotated[list[Method], Field(min_length=1)] = ["gd", "sgld", "adam"]
+    # SGLD's temperature tau, in units of sigma2 / n (1: the posterior itself): small, the finite-temperature side
+    sgld_temperature: Annotated[float, Field(gt=0, le=10)] = 0.05
     theory_points: Annotated[int, Field(ge=8, le=2000)] = 120  # dense P grid of the predicted curve, per case
     prior: PriorSection = PriorSection()
     cases: Annotated[list[CaseSection], Field(min_length=1, max_length=32)] = [

@@ -1,6 +1,7 @@
 """The plateau figure, from the saved files of ``bayesattn.experiments.plateau`` only, drawn and checked through
 :mod:`bayesattn.figstyle`: per case, the plateau length against the distance from the transition (log axes),
-gradient descent (top, flow time) beside the theory's prediction and its asymptotic law, Adam (bottom, steps)."""
+gradient descent and SGLD (top, flow time) beside the theory's prediction and its asymptotic law, Adam (bottom,
+steps)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 from ... import figstyle
 from ...files import read_json
 
-COLORS = {"gd": "tab:blue", "adam": "tab:red"}
+COLORS = {"gd": "tab:blue", "sgld": "tab:green", "adam": "tab:red"}
+NAMES = {"gd": "gd", "sgld": "SGLD", "adam": "Adam"}
 
 
 def _x(P, P_star, is_ref: bool):
@@ -20,11 +22,29 @@ def _x(P, P_star, is_ref: bool):
     return P if is_ref else P - P_star
 
 
-def _panel(ax, case: dict, theory: dict, method: str) -> None:
+def _measured(ax, case: dict, method: str, is_ref: bool) -> bool:
+    """The medians and intervals of one method; False when it was not run or never crossed."""
+    m = case["methods"].get(method)
+    rows = [r for r in (m or {}).get("per_P", []) if r["median"] is not None]
+    if not rows:
+        return False
+    x = _x([r["P"] for r in rows], case["P_star"], is_ref)
+    med = np.array([r["median"] for r in rows])
+    lo = np.array([r["ci"][0] if r["ci"] else r["median"] for r in rows])
+    hi = np.array([r["ci"][1] if r["ci"] else r["median"] for r in rows])
+    fit = m.get("fit") or {}
+    slope = f", slope {fit['exponent']:.2f}" if fit.get("exponent") is not None else ""
+    lab = f"{NAMES[method]}{slope}"
+    ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color=COLORS[method], ms=4, capsize=2, label=lab)
+    return True
+
+
+def _panel(ax, case: dict, theory: dict, row: str) -> None:
+    """Row "flow": gradient descent and SGLD in flow time beside the prediction; row "adam": Adam in steps."""
     is_ref = case["P_star_is"] == "P_ref"
     P_star = case["P_star"]
-    m = case["methods"].get(method)
-    if method == "gd":
+    drawn = False
+    if row == "flow":
         curve = theory["curve"]
         P = np.asarray(curve["P"], float)
         t = np.asarray(curve["t_plateau"], float)
@@ -36,18 +56,13 @@ def _panel(ax, case: dict, theory: dict, method: str) -> None:
         if ok.any():
             name = "law (P - P_s)^-1/2" if case["P_star_is"] == "P_s" else "law 1/(P - P_c)"
             ax.plot(_x(P, P_star, is_ref)[ok], law[ok], "--", color="0.5", lw=1.0, label=name)
-    if m is None:
-        figstyle.empty_panel(ax, f"{method}: not run")
+        for method in ("gd", "sgld"):
+            drawn |= _measured(ax, case, method, is_ref)
+    else:
+        drawn = _measured(ax, case, "adam", is_ref)
+    if row == "adam" and not drawn:
+        figstyle.empty_panel(ax, "Adam: not run, or no seed left the plateau")
         return
-    rows = [r for r in m["per_P"] if r["median"] is not None]
-    if rows:
-        x = _x([r["P"] for r in rows], P_star, is_ref)
-        med = np.array([r["median"] for r in rows])
-        lo = np.array([r["ci"][0] if r["ci"] else r["median"] for r in rows])
-        hi = np.array([r["ci"][1] if r["ci"] else r["median"] for r in rows])
-        fit = m.get("fit") or {}
-        lab = f"median, {m['seeds']} seeds (95% CI)"
-        ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color=COLORS[method], ms=4, capsize=2, label=lab)
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
@@ -57,10 +72,10 @@ def _panel(ax, case: dict, theory: dict, method: str) -> None:
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axis.set_minor_locator(NullLocator())
     ax.set_xlabel("P" if is_ref else f"P - {case['P_star_is']}  ({case['P_star_is']} = {P_star:.0f})")
-    ax.set_ylabel("plateau, flow time lr x steps" if method == "gd" else "plateau, Adam steps")
-    fit = (m or {}).get("fit") or {}
-    slope = f", exponent {fit['exponent']:.2f}" if fit.get("exponent") is not None else ""
-    ax.set_title(f"{case['case']}: {'gradient descent' if method == 'gd' else 'Adam'}{slope}")
+    ax.set_ylabel("plateau, flow time lr x steps" if row == "flow" else "plateau, Adam steps")
+    seeds = max((m.get("seeds", 0) for m in case["methods"].values()), default=0)
+    what = "gradient descent, SGLD" if row == "flow" else "Adam"
+    ax.set_title(f"{case['case']}: {what}; median of {seeds} seeds, 95% CI")
     figstyle.legend(ax)
 
 
@@ -78,10 +93,10 @@ def draw_all(folder) -> list[Path]:
     cases = [c for c in summary["cases"] if c["case"] in theory]
     if not cases:
         return []
-    methods = [m for m in ("gd", "adam") if any(m in c["methods"] for c in cases)]
-    fig, axes = figstyle.subplots(len(methods), len(cases), panel=(4.8, 3.6))
+    rows = ["flow"] + (["adam"] if any("adam" in c["methods"] for c in cases) else [])
+    fig, axes = figstyle.subplots(len(rows), len(cases), panel=(4.8, 3.6))
     for j, case in enumerate(cases):
-        for i, method in enumerate(methods):
-            _panel(axes[i, j], case, theory[case["case"]], method)
+        for i, row in enumerate(rows):
+            _panel(axes[i, j], case, theory[case["case"]], row)
     out = figstyle.save(fig, folder / "figures" / "plateau.png", pdf=True)
     return [out, out.with_suffix(".pdf")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...stats import median_interval
+from .config import FLOW_METHODS, METHODS
 
 FIT_MAX = 2.0  # the exponent is fitted on P <= FIT_MAX x P_star (the near side of the transition)
 ASYMPTOTE = {"P_s": -0.5, "P_c": -1.0}  # the laws as P -> P_star: saddle-node bottleneck, critical slowing down
@@ -67,7 +68,7 @@ def summarize(records: dict) -> dict:
         }
         if th["P_star_is"] in ASYMPTOTE:
             row["theory"]["exponent"] = _slope(P, np.asarray(row["theory"]["t_plateau"], float), th["P_star"])
-        for method in ("gd", "adam"):
+        for method in METHODS:
             recs = sorted(runs.get((key, method), []), key=lambda r: r["point"]["seed"])
             if not recs:
                 continue
@@ -91,7 +92,7 @@ def summarize(records: dict) -> dict:
             }
             if th["P_star_is"] in ASYMPTOTE:
                 m["fit"] = _fit(P, T_seeds, th["P_star"])
-            if method == "gd":
+            if method in FLOW_METHODS:
                 ratios = [
                     x["median"] / t_th[float(x["P"])]
                     for x in per_P
