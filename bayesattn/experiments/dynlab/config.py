@@ -55,7 +55,7 @@ class ClusterConfig(Section):
 class FDConfig(Section):
     """One focus-dilution run: a Markov chain P = lam I + (1 - lam) 1 pi^T, one layer, one head, GD or Adam."""
 
-    pi: list[float] = [0.75, 0.19, 0.05, 0.01]
+    pi: list[float] = [0.75, 0.19, 0.05, 0.01]  # this toolkit's choice (the paper's stationary law is not available)
     lam: float = 0.5
     T: int = 16
     n: PositiveInt = 256
