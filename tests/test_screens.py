@@ -129,6 +129,15 @@ def test_constructed_heads_classified():
     recs = {(r["layer"], r["head"]): r for r in res.records()}
     assert recs[(1, 0)]["classes"] == ["induction"] and recs[(1, 0)]["induction_circuit"]
     assert recs[(1, 1)]["classes"] == [] and not recs[(1, 1)]["induction_circuit"]
+    # the half previous-token head passes the class at 30x (49x here) but not the 100x circuit threshold; a head
+    # with 0.9 on t - 1 reaches (0.9 + 0.1 / T) / (0.1 / T) = 9 T + 1 = 433x and is a previous-token circuit
+    assert "previous_token" in recs[(0, 0)]["classes"] and not recs[(0, 0)]["previous_token_circuit"]
+    sharp = attn.copy()
+    sharp[:, 0, 0] = 0.9 * _shift(T, 1) + 0.1 * uni
+    sharp_rec = S.screen_full_attention(b, sharp, pr_out).records()[0]
+    assert sharp_rec["previous_token_circuit"] and sharp_rec["selectivity"]["previous_token"] == pytest.approx(
+        9 * T + 1
+    )
     # detection scores in full: a perfect previous-token head scores 1 on previous_token, the uniform head 1/...
     # rows 1 .. T - 2 on t - 1; row 0 on itself, row T - 1 on the induction target
     assert res.detection["previous_token"][1, 0] == pytest.approx((T - 2) / T)

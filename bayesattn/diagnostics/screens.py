@@ -22,7 +22,8 @@ Definitions (following Xu, "When do attention circuits form?", and its code):
   that are no class's target), both averaged over sequences and queries. Targets at query t: induction = the
   token after the earlier occurrence of the current token; duplicate = that earlier occurrence; previous_token
   = t - 1; bos = 0; self = t; local = the mean over t - 2 .. t - 5. A head *passes* a class at 30x
-  (:data:`THRESHOLD`); an induction-circuit head has induction selectivity >= 50x (:data:`CIRCUIT_THRESHOLD`).
+  (:data:`THRESHOLD`); an induction-circuit head has induction selectivity >= 50x (:data:`CIRCUIT_THRESHOLD`), a
+  previous-token-circuit head previous-token selectivity >= 100x (:data:`PREV_TOKEN_CIRCUIT_THRESHOLD`).
   (The paper's baseline draws 50 positions from 1 .. t - 1 avoiding 0, t - 1 and t only; ours avoids every
   class target, so that a sharp induction head does not inflate its own baseline.)
 - **PR**: exp(entropy of the normalised squared singular values) of a head's N x d_head matrix of outputs at
@@ -44,6 +45,7 @@ CLASSES = ("induction", "previous_token", "duplicate", "bos", "self", "local")
 DETECTIONS = ("previous_token", "duplicate_token", "induction")
 THRESHOLD = 30.0  # a head passes a class at this selectivity
 CIRCUIT_THRESHOLD = 50.0  # induction-circuit heads
+PREV_TOKEN_CIRCUIT_THRESHOLD = 100.0  # previous-token-circuit heads (the paper's stricter threshold for this class)
 N_OTHER = 50
 LOCAL_LAGS = (2, 3, 4, 5)
 _EPS = 1e-8
@@ -288,7 +290,8 @@ class ScreenResult:
 
     def records(self, threshold: float = THRESHOLD) -> list[dict]:
         """One dict per head: layer, head, selectivity {class: x}, attention, pr, classes (passed), detection,
-        induction_circuit (induction selectivity >= CIRCUIT_THRESHOLD), best_class (:meth:`best`)."""
+        induction_circuit (induction selectivity >= CIRCUIT_THRESHOLD), previous_token_circuit (previous-token
+        selectivity >= PREV_TOKEN_CIRCUIT_THRESHOLD), best_class (:meth:`best`)."""
         L, H = self.shape
         best = self.best(threshold)
         recs = []
@@ -305,6 +308,7 @@ class ScreenResult:
                         "classes": [c for c in CLASSES if sel[c] >= threshold],
                         "best_class": best[layer, head],
                         "induction_circuit": sel["induction"] >= CIRCUIT_THRESHOLD,
+                        "previous_token_circuit": sel["previous_token"] >= PREV_TOKEN_CIRCUIT_THRESHOLD,
                         "detection": {k: float(v[layer, head]) for k, v in self.detection.items()},
                     }
                 )
