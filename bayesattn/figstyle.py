@@ -4,8 +4,8 @@ Style: a headless pyplot (imported on first use, so that importing bayesattn sta
 font sizes (nothing below :data:`MIN_FONT` points at the saved size), :func:`subplots` (panel sizes, constrained
 layout), :func:`legend` (placed by :func:`save` in a corner free of data, else outside the axes), :func:`note`
 (a text box placed the same way), :func:`empty_panel` (says why a panel has nothing to show),
-:func:`integer_ticks` (discrete axes) and the error-bar names :data:`SEM` and :data:`SD`, which every figure with
-error bars writes in its legend or caption.
+:func:`integer_ticks` (discrete axes), :func:`log_x_axis` (plain-number labels on a log axis) and the error-bar
+names :data:`SEM` and :data:`SD`, which every figure with error bars writes in its legend or caption.
 
 Check: :func:`check_figure` lists a drawn figure's problems from matplotlib's artist extents: a legend or text
 box over a data point or line, an axis label, tick label, title or text cut by the figure's edge, overlapping
@@ -84,6 +84,19 @@ def integer_ticks(*axes) -> None:
     for axis in axes:
         axis.set_major_locator(MaxNLocator(integer=True))
         axis.set_minor_locator(NullLocator())
+
+
+def log_x_axis(ax, values) -> None:
+    """A log x axis with plain-number labels at the decades in view, or at ``values`` where fewer than two decades
+    fall inside their range (a log axis' own minor labels, '3x10^1 4x10^1', crowd a narrow range)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ax.set_xscale("log")
+    lo, hi = min(values), max(values)
+    decades = [10.0**k for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)]
+    ax.xaxis.set_major_locator(FixedLocator(decades if len(decades) >= 2 else sorted(set(values))))
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def legend(ax, *args, outside: bool = False, **kw):

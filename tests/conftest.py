@@ -15,6 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+# Every figure a test draws is checked strictly (bayesattn.figstyle.check_figure): a legend or text over the data,
+# a label cut by the figure's edge, overlapping labels or text below 8 pt fails the test instead of warning.
+os.environ.setdefault("BAYESATTN_FIGURE_CHECK", "error")
+
 # The suite's compiled programs go to one persistent cache shared by its worker processes (never the user's
 # ~/.cache): the command line, called in-process by many tests, would switch the cache on anyway, and tests that
 # compile the same program in the other worker load it instead. A compiled program is the same whether compiled or

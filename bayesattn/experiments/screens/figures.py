@@ -1,15 +1,17 @@
-"""Figures of the circuit screens (docs/results/screens.md), drawn from saved files only: head maps (layer x head, one
+"""Figures of the circuit screens (docs/results/screens.md), drawn from saved files only through
+:mod:`bayesattn.figstyle` (sizes, legends placed clear of the data, the figure check): head maps (layer x head, one
 panel per class, log10 selectivity) from a screen's JSON records, and the trajectory figure from a trajectory
 run's summary.json."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
-from ...figstyle import pyplot
+from ...figstyle import SD, legend, pyplot, save, subplots
 from ...files import load_results, read_json
 
 plt = pyplot()
@@ -25,37 +27,61 @@ def _grid(records, key, sub=None):
     return g
 
 
+def _index_ticks(*axes) -> None:
+    """Integer ticks on each of ``axes`` (layer and head indices), at least one however few the cells."""
+    from matplotlib.ticker import MaxNLocator, NullLocator
+
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        axis.set_minor_locator(NullLocator())
+
+
+def _suptitle(fig, text: str) -> None:
+    """A figure title wrapped to the figure's width."""
+    if text:
+        fig.suptitle(textwrap.fill(text, int(fig.get_figwidth() * 12)))
+
+
 def head_maps(records: list, path, title: str = "") -> Path:
-    """One panel per class: log10 selectivity of every head (layers down, heads across); dots mark heads at or
+    """One panel per class: log10 selectivity of every head (layers down, heads across); circles mark heads at or
     above 30x, crosses induction-circuit heads (50x); a last panel shows the PR."""
+    from matplotlib.lines import Line2D
+
     if records and "step" in records[0]:
         last = max(r["step"] for r in records)
         records = [r for r in records if r["step"] == last]
-    fig, axes = plt.subplots(1, len(CLASSES) + 1, figsize=(2.1 * (len(CLASSES) + 1), 4.2), sharey=True)
+    fig, axes = subplots(1, len(CLASSES) + 1, panel=(2.3, 3.6), sharey=True)
+    axes = axes[0]
+    # one colour scale for every class, up to the strongest head (a fixed top would saturate a 49 435x head)
+    top = max(4.0, float(np.ceil(max(np.log10(max(np.max(_grid(records, "selectivity", c)), 1.0)) for c in CLASSES))))
     for ax, c in zip(axes, CLASSES):
         g = np.log10(np.maximum(_grid(records, "selectivity", c), 1e-3))
-        im = ax.imshow(g, aspect="auto", cmap="magma", vmin=-1, vmax=4, interpolation="nearest")
+        im = ax.imshow(g, aspect="auto", cmap="magma", vmin=-1, vmax=top, interpolation="nearest")
         yy, xx = np.nonzero(g >= np.log10(THRESHOLD))
-        ax.plot(xx, yy, "o", ms=3, mfc="none", mec="cyan", mew=0.8)
+        ax.plot(xx, yy, "o", ms=4, mfc="none", mec="cyan", mew=0.8)
         if c == "induction":
             yy, xx = np.nonzero(g >= np.log10(CIRCUIT_THRESHOLD))
-            ax.plot(xx, yy, "x", ms=3, color="lime")
-        ax.set_title(f"{c}\n({int(np.sum(g >= np.log10(THRESHOLD)))} heads >= {THRESHOLD:.0f}x)", fontsize=8)
-        ax.set_xlabel("head", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("layer", fontsize=8)
+            ax.plot(xx, yy, "x", ms=4, color="lime")
+        ax.set_title(f"{c}\n{int(np.sum(g >= np.log10(THRESHOLD)))} heads >= {THRESHOLD:.0f}x")
+        ax.set_xlabel("head")
+        _index_ticks(ax.xaxis, ax.yaxis)
+    axes[0].set_ylabel("layer")
     fig.colorbar(im, ax=axes[len(CLASSES) - 1], fraction=0.08, label="log10 selectivity")
     pr = _grid(records, "pr")
     im2 = axes[-1].imshow(pr, aspect="auto", cmap="viridis", interpolation="nearest")
-    axes[-1].set_title("PR", fontsize=8)
-    axes[-1].set_xlabel("head", fontsize=8)
-    fig.colorbar(im2, ax=axes[-1], fraction=0.08)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    axes[-1].set_title("PR")
+    axes[-1].set_xlabel("head")
+    _index_ticks(axes[-1].xaxis)
+    fig.colorbar(im2, ax=axes[-1], fraction=0.08, label="PR")
+    marks = [
+        Line2D([], [], ls="none", marker="o", ms=5, mfc="none", mec="cyan", label=f"head at or above {THRESHOLD:.0f}x"),
+        Line2D(
+            [], [], ls="none", marker="x", ms=5, color="lime", label=f"induction circuit (>= {CIRCUIT_THRESHOLD:.0f}x)"
+        ),
+    ]
+    fig.legend(handles=marks, loc="outside lower center", ncol=2)
+    _suptitle(fig, title)
+    return save(fig, path)
 
 
 def trajectory_figure(out_dir, path=None) -> Path:
@@ -69,17 +95,18 @@ def trajectory_figure(out_dir, path=None) -> Path:
     pts = sorted(res["checkpoints"], key=lambda p: p["step"])
     s = {"history": res["history"], **summarize(pts, res["history"], res["record_every"])}
     steps = np.array([p["step"] for p in pts])
-    x = np.maximum(steps, 0.5)
+    x = steps  # on a symlog axis (linear below step 1): step 0 is drawn at 0, not moved to 0.5
     sel = {c: np.array([p["repeated_pair"]["selectivity"][c] for p in pts]) for c in CLASSES}
     pr = np.array([p["repeated_pair"]["pr"] for p in pts])
     K, L, H = pr.shape
-    fig, ax = plt.subplots(1, 4, figsize=(17, 3.8))
+    fig, ax = subplots(2, 2, panel=(4.8, 3.4))
+    ax = ax.ravel()
     h = s["history"]
-    ax[0].plot(np.maximum(h["step"], 0.5), h["loss"], "k-", lw=1, label="training loss (induction rows)")
+    ax[0].plot(h["step"], h["loss"], "k-", lw=1, label="training loss (induction rows)")
     ax[0].plot(x, [c["first_copy"] for c in s["copy_loss"]], "o--", ms=3, color="tab:gray", label="probe: 1st copy")
     ax[0].plot(x, [c["second_copy"] for c in s["copy_loss"]], "o-", ms=3, color="tab:red", label="probe: 2nd copy")
-    ax[0].set(xscale="log", xlabel="step", ylabel="loss (nats)", title="(a) the induction bump")
-    ax[0].legend(fontsize=7)
+    ax[0].set(xlabel="step", ylabel="loss (nats)", title="(a) the induction bump")
+    legend(ax[0])
     cols = plt.cm.tab10(np.arange(H))
     for hd in range(H):
         ax[1].plot(
@@ -98,36 +125,41 @@ def trajectory_figure(out_dir, path=None) -> Path:
             lw=1.5,
             label=f"L{L - 1}H{hd} induction" if hd == 0 else None,
         )
-    ax[1].axhline(THRESHOLD, color="k", lw=0.6, ls=":")
+    ax[1].axhline(THRESHOLD, color="k", lw=0.6, ls=":", label=f"{THRESHOLD:.0f}x")
     ax[1].set(
-        xscale="log",
         yscale="log",
         xlabel="step",
         ylabel="selectivity",
-        title=f"(b) prev-token (L0, solid), induction (L{L - 1}, dashed)",
+        title=f"(b) prev-token (L0, solid),\ninduction (L{L - 1}, dashed); colour = head",
     )
-    ax[1].legend(fontsize=7)
+    legend(ax[1])
     for layer in range(L):
         for hd in range(H):
-            ax[2].plot(x, pr[:, layer, hd], "-" if layer == 0 else "--", color=cols[hd], lw=1)
-    ax[2].set(xscale="log", xlabel="step", ylabel="PR", title="(c) PR per head (L0 solid, later dashed)")
+            ax[2].plot(
+                x,
+                pr[:, layer, hd],
+                "-" if layer == 0 else "--",
+                color=cols[hd],
+                lw=1,
+                label=f"head {hd}" if layer == 0 else None,
+            )
+    ax[2].set(xlabel="step", ylabel="PR", title="(c) PR per head (L0 solid, later dashed)")
+    legend(ax[2])
     bos = np.array(s["bos_fraction"])
     for layer in range(L):
         ax[3].plot(x, bos[:, layer], "o-", ms=3, label=f"layer {layer}")
     ax[3].set(
-        xscale="log",
         xlabel="step",
         ylabel="fraction of heads",
         ylim=(-0.05, 1.05),
         title=f"(d) BOS heads (>= {THRESHOLD:.0f}x) per layer",
     )
-    ax[3].legend(fontsize=7)
-    fig.tight_layout()
+    legend(ax[3])
+    for a in ax:  # log-like in steps, linear below 1 so that the init (step 0) keeps its place
+        a.set_xscale("symlog", linthresh=1.0, linscale=0.5)
+        a.set_xlim(left=0)
     path = Path(path) if path else out / "figures" / "trajectory.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def draw_all(out_dir) -> list[Path]:
@@ -170,7 +202,8 @@ def bayes_lens_figure(out_dir, path=None) -> Path:
     s = {**summary["bayes"], "theory": summary.get("theory"), "config": summary["config"]["bayes"]}
     pts = s["points"]
     P = [p["P"] for p in pts]
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
+    fig, ax = subplots(1, 2, panel=(4.8, 4.4))
+    ax = ax[0]
     ax[0].plot(P, [p["selectivity_median"] for p in pts], "o-", label="posterior median")
     ax[0].plot(P, [10 ** p["log10_selectivity_mean"] for p in pts], "s--", ms=3, label="geometric mean")
     th = (s.get("theory") or {}).get("points")
@@ -184,13 +217,14 @@ def bayes_lens_figure(out_dir, path=None) -> Path:
         )
     ax[0].axhline(THRESHOLD, color="k", ls=":", lw=0.8, label=f"{THRESHOLD:.0f}x")
     ax[0].set(xscale="log", yscale="log", xlabel="P", ylabel="previous-token selectivity", title="(a) selectivity")
-    ax[0].legend(fontsize=7)
+    c = s["config"]
     ax[1].errorbar(
         P,
         [p["pr_mean"] for p in pts],
         yerr=[p["pr_sd"] for p in pts],
         fmt="o-",
-        label=f"NUTS, {s['config']['tokens']}, {s['config']['probe_N']} probe sequences",
+        capsize=2,
+        label=f"NUTS, {c['tokens']}, {c['probe_N']} probe sequences",
     )
     if "pr_limit_mean" in pts[0]:
         ax[1].plot(P, [p["pr_limit_mean"] for p in pts], "kx", ms=5, label="NUTS, many-sequence limit")
@@ -199,21 +233,30 @@ def bayes_lens_figure(out_dir, path=None) -> Path:
             [p["P"] for p in th], [p["pr_limit_mean"] for p in th], "k-", lw=1, label="theory: mean over the row law"
         )
     ax[1].plot(P, [p["pr_gaussian_mean"] for p in pts], "s--", ms=3, label="gaussian tokens")
-    for x, st in ((s["P_selectivity_threshold"], "k:"), (s["P_pr_half_rise"], "r:")):
+    for x, st, what in (
+        (s["P_selectivity_threshold"], "k:", f"P where selectivity = {THRESHOLD:.0f}x"),
+        (s["P_pr_half_rise"], "r:", "P of PR's half rise"),
+    ):
         if x:
             for a in ax:
-                a.axvline(x, color=st[0], ls=":", lw=0.8)
+                a.axvline(x, color=st[0], ls=":", lw=0.8, label=what if a is ax[1] else None)
     ax[1].set(xscale="log", xlabel="P", ylabel="PR", title="(b) PR of the outputs at the last query")
-    ax[1].legend(fontsize=7)
-    c = s["config"]
-    fig.suptitle(
+    # one legend below both panels (inside, or beside each, it would cover the points or squeeze the panels)
+    handles = {}
+    for a, tag in zip(ax, ("(a)", "(b)")):
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            handles.setdefault(f"{tag} {lab}", h)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncol=2,
+        title=f"error bars: {SD} (over the posterior draws)",
+    )
+    _suptitle(
+        fig,
         f"Bayesian copy head, T={c['T']}, d={c['d']}, sigma2={c['prior']['sigma2']} (NUTS, "
         f"{c['mcmc']['num_chains']}x{c['mcmc']['num_samples']} draws per P)",
-        fontsize=9,
     )
-    fig.tight_layout()
     path = Path(path) if path else out / "figures" / "bayes_lens.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import stats
-from ...figstyle import empty_panel, integer_ticks, legend, save, subplots
+from ...figstyle import empty_panel, integer_ticks, legend, log_x_axis, save, subplots
 from ...files import load_results
 from .summary import bayes_summary, difficulty, group_seeds
 
@@ -241,7 +241,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         th = theory.get((e["S"], e["s"]))
         if th:
             axes[0].plot(th["P"], th["excess"], "-", color=f"C{i % 10}", lw=1)
-    axes[0].set_xscale("log")
+    log_x_axis(axes[0], [p for e in summ.values() for p in e["P"]])  # ticks at the sampled P, not the theory's grid
     axes[0].set_xlabel("P")
     axes[0].set_ylabel("excess mass on the support\n(M - s/S) / (1 - s/S)")
     axes[0].set_title("NUTS (filled: cold, open: hot), theory (lines)")

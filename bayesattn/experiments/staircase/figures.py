@@ -1,16 +1,45 @@
-"""Figures of the staircase run, drawn from its saved files only (``points/*/*.json``; docs/results/staircase.md):
-the Bayesian staircase (best head's lag mass vs P, per head and init), the training staircase (span mass of each
-head at the last query and KL to the k-span teachers vs step) and the ODE (loss and attention vs time)."""
+"""Figures of the staircase run, drawn from its saved files only (``points/*/*.json``; docs/results/staircase.md)
+through :mod:`bayesattn.figstyle` (sizes, legends placed clear of the data, the figure check): the Bayesian staircase
+(best head's lag mass vs P, per head and init), the training staircase (span mass of each head at the last query
+and KL to the k-span teachers vs step) and the ODE (loss and attention vs time)."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from ...figstyle import pyplot, save
+from ...figstyle import legend, log_x_axis, note, save, subplots
 from ...files import load_results, read_json
 from .bayes import LAG_OBSERVABLE
+
+COLS = 2  # panels a row in the Bayesian figure (a strip of four was too wide to read)
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
+
+
+# cold starts solid with filled circles on top; hot starts dashed, wider, with open squares beneath, so that where
+# the two agree (no hysteresis) both stay visible
+INIT_STYLE = {
+    "cold": {"ls": "-", "marker": "o", "ms": 4, "lw": 1.2, "zorder": 3},
+    "hot": {"ls": "--", "marker": "s", "ms": 7, "mfc": "none", "lw": 1.8, "zorder": 2},
+}
+THEORY_STYLE = {"lw": 5, "alpha": 0.3, "zorder": 1}
+
+
+def _bayes_legend(fig, lags: list[str], inits: list[str], theory: bool) -> None:
+    """One legend below the panels: the colour of each lag, then the line style of each start and the theory."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=f"C{j}", lw=2, label=lag) for j, lag in enumerate(lags)]
+    handles += [Line2D([], [], color="0.3", **INIT_STYLE[i], label=f"NUTS, {i} start") for i in inits]
+    if theory:
+        handles.append(Line2D([], [], color="0.3", **THEORY_STYLE, label="theory (H heads)"))
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() // 1.6)))
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol)
 
 
 def bayes_figure(run_dir, out: Path) -> Path | None:
@@ -21,38 +50,46 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         (r["point"]["attention"], r["point"]["heads"], r["point"]["bayes"]["ratio"]): r["result"]
         for r in load_results(Path(run_dir) / "points" / "theory")
     }
-    plt = pyplot()
     groups: dict = {}
     for r in recs:
         pt = r["point"]
         groups.setdefault((pt["attention"], pt["heads"], pt["bayes"]["ratio"]), []).append(r)
-    ncol = min(len(groups), 4)
+    ncol = min(len(groups), COLS)
     nrow = -(-len(groups) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.8 * nrow), squeeze=False)
+    fig, axes = subplots(nrow, ncol, panel=(4.8, 3.6))
     for ax in axes.flat[len(groups) :]:
         ax.set_visible(False)
+    lag_of: dict = {}  # colour index -> lag
+    inits_drawn: set = set()
+    any_theory = False
     for ax, ((att, H, w), rs) in zip(axes.flat, sorted(groups.items())):
         obs = LAG_OBSERVABLE[att]
         lags = [k.split(":")[1] for k in rs[0]["result"]["means"] if k.startswith("mass_max:")]
         rs = [r for r in rs if all(f"{obs}:{lag}" in r["result"]["means"] for lag in lags)]
+        Ps = []
         for j, lag in enumerate(lags):
-            for init, style in (("cold", "-o"), ("hot", "--s")):
+            lag_of.setdefault(j, lag)
+            for init in ("cold", "hot"):
                 sel = sorted(
                     (r["point"]["P"], r["result"]["means"][f"{obs}:{lag}"]) for r in rs if r["point"]["init"] == init
                 )
                 if sel:
                     P, m = zip(*sel)
-                    ax.plot(P, m, style, color=f"C{j}", ms=4, label=f"{lag} ({init})")
+                    ax.plot(P, m, color=f"C{j}", **INIT_STYLE[init])
+                    inits_drawn.add(init)
+                    Ps += P
         th = theory.get((att, H, w)) if obs == "mass_max" else None
         for j, lag in enumerate(lags if th else []):
-            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", lw=4, alpha=0.3, zorder=0, label=f"{lag} (theory)")
-        ax.set_xscale("log")
+            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", **THEORY_STYLE)
+            any_theory = True
+        log_x_axis(ax, Ps or [1, 10])
         ax.set_xlabel("P")
         ax.set_ylabel("best head's mass on the lag" if obs == "mass_max" else "lag's share in the heads' span")
         ws = ", ".join(f"{w**k:.2g}" for k in range(H))
-        ax.set_title(f"{att}, H = {H}, T = {rs[0]['point']['bayes']['T']}, w = ({ws})")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.set_title(_wrap(f"{att}, H = {H}, T = {rs[0]['point']['bayes']['T']}, w = ({ws})", 46))
+    _bayes_legend(
+        fig, [lag_of[j] for j in sorted(lag_of)], [i for i in ("cold", "hot") if i in inits_drawn], any_theory
+    )
     return save(fig, out)
 
 
@@ -63,8 +100,8 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     rows = [r for r in rows if r["P2/P1"] is not None]
     if not rows:
         return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(4.5, 3.8))
+    fig, axes = subplots(1, 1)
+    ax = axes[0, 0]
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["attention"], r["heads"], r["init"]), []).append(r)
@@ -75,7 +112,7 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     ax.plot(x, x**2, "k:", label="(w_1/w_2)^2")
     ax.set_xlabel("w_1 / w_2")
     ax.set_ylabel("P_2 / P_1")
-    ax.legend(fontsize=7)
+    legend(ax)
     return save(fig, out)
 
 
@@ -88,6 +125,8 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
     """One row per training run kind ("main" and each variant; ``variants`` selects some): the span masses of
     every head at the last query vs step (one panel per span, the first seed; the stage steps of every seed in
     the first panel) and KL to the k-span teachers (every seed), the paper's stage boundaries dotted."""
+    from matplotlib.lines import Line2D
+
     recs = load_results(Path(run_dir) / "points" / "train")
     groups: dict = {}
     for r in sorted(recs, key=lambda r: r["point"]["seed"]):
@@ -96,10 +135,9 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         groups = {k: v for k, v in groups.items() if k in variants}
     if not groups:
         return None
-    plt = pyplot()
     names = sorted(groups, key=lambda n: (n != "main", n))
     K = np.asarray(groups[names[0]][0]["result"]["mass_last"]).shape[2]
-    fig, axes = plt.subplots(len(names), K + 1, figsize=(3.6 * (K + 1), 3.0 * len(names)), squeeze=False)
+    fig, axes = subplots(len(names), K + 1, panel=(4.0, 3.2))
     for row, name in zip(axes, names):
         rs = groups[name]
         tc = rs[0]["point"]["train"]
@@ -109,12 +147,10 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         for k in range(K):
             for h in range(H):
                 row[k].plot(step, mass[:, h, k], color=f"C{h}", lw=1.2, label=f"head {h + 1}")
-            row[k].set_title(
-                f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})", fontsize=9
-            )
+            row[k].set_title(f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})")
             row[k].set_ylim(0, 1)
-            row[k].set_ylabel("mass at the last query", fontsize=8)
-        row[0].legend(fontsize=7)
+            row[k].set_ylabel("mass at the last query")
+        legend(row[0])
         for r in rs:
             kl = np.asarray(r["result"]["kl"])
             for k in range(K):
@@ -127,29 +163,26 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
                     label=f"{k + 1} newest span(s)" if r is rs[0] else None,
                 )
         row[K].set_yscale("log")
-        row[K].set_ylabel("KL(teacher_k || model)", fontsize=8)
+        row[K].set_ylabel("KL(teacher_k || model)")
         row[K].set_title(
-            f"{tc['model']}, {tc['optimizer']} lr {tc['lr']}, batch {tc['batch_size']}, "
-            f"spans {list(tc['span_lengths'])}, {len(rs)} seed(s)",
-            fontsize=7,
+            _wrap(
+                f"{tc['model']}, {tc['optimizer']} lr {tc['lr']}, batch {tc['batch_size']}, "
+                f"spans {list(tc['span_lengths'])}, {len(rs)} seed(s)",
+                40,
+            )
         )
-        row[K].legend(fontsize=7)
-        stages = "\n".join(f"seed {r['point']['seed']}: {r['result']['stages']}" for r in rs[:8])
-        row[0].text(
-            0.98,
-            0.97,
-            f"stage steps (newest first)\n{stages}",
-            transform=row[0].transAxes,
-            fontsize=6,
-            ha="right",
-            va="top",
-        )
+        drawn = False
         for ax in row:
-            ax.set_xlabel("step", fontsize=8)
-            ax.tick_params(labelsize=7)
+            ax.set_xlabel("step")
             for b in PAPER_BOUNDARIES.get(tc["model"], ()) if tc["optimizer"] == "adamw" else ():
                 if b <= step[-1]:
                     ax.axvline(b, color="0.5", lw=0.8, ls=":")
+                    drawn = True
+        extra = [Line2D([], [], color="0.5", lw=0.8, ls=":", label="the paper's stage boundaries")] if drawn else []
+        handles, labels = row[K].get_legend_handles_labels()
+        legend(row[K], handles + extra, labels + [h.get_label() for h in extra])
+        stages = "\n".join(f"seed {r['point']['seed']}: {r['result']['stages']}" for r in rs[:8])
+        note(row[0], f"stage steps (newest first)\n{stages}")
     return save(fig, out)
 
 
@@ -157,17 +190,18 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     recs = load_results(Path(run_dir) / "points" / "ode")
     if not recs:
         return None
-    plt = pyplot()
     res = recs[0]["result"]
     t, loss, S = np.asarray(res["t"]), np.asarray(res["loss"]), np.asarray(res["S"])
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    axes[0].plot(t[1:], loss[1:], "k")
-    for p in res["plateaus"][1:-1]:
-        axes[0].axhline(p, color="0.6", ls=":", lw=0.8)
+    fig, axes = subplots(1, 2, panel=(4.6, 3.5))
+    axes = axes[0]
+    axes[0].plot(t[1:], loss[1:], "k", label="loss")
+    for i, p in enumerate(res["plateaus"][1:-1]):
+        axes[0].axhline(p, color="0.6", ls=":", lw=0.8, label="plateaus" if i == 0 else None)
     axes[0].set_xscale("log")
     axes[0].set_yscale("log")
     axes[0].set_xlabel("t")
     axes[0].set_ylabel("|Delta - D S^T|^2")
+    legend(axes[0])
     for h in range(S.shape[2]):
         for j in range(min(3, S.shape[1])):
             axes[1].plot(
@@ -180,7 +214,7 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     axes[1].set_xscale("log")
     axes[1].set_xlabel("t")
     axes[1].set_ylabel("S (attention weight)")
-    axes[1].legend(fontsize=6)
+    legend(axes[1])
     return save(fig, out)
 
 

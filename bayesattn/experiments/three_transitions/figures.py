@@ -149,7 +149,13 @@ def _legend(fig, axes) -> None:
             [], [], ls="none", marker="o", mfc="none", ms=9, alpha=0.5, color="0.4"
         )
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3)
+        # three columns where they fit the figure's width, else fewer (one panel: a 5.6-inch figure)
+        renderer = fig.canvas.get_renderer()
+        for ncol in (3, 2, 1):
+            leg = fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=ncol)
+            if ncol == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width:
+                break
+            leg.remove()
 
 
 def plot_three_transitions(out_dir) -> list[Path]:
