@@ -75,7 +75,7 @@ def _panel(ax, case: dict, theory: dict, row: str) -> None:
     ax.set_ylabel("plateau, flow time lr x steps" if row == "flow" else "plateau, Adam steps")
     seeds = max((m.get("seeds", 0) for m in case["methods"].values()), default=0)
     what = "gradient descent, SGLD" if row == "flow" else "Adam"
-    ax.set_title(f"{case['case']}: {what}; median of {seeds} seeds, 95% CI")
+    ax.set_title(f"{case['case']}: {what}\nmedian of {seeds} seed{'s' if seeds != 1 else ''}, 95% CI")
     figstyle.legend(ax)
 
 
