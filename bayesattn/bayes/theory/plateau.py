@@ -42,9 +42,10 @@ from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import brentq, minimize_scalar
 
 from .common import Attention, check_grid, check_prior, covered, scales
-from .zero_temperature import mode_action, mode_curve, softmax_row
+from .zero_temperature import linear_mode_critical_P, mode_action, mode_curve, softmax_row
 
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |N(0, 1)|
+_TRANSITION_GRID = np.geomspace(5.0, 1e6, 400)  # P grid on which the softmax spinodals are looked for
 _DELTA_MAX = 38.0  # the softmax gap grid of the mode theory ends here (a = 1 - 1e-13 at T <= 4096)
 
 
@@ -100,10 +101,9 @@ def _softmax_plateau(task, prior, P, P_s):
     return float(scale * val), float(a_half), float(bottleneck)
 
 
-def _linear_plateau(task, prior, P, init_scale):
+def _linear_plateau(task, prior, P, init_scale, m_star):
+    """(t_plateau, m_half) at one P; m_star: the mode's copy weight there."""
     T, Tq = task.T, task.T  # cyclic
-    pc = mode_curve(task, prior, "linear", [P], objective="marginal")
-    m_star = float(pc.stable["m"][0])
     if m_star <= 0:
         return np.inf, 0.0
     r_half = 0.5 * m_star * np.sqrt(T * Tq)  # m = sqrt(q), q = r^2 / (T T_q)
@@ -120,21 +120,32 @@ def _linear_plateau(task, prior, P, init_scale):
     return float(P / prior.sigma2 * val), 0.5 * m_star
 
 
-def _linear_escape(task, prior, P, init_scale):
+def _linear_escape(task, prior, P, init_scale, m_star):
     """The pitchfork normal form's time from r_0 to r_half, dr/dt = lambda r (1 - r^2 / r*^2):
     t = log[r_half^2 (r*^2 - r_0^2) / (r_0^2 (r*^2 - r_half^2))] / (2 lambda), with the instability rate
-    lambda = -(2 sigma2 / (P T T_q)) Phi_0'(0) ~ (P - P_c) (NaN where L = 0 is stable)."""
+    lambda = -(2 sigma2 / (P T T_q)) Phi_0'(0) ~ (P - P_c) (NaN where L = 0 is stable); m_star: the mode's copy
+    weight at each P."""
     T, Tq = task.T, task.T
     out = np.full(len(P), np.nan)
-    pc = mode_curve(task, prior, "linear", P, objective="marginal")
     r0 = HALF_NORMAL_MEDIAN * init_scale
     for k, p in enumerate(P):
         lam = -2.0 * prior.sigma2 / (p * T * Tq) * float(_dphi(task, prior, "linear", p, 0.0))
-        r_star = float(pc.stable["m"][k]) * np.sqrt(T * Tq)
+        r_star = float(m_star[k]) * np.sqrt(T * Tq)
         r_half = 0.5 * r_star
         if lam > 0 and r_half > r0:
             out[k] = np.log(r_half**2 * (r_star**2 - r0**2) / (r0**2 * (r_star**2 - r_half**2))) / (2.0 * lam)
     return out
+
+
+def small_init_transition(task, prior, attention: Attention) -> float | None:
+    """The P where a small init first leaves the plateau for good: the spinodal where the uniform branch of the
+    marginal mode ends (softmax; None for a crossover, which has none) or the mode's critical point P_c (linear).
+    Found on a P grid of its own (5 to 10^6), so that it does not depend on the P values a caller asks about."""
+    if attention == "linear":
+        return float(linear_mode_critical_P(task, prior, "marginal"))
+    curve = mode_curve(task, prior, "softmax", _TRANSITION_GRID, objective="marginal")
+    spin = curve.transition.get("spinodals") or []
+    return float(spin[1]) if len(spin) == 2 else None
 
 
 def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: float = 1e-2) -> dict:
@@ -181,12 +192,12 @@ def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: fl
     if not (isinstance(init_scale, (int, float)) and np.isfinite(init_scale) and init_scale > 0):
         raise ValueError(f"init_scale={init_scale!r}: expected a positive number")
     scales(task, prior, P)  # checks the grid against the task's scales
+    P_star = small_init_transition(task, prior, attention)
     if attention == "softmax":
-        spin = mode_curve(task, prior, "softmax", P, objective="marginal").transition.get("spinodals") or []
-        P_s = float(spin[1]) if len(spin) == 2 else None
-        rows = [_softmax_plateau(task, prior, float(p), P_s) for p in P]
+        rows = [_softmax_plateau(task, prior, float(p), P_star) for p in P]
     else:
-        rows = [_linear_plateau(task, prior, float(p), float(init_scale)) for p in P]
+        m_star = np.asarray(mode_curve(task, prior, "linear", P, objective="marginal").stable["m"], float)
+        rows = [_linear_plateau(task, prior, float(p), float(init_scale), m) for p, m in zip(P, m_star)]
     out = {
         "attention": attention,
         "P": P.tolist(),
@@ -196,11 +207,9 @@ def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: fl
         "T": task.T,
     }
     if attention == "softmax":
-        out["P_s"] = P_s
+        out["P_s"] = P_star
         out["bottleneck"] = [r[2] for r in rows]
     else:
-        from .zero_temperature import linear_mode_critical_P
-
-        out["P_c"] = linear_mode_critical_P(task, prior, "marginal")
-        out["escape"] = _linear_escape(task, prior, P, float(init_scale)).tolist()
+        out["P_c"] = P_star
+        out["escape"] = _linear_escape(task, prior, P, float(init_scale), m_star).tolist()
     return out

@@ -26,15 +26,14 @@ def case_objects(point: dict):
 
 
 def transition_P(task, prior, attention: str, P_ref: float) -> tuple[float, str]:
-    """(P_star, what it is): the spinodal where the uniform branch ends (softmax, first order), the mode's critical
-    point (linear), or ``P_ref`` (a softmax crossover: no transition)."""
+    """(P_star, what it is): the small init's transition (:func:`bayesattn.theory.small_init_transition`: the
+    softmax spinodal "P_s" or the linear critical point "P_c"), or ``P_ref`` for a softmax crossover."""
     from ...bayes import theory
 
-    if attention == "linear":
-        return float(theory.linear_mode_critical_P(task, prior, "marginal")), "P_c"
-    spin = theory.mode_curve(task, prior, "softmax", np.geomspace(5.0, 1e6, 400), objective="marginal")
-    spin = spin.transition.get("spinodals") or []
-    return (float(spin[1]), "P_s") if len(spin) == 2 else (float(P_ref), "P_ref")
+    P_star = theory.small_init_transition(task, prior, attention)
+    if P_star is None:
+        return float(P_ref), "P_ref"
+    return P_star, "P_c" if attention == "linear" else "P_s"
 
 
 def case_P(point: dict, P_star: float) -> list[int]:
