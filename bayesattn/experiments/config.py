@@ -78,6 +78,24 @@ class Section(BaseModel):
     def to_dict(self) -> dict:
         return self.model_dump()
 
+    # fields added after result folders were made, with the value those runs had: a point dict leaves such a field
+    # out while it holds that value, so that the point's file name (a hash of the dict) is unchanged and old
+    # folders resume
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def point_dict(self) -> dict:
+        """This section as a point's dict: :meth:`to_dict` without the fields at their ``LEGACY_DEFAULTS`` value."""
+        d = self.model_dump()
+        for k, v in self.LEGACY_DEFAULTS.items():
+            if d[k] == v:
+                del d[k]
+        return d
+
+    @classmethod
+    def from_point(cls, d: dict) -> Self:
+        """The section of a point's dict (:meth:`point_dict`'s inverse)."""
+        return cls.load({**cls.LEGACY_DEFAULTS, **d}, source="point")
+
 
 def _is_list(field) -> bool:
     return field is not None and typing.get_origin(_unwrap(field.annotation)) is list

@@ -4,7 +4,7 @@ Bayesian surrogate's posterior. No JAX here."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -45,6 +45,8 @@ class SparseTrainConfig(Section):
     # its results are taken there, whatever the other seeds of its program do
     stop_after_solved: NonNegativeInt = 100
     dtype: Literal["float32", "float64"] = "float32"
+    # added after runs were made, with the value those runs had (their points keep their names)
+    LEGACY_DEFAULTS: ClassVar[dict] = {"A": "fixed"}
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -106,17 +108,9 @@ class SparseTrainConfig(Section):
         return MixerConfig(T=task.T, width=self.width, layers=1, mlp=self.mlp or None, vocab=task.vocab)
 
     def config(self) -> dict:
-        """The point's dict of this config; ``A`` is left out when "fixed" (the only behaviour before the field
-        existed), so that those points keep their file names (a hash of the point) and old folders resume."""
-        d = self.model_dump()
-        if d["A"] == "fixed":
-            del d["A"]
-        return d
-
-    @classmethod
-    def from_point(cls, d: dict) -> SparseTrainConfig:
-        """The config of a point's ``train`` dict (:meth:`config`'s inverse)."""
-        return cls.load({"A": "fixed", **d}, source="point")
+        """The point's dict of this config (:meth:`Section.point_dict`: ``A`` left out when "fixed", the only
+        behaviour before the field existed)."""
+        return self.point_dict()
 
 
 class BayesSparseConfig(Section):

@@ -4,7 +4,7 @@ high-order Markov chain, the H-head theory and the simplified ODE. No JAX here."
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,9 +21,6 @@ from ..config import (
 from ..sections import ChainsSection, PriorSection
 
 PARTS = ("mcmc", "theory", "train", "ode")
-# training fields added after runs were made, with the value those runs had: a point leaves them out at that
-# value, so that its file name (a hash of the point) is unchanged and old result folders resume
-OLD_DEFAULTS = {"teacher": "fixed", "data": "finite"}
 Part = Literal["mcmc", "theory", "train", "ode"]
 
 
@@ -83,6 +80,9 @@ class TrainingConfig(Section):
     data: "finite" (default): ``train`` sequences drawn once, minibatches of ``batch_size`` of them without
     replacement at every step; "online": ``batch_size`` fresh sequences at every step (``train`` is then unused).
     """
+
+    # added after runs were made, with the value those runs had (their points keep their names)
+    LEGACY_DEFAULTS: ClassVar[dict] = {"teacher": "fixed", "data": "finite"}
 
     vocab: PositiveInt = 50
     span_lengths: list[PositiveInt] = [2, 2, 2]
@@ -195,17 +195,9 @@ class TrainingConfig(Section):
         ).build(self.steps)
 
     def config(self) -> dict:
-        """The point's dict of this run (the fields of ``OLD_DEFAULTS`` left out where they hold the old value)."""
-        d = self.model_dump()
-        for k, v in OLD_DEFAULTS.items():
-            if d[k] == v:
-                del d[k]
-        return d
-
-    @classmethod
-    def from_point(cls, d: dict) -> TrainingConfig:
-        """The config of a point's ``train`` dict (:meth:`config`'s inverse)."""
-        return cls.load({**OLD_DEFAULTS, **d}, source="point")
+        """The point's dict of this run (:meth:`Section.point_dict`: the fields added later left out at their old
+        value)."""
+        return self.point_dict()
 
 
 class ODESection(Section):
