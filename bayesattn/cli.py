@@ -20,6 +20,7 @@ interrupted by SIGINT / SIGTERM (finished points stay; rerunning the same comman
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import typing
 from pathlib import Path
@@ -375,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # bad input, found before any work (ConfigError, FolderInUse included)
         print(f"bayesattn: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `bayesattn list | head`: the reader has gone, which is not an error of the command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit goes nowhere
+        return 0
     except OSError as e:  # a result file that could not be written (a full disk, a folder made read-only)
         where = f"{e.filename}: " if e.filename else ""
         print(

@@ -352,13 +352,8 @@ def list_command(args) -> int:
         for (name, path), shown in zip(configs, measured, strict=True):
             head = f"  {name:<{names}}  {shown:<{width}}  "
             lines.append(head + _cut(_first_comment(path), max(LIST_WIDTH - len(head), 30)))
-    try:
-        sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # `bayesattn list | head`: the reader has gone, which is not an error
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit goes nowhere
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()  # here, so that a closed pipe is met inside the command line's handler (cli.main)
     return 0
 
 
