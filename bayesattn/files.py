@@ -67,6 +67,16 @@ def write_atomic(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
     return path
 
 
+def clear_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that :func:`write_atomic` leaves in ``folder`` when its process is killed
+    mid-write (``.<name>.<random>.tmp``); returns them. Call it only while no other process writes there (under the
+    folder's lock)."""
+    stale = sorted(Path(folder).glob(".*.tmp"))
+    for f in stale:
+        f.unlink(missing_ok=True)
+    return stale
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     """Write ``data`` (converted by :func:`to_jsonable`) as indented JSON, atomically (:func:`write_atomic`)."""
     blob = json.dumps(to_jsonable(data), indent=1).encode()

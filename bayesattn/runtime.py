@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .files import WRITE_LOCK, read_json, write_json_atomic
+from .files import WRITE_LOCK, clear_stale_temps, read_json, write_json_atomic
 
 
 def warn(message: str) -> None:
@@ -154,6 +154,9 @@ def folder_lock(folder: str | os.PathLike, wait: bool = False) -> Iterator[None]
             "start when it has, or choose another --out"
         ) from None
     try:
+        # the folder's own files (run.json, summary.json, this note) half-written by a killed run: cleared, now that
+        # no other run writes here
+        clear_stale_temps(folder)
         if info.exists():  # the lock is free but its holder's note is there: that run ended without releasing it
             try:
                 who = read_json(info)

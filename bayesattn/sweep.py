@@ -37,7 +37,15 @@ from typing import Any
 from . import runtime
 from ._batching import Batch
 from ._validate import check_int
-from .files import checksum, load_results, read_json, to_jsonable, write_json_atomic, write_jsonl_atomic
+from .files import (
+    checksum,
+    clear_stale_temps,
+    load_results,
+    read_json,
+    to_jsonable,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 from .provenance import package_versions, provenance
 from .runtime import folder_lock, prepare_output_dir, worker_init
 
@@ -220,8 +228,7 @@ def run_sweep(
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.json*.tmp"):  # half-written by a killed run (results, failures.jsonl): cleared
-        stale.unlink(missing_ok=True)
+    clear_stale_temps(out)  # half-written by a killed run (results, failures.jsonl)
     paths = [out / f"{point_id(p)}.json" for p in points]
     if len(set(paths)) != len(paths):
         raise ValueError("points: contains duplicate points (each grid point must be unique)")

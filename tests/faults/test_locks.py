@@ -69,3 +69,18 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path):
     assert len(folder_state(out)) == 30 and json.loads((out / "summary.json").read_text())["total"] == sum(
         i * i for i in range(30)
     )
+
+
+def test_temporary_files_a_kill_left_in_the_folder_are_cleared_by_the_next_run(tmp_path):
+    """A SIGKILL while the lock's note, run.json or summary.json was being written leaves write_atomic's temporary
+    file in the folder itself (seen once in the random-kill test); the next run, holding the lock, clears it."""
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = [out / "..bayesattn.lock.json.k1ll3d.tmp", out / ".summary.json.abc123.tmp", out / ".run.json.x.tmp"]
+    for f in stale:
+        f.write_text('{"half": ')
+    done = subprocess.run(
+        toy_command("--set", "n=3", "--quiet", "--out", str(out)), capture_output=True, text=True, env=ENV, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert not list(out.rglob("*.tmp")) and len(folder_state(out)) == 3
