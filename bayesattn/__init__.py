@@ -85,6 +85,7 @@ _WHERE = {
             "load_checkpoint",
             "Plan",
             "run_loop",
+            "StepProgress",
             "sgld",
             "marginal_objective",
             "OBJECTIVES",

@@ -400,6 +400,11 @@ def run_experiment(
                 )
             except SweepError as e:
                 errors.append(e)
+                continue
+            if figures and len(parts) > 1:
+                for path in experiment.part_figures(out, part):
+                    if progress:
+                        log(f"{part} done: {Path(path).relative_to(out)}")
         if errors:
             raise SweepError("; ".join(map(str, errors)), [f for e in errors for f in e.failures])
         summary = experiment.summarize(config, records)

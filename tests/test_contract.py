@@ -301,3 +301,37 @@ def test_overrides_do_not_touch_the_loaded_dict():
     base = {"task": {"T": 8}}
     out = apply_overrides(get_experiment("phase-diagram").Config, base, ["task.T=16", "prior.sigma2=3.0"])
     assert base == {"task": {"T": 8}} and out == {"task": {"T": 16}, "prior": {"sigma2": 3.0}}
+
+
+def test_a_finished_part_draws_its_figures_before_the_next_part_runs(tmp_path):
+    """run_experiment draws a part's own figures (Experiment.part_figures) as soon as that part is done: the
+    first part's figure exists while the second part's points are computed."""
+    from bayesattn.sweep import run_experiment
+
+    class TwoParts(Experiment):
+        name = "two_parts"
+        description = "two parts"
+        Config = ExperimentConfig
+        seen: list = []
+
+        def points(self, config):
+            return {"first": [{"i": 0}], "second": [{"i": 1}]}
+
+        def compute(self, point):
+            if point["i"] == 1:
+                self.seen.append((tmp_path / "figures" / "first.txt").exists())
+            return {"i": point["i"]}
+
+        def summarize(self, config, records):
+            return {}
+
+        def part_figures(self, folder, part):
+            path = folder / "figures" / f"{part}.txt"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(part)
+            return [path]
+
+    lines = []
+    run_experiment(TwoParts(), ExperimentConfig(), tmp_path, progress=True, log=lines.append)
+    assert TwoParts.seen == [True]
+    assert "first done: figures/first.txt" in lines and "second done: figures/second.txt" in lines

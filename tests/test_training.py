@@ -465,3 +465,46 @@ def test_train_on_user_data_with_and_without_a_test_set():
     assert res2.config["test"] == "user test set (20 sequences)"
     with pytest.raises(ValueError, match="test.X"):
         ba.train(data, prior, "softmax", jax.random.key(1), test=ba.Dataset(src.X[:3, :3], src.Y[:3], task))
+
+
+def test_on_record_reports_each_record_step_and_changes_nothing():
+    """run_loop's host callback (a progress bar inside one compiled run) sees every record step after the first,
+    in order, also under vmap (batched), and the records are bit-identical with and without it."""
+    target = jnp.asarray([1.0, -2.0, 0.5])
+
+    def loss_fn(p, key):
+        return jnp.sum((p - target) ** 2) + 0.1 * jnp.sum(jax.random.normal(key, p.shape) * p)
+
+    def record(p):
+        return {"p": p}
+
+    plan = tr.Plan.make(40, 10)
+    seen = []
+    run = lambda cb: jax.jit(  # noqa: E731
+        lambda k: tr.run_loop(jnp.zeros(3), loss_fn, optax.sgd(0.05), plan, record, k, on_record=cb)
+    )
+    key = jax.random.key(3)
+    _, with_cb, _ = run(lambda s: seen.append(int(s)))(key)
+    jax.effects_barrier()
+    _, without, _ = run(None)(key)
+    assert seen == [10, 20, 30, 40]
+    np.testing.assert_array_equal(np.asarray(with_cb["p"]), np.asarray(without["p"]))
+
+    batched = []
+    jax.jit(
+        jax.vmap(
+            lambda k: tr.run_loop(
+                jnp.zeros(3),
+                loss_fn,
+                optax.sgd(0.05),
+                plan,
+                record,
+                k,
+                on_record=lambda s: batched.append(np.asarray(s)),
+            )[1]
+        )
+    )(jax.random.split(key, 2))
+    jax.effects_barrier()
+    assert [int(b.max()) for b in batched] == [10, 20, 30, 40]
+    with tr.StepProgress(40, "test", enabled=False) as bar:
+        assert bar.callback is None

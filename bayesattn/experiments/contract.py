@@ -12,7 +12,9 @@ registered by one line in :mod:`bayesattn.experiments`. It says
 - ``batch(config, part)``: optionally, how points of one part are computed together (:class:`~bayesattn._batching.Batch`);
 - ``summarize(config, records)``: the summary, from the saved records alone;
 - ``describe(summary)``: the lines printed at the end of a run;
-- ``figures(folder)``: the figures, drawn from the saved files alone.
+- ``figures(folder)``: the figures, drawn from the saved files alone;
+- ``part_figures(folder, part)``: optionally, the figures one finished part can draw already, so that a long
+  run shows its first results before its last part ends (``figures`` draws them all again at the end).
 
 :func:`bayesattn.sweep.run_experiment` runs any experiment: it computes every missing point through
 :func:`bayesattn.sweep.run_sweep` (atomic, resumable, one file per point), then writes ``summary.json`` and the
@@ -82,6 +84,10 @@ class Experiment:
         return []
 
     def figures(self, folder: Path) -> list[Path]:
+        return []
+
+    def part_figures(self, folder: Path, part: str) -> list[Path]:
+        """The figures that ``part``'s saved points alone can draw, drawn as soon as it finishes; default: none."""
         return []
 
     def __repr__(self) -> str:

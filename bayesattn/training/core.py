@@ -205,7 +205,14 @@ class LoopState(NamedTuple):
 
 
 def run_loop(
-    params, loss_fn: Callable, opt, plan: Plan, record_fn: Callable, key: jax.Array, bound: float = DIVERGENCE_BOUND
+    params,
+    loss_fn: Callable,
+    opt,
+    plan: Plan,
+    record_fn: Callable,
+    key: jax.Array,
+    bound: float = DIVERGENCE_BOUND,
+    on_record: Callable[[Any], None] | None = None,
 ):
     """Train ``params`` (a pytree of float arrays) for ``plan.steps`` steps.
 
@@ -214,6 +221,10 @@ def run_loop(
     Step t draws (k_batch, k_noise) = split(fold_in(key, t)). A step whose loss, gradient or new parameters are
     non-finite, or whose parameters exceed ``bound`` in absolute value, freezes the run at its last good state
     and sets ``failed_at`` to t; the remaining records repeat that state.
+
+    ``on_record``: called on the host with the step count (an integer array; batched under vmap) at every record
+    step after the first, through ``jax.debug.callback`` (for a progress bar inside one compiled run; it reads
+    nothing back, so the results are the same with or without it).
 
     Returns (final LoopState, records: dict with a leading axis over ``plan.record_steps`` (and "step"),
     checkpoints: params with a leading axis over ``plan.checkpoint_steps``, or None).
@@ -261,12 +272,42 @@ def run_loop(
         length, i = xs
         # the trip count comes from xs, not from the (possibly vmapped) state: the loop stays unbatched
         state = jax.lax.fori_loop(0, length if static_length is None else static_length, body, state)
+        if on_record is not None:
+            jax.debug.callback(on_record, state.step)
         return (state, write(buf, i, state.params)), record(state)
 
     (state, buf), recs = jax.lax.scan(segment, (state, buf), (jnp.asarray(lengths), jnp.asarray(slots[1:])))
     recs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
     ckpts = None if buf is None else jax.tree.map(lambda b: b[:n_ck], buf)
     return state, recs, ckpts
+
+
+class StepProgress:
+    """A progress bar over the steps of one compiled run, fed by :func:`run_loop`'s ``on_record`` (a context
+    manager; ``enabled=False``: no bar, and ``callback`` is None so that the program has no host call)."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=int(total), desc=desc, unit="step", leave=False)
+
+    @property
+    def callback(self) -> Callable[[Any], None] | None:
+        return None if self.bar is None else self.update
+
+    def update(self, step) -> None:
+        n = int(np.max(np.asarray(step)))  # batched under vmap: the furthest run
+        if self.bar is not None and n > self.bar.n:
+            self.bar.update(n - self.bar.n)
+
+    def __enter__(self) -> StepProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def failure_message(seed, P, step, what: str) -> str:

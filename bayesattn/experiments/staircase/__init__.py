@@ -76,12 +76,9 @@ class Staircase(Experiment):
     def compute(self, point: dict) -> dict:
         from . import bayes
 
-        return {
-            "mcmc": bayes.mcmc_point,
-            "theory": bayes.theory_point,
-            "train": bayes.train_point,
-            "ode": bayes.ode_point,
-        }[point["method"]](point)
+        if point["method"] == "train":
+            return bayes.train_point(point, progress=self.progress)
+        return {"mcmc": bayes.mcmc_point, "theory": bayes.theory_point, "ode": bayes.ode_point}[point["method"]](point)
 
     def summarize(self, config, records):
         from .summary import summarize
@@ -97,3 +94,8 @@ class Staircase(Experiment):
         from .figures import draw_all
 
         return draw_all(folder)
+
+    def part_figures(self, folder, part):
+        from .figures import draw_part
+
+        return draw_part(folder, part)

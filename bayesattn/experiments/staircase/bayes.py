@@ -99,10 +99,10 @@ def mcmc_point(point: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------------------- training, ODE
-def train_point(point: dict) -> dict:
+def train_point(point: dict, progress: bool = False) -> dict:
     cfg = TrainingConfig.from_point(point["train"])
     t0 = time.perf_counter()
-    rec = train_minimal(cfg, point["seed"])
+    rec = train_minimal(cfg, point["seed"], progress=progress)
     rec["stages"] = stage_times(rec["step"], rec["mass_last"])
     rec["train_wall_s"] = time.perf_counter() - t0
     return rec

@@ -218,14 +218,27 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
-def draw_all(run_dir) -> list:
-    """Every figure whose points exist, under run_dir/figures."""
+# part -> (figure file, drawer); the ratio figure reads the summary, so it is drawn only at the end
+PART_FIGURES = {
+    "mcmc": ("staircase_bayes.png", bayes_figure),
+    "train": ("staircase_training.png", training_figure),
+    "ode": ("staircase_ode.png", ode_figure),
+}
+
+
+def draw_part(run_dir, part: str) -> list:
+    """The figure one finished part can draw (the theory curves join the MCMC figure when their points exist)."""
+    if part not in PART_FIGURES:
+        return []
     figs = Path(run_dir) / "figures"
     figs.mkdir(parents=True, exist_ok=True)
-    made = [
-        bayes_figure(run_dir, figs / "staircase_bayes.png"),
-        ratio_figure(run_dir, figs / "staircase_ratio.png"),
-        training_figure(run_dir, figs / "staircase_training.png"),
-        ode_figure(run_dir, figs / "staircase_ode.png"),
-    ]
-    return [str(p) for p in made if p is not None]
+    name, draw = PART_FIGURES[part]
+    made = draw(run_dir, figs / name)
+    return [] if made is None else [str(made)]
+
+
+def draw_all(run_dir) -> list:
+    """Every figure whose points exist, under run_dir/figures."""
+    made = [p for part in PART_FIGURES for p in draw_part(run_dir, part)]
+    ratio = ratio_figure(run_dir, Path(run_dir) / "figures" / "staircase_ratio.png")
+    return made + ([] if ratio is None else [str(ratio)])

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...training.core import Plan, run_loop
+from ...training.core import Plan, StepProgress, run_loop
 from .config import TrainingConfig
 from .models import minimal_logits
 
@@ -65,14 +65,15 @@ def forward_fn(cfg: TrainingConfig, static):
     return forward
 
 
-def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
+def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False) -> dict:
     """One run (the minimal model or the transformer variant, ``cfg.model``): data, init and minibatches from
     ``seed``, the teacher from ``cfg.teacher_of(seed)`` (the run's seed by default: one teacher per seed).
     ``cfg.data = "finite"``: ``cfg.train`` sequences, minibatches of ``batch_size`` without replacement;
     "online": ``batch_size`` fresh sequences every step. Returns {"step": (R,), "val_loss": (R,), "train_loss":
     (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
     (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
-    loss), "teacher_seed", "failed_at": int (-1: healthy)}."""
+    loss), "teacher_seed", "failed_at": int (-1: healthy)}. ``progress``: a bar over the steps, updated at every
+    record step from inside the one compiled run."""
     task = cfg.task(seed)
     q0 = task.burn_in - 1
     k_data, k_val, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
@@ -120,9 +121,11 @@ def train_minimal(cfg: TrainingConfig, seed: int) -> dict:
         }
 
     plan = Plan.make(cfg.steps, cfg.record_every)
-    state, recs, _ = jax.jit(lambda p, k: run_loop(p, loss_fn, cfg.optimizer_transform(), plan, record, k))(
-        params, k_run
-    )
+    opt = cfg.optimizer_transform()
+    with StepProgress(cfg.steps, f"train seed {seed}", enabled=progress) as bar:
+        run = jax.jit(lambda p, k: run_loop(p, loss_fn, opt, plan, record, k, on_record=bar.callback))
+        state, recs, _ = run(params, k_run)
+        jax.block_until_ready(recs)
     out = {k: np.asarray(v, np.float64) for k, v in recs.items()}
     out["step"] = np.asarray(recs["step"], int)
     out["teacher_entropy"] = ent
