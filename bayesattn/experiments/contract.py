@@ -94,6 +94,23 @@ class Experiment:
         return f"<experiment {self.name}: {self.description}>"
 
 
+def draw_figures(folder, table: dict, parts) -> list[str]:
+    """Draw, under ``folder/figures``, every figure that ``table`` ({part: [(file name, drawer(folder, path) ->
+    path or None)]}) lists for ``parts``, each file once; the paths drawn (a drawer returns None when its points
+    are missing). The one helper behind the experiments' ``figures`` and ``part_figures``."""
+    figs = Path(folder) / "figures"
+    figs.mkdir(parents=True, exist_ok=True)
+    made, seen = [], set()
+    for part in parts:
+        for name, draw in table.get(part, ()):
+            if name not in seen:
+                seen.add(name)
+                path = draw(folder, figs / name)
+                if path is not None:
+                    made.append(str(path))
+    return made
+
+
 def registry(*experiments: type[Experiment]) -> dict[str, type[Experiment]]:
     """{name: experiment class}; each subpackage's ``__init__`` imports no JAX, so building it is fast."""
     out: dict[str, type[Experiment]] = {}

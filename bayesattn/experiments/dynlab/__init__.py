@@ -102,6 +102,12 @@ class Dynlab(Experiment):
 
         return draw_all(folder)
 
+    def part_figures(self, folder, part):
+        """The training figures as soon as the training part is done (before the equilibrium's MCMC)."""
+        from .figures import draw_all
+
+        return draw_all(folder) if part == "train" else []
+
 
 def _block_key(point: dict) -> str:
     """Points of one setting and one aligned block of seeds are computed together."""

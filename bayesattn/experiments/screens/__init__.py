@@ -76,3 +76,8 @@ class Screens(Experiment):
         from .figures import draw_all
 
         return draw_all(folder)
+
+    def part_figures(self, folder, part):
+        from .figures import draw_part
+
+        return draw_part(folder, part)

@@ -13,6 +13,7 @@ import numpy as np
 from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ...figstyle import SD, legend, pyplot, save, subplots
 from ...files import load_results, read_json
+from ..contract import draw_figures
 
 plt = pyplot()
 
@@ -162,37 +163,60 @@ def trajectory_figure(out_dir, path=None) -> Path:
     return save(fig, path)
 
 
-def draw_all(out_dir) -> list[Path]:
+def _trajectory_figures(out: Path, path: Path) -> Path | None:
+    folder = Path(out) / "points" / "trajectory"
+    return trajectory_figure(out, path) if folder.is_dir() and load_results(folder) else None
+
+
+def _final_maps(out: Path, path: Path) -> Path | None:
+    """The final checkpoint's head maps (repeated-pair probe)."""
+    folder = Path(out) / "points" / "trajectory"
+    if not (folder.is_dir() and load_results(folder)):
+        return None
+    res = load_results(folder)[0]["result"]
+    p = max(res["checkpoints"], key=lambda c: c["step"])["repeated_pair"]
+    L, H = np.array(p["pr"]).shape
+    recs = [
+        {"layer": l, "head": h, "selectivity": {c: p["selectivity"][c][l][h] for c in CLASSES}, "pr": p["pr"][l][h]}
+        for l in range(L)
+        for h in range(H)
+    ]
+    return head_maps(recs, path, "final checkpoint, repeated-pair probe")
+
+
+def _model_maps(out: Path, path: Path) -> Path | None:
+    """The pretrained models' head maps (one file: the model point of a run)."""
+    folder = Path(out) / "points" / "model"
+    made = None
+    for r in load_results(folder) if folder.is_dir() else []:
+        res = r["result"]
+        label = " ".join(m["name"] for m in res["models"])
+        made = head_maps(res["records"], path, f"{label}: {res['probe']['kind']}, N={res['probe']['N']}")
+    return made
+
+
+def _bayes_lens(out: Path, path: Path) -> Path | None:
+    summary = Path(out) / "summary.json"
+    return bayes_lens_figure(out, path) if summary.exists() and "bayes" in read_json(summary) else None
+
+
+# part -> [(figure file, drawer)]; the Bayesian lens reads the summary (no part of that name: drawn at the end)
+PART_FIGURES = {
+    "trajectory": [("trajectory.png", _trajectory_figures), ("head_maps_final.png", _final_maps)],
+    "model": [("head_maps_model.png", _model_maps)],
+    "summary": [("bayes_lens.png", _bayes_lens)],
+}
+
+
+def draw_part(out_dir, part: str) -> list:
+    """The figures one finished part can draw."""
+    return draw_figures(out_dir, PART_FIGURES, [part])
+
+
+def draw_all(out_dir) -> list:
     """Every figure whose points exist: the trajectory figure and the final checkpoint's head maps, the Bayesian
     copy head through the screens, the pretrained models' head maps."""
-    out = Path(out_dir)
-    (out / "figures").mkdir(parents=True, exist_ok=True)
-    paths = []
-    if load_results(out / "points" / "trajectory") if (out / "points" / "trajectory").is_dir() else []:
-        paths.append(trajectory_figure(out))
-        res = load_results(out / "points" / "trajectory")[0]["result"]
-        p = max(res["checkpoints"], key=lambda c: c["step"])["repeated_pair"]
-        L, H = np.array(p["pr"]).shape
-        recs = [
-            {"layer": l, "head": h, "selectivity": {c: p["selectivity"][c][l][h] for c in CLASSES}, "pr": p["pr"][l][h]}
-            for l in range(L)
-            for h in range(H)
-        ]
-        paths.append(head_maps(recs, out / "figures" / "head_maps_final.png", "final checkpoint, repeated-pair probe"))
-    if (out / "summary.json").exists() and "bayes" in read_json(out / "summary.json"):
-        paths.append(bayes_lens_figure(out))
-    if (out / "points" / "model").is_dir():
-        for r in load_results(out / "points" / "model"):
-            res = r["result"]
-            label = " ".join(m["name"] for m in res["models"])
-            paths.append(
-                head_maps(
-                    res["records"],
-                    out / "figures" / "head_maps_model.png",
-                    f"{label}: {res['probe']['kind']}, N={res['probe']['N']}",
-                )
-            )
-    return paths
+    return draw_figures(out_dir, PART_FIGURES, list(PART_FIGURES))
 
 
 def bayes_lens_figure(out_dir, path=None) -> Path:

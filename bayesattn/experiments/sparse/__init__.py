@@ -122,6 +122,11 @@ class Sparse(Experiment):
 
         return draw_all(folder)
 
+    def part_figures(self, folder, part):
+        from .figures import draw_part
+
+        return draw_part(folder, part)
+
 
 def _block_key(point: dict) -> str:
     """Points of one training config and one aligned block of seeds are computed together."""

@@ -11,6 +11,7 @@ import numpy as np
 from ... import stats
 from ...figstyle import empty_panel, integer_ticks, legend, log_x_axis, save, subplots
 from ...files import load_results
+from ..contract import draw_figures
 from .summary import bayes_summary, difficulty, group_seeds
 
 RATE_BARS = f"solve rate with its {stats.WILSON}"
@@ -281,15 +282,23 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
+# part -> [(figure file, drawer)]: each drawer reads the points that exist, so a part's figure is drawn as soon
+# as it finishes and again, with every part, at the end
+PART_FIGURES = {
+    "grid": [("sparse_emergence.png", emergence_figure), ("sparse_heatmap.png", heatmap_figure)],
+    "heads": [("sparse_heads.png", heads_figure)],
+    "head_dim": [("sparse_heads.png", heads_figure)],
+    "mixer": [("sparse_mixer.png", mixer_figure)],
+    "bayes": [("sparse_bayes.png", bayes_figure)],
+    "theory": [("sparse_bayes.png", bayes_figure)],
+}
+
+
+def draw_part(run_dir, part: str) -> list:
+    """The figures one finished part can draw."""
+    return draw_figures(run_dir, PART_FIGURES, [part])
+
+
 def draw_all(run_dir) -> list:
     """Every figure whose points exist, under run_dir/figures."""
-    figs = Path(run_dir) / "figures"
-    figs.mkdir(parents=True, exist_ok=True)
-    made = [
-        emergence_figure(run_dir, figs / "sparse_emergence.png"),
-        heatmap_figure(run_dir, figs / "sparse_heatmap.png"),
-        heads_figure(run_dir, figs / "sparse_heads.png"),
-        mixer_figure(run_dir, figs / "sparse_mixer.png"),
-        bayes_figure(run_dir, figs / "sparse_bayes.png"),
-    ]
-    return [str(p) for p in made if p is not None]
+    return draw_figures(run_dir, PART_FIGURES, list(PART_FIGURES))

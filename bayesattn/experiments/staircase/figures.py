@@ -12,6 +12,7 @@ import numpy as np
 
 from ...figstyle import legend, log_x_axis, note, save, subplots
 from ...files import load_results, read_json
+from ..contract import draw_figures
 from .bayes import LAG_OBSERVABLE
 
 COLS = 2  # panels a row in the Bayesian figure (a strip of four was too wide to read)
@@ -218,27 +219,20 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
-# part -> (figure file, drawer); the ratio figure reads the summary, so it is drawn only at the end
+# part -> [(figure file, drawer)]; the ratio figure reads the summary (no part of that name: drawn at the end)
 PART_FIGURES = {
-    "mcmc": ("staircase_bayes.png", bayes_figure),
-    "train": ("staircase_training.png", training_figure),
-    "ode": ("staircase_ode.png", ode_figure),
+    "mcmc": [("staircase_bayes.png", bayes_figure)],
+    "train": [("staircase_training.png", training_figure)],
+    "ode": [("staircase_ode.png", ode_figure)],
+    "summary": [("staircase_ratio.png", ratio_figure)],
 }
 
 
 def draw_part(run_dir, part: str) -> list:
-    """The figure one finished part can draw (the theory curves join the MCMC figure when their points exist)."""
-    if part not in PART_FIGURES:
-        return []
-    figs = Path(run_dir) / "figures"
-    figs.mkdir(parents=True, exist_ok=True)
-    name, draw = PART_FIGURES[part]
-    made = draw(run_dir, figs / name)
-    return [] if made is None else [str(made)]
+    """The figures one finished part can draw (the theory curves join the MCMC figure when their points exist)."""
+    return draw_figures(run_dir, PART_FIGURES, [part])
 
 
 def draw_all(run_dir) -> list:
     """Every figure whose points exist, under run_dir/figures."""
-    made = [p for part in PART_FIGURES for p in draw_part(run_dir, part)]
-    ratio = ratio_figure(run_dir, Path(run_dir) / "figures" / "staircase_ratio.png")
-    return made + ([] if ratio is None else [str(ratio)])
+    return draw_figures(run_dir, PART_FIGURES, list(PART_FIGURES))
