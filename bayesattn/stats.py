@@ -12,6 +12,7 @@ Everything here is a thin, documented layer over :mod:`scipy.stats`; nothing is 
 - :func:`median_interval`: the median t* (censored rule) and its 95% bootstrap percentile interval
   (``scipy.stats.bootstrap``, an explicit ``numpy.random.Generator`` seeded by ``seed``); an endpoint at the
   budget means "at or above the budget".
+- :func:`mean_interval`: a mean over seeds and its 95% bootstrap percentile interval (same resampling).
 - :func:`helps`: a one-sided test of "arm a helps against arm b": Fisher's exact test that a's solve rate is
   higher, and the Mann-Whitney U test that a's (censored) t* are smaller. Returns p-values; no correction for
   multiple comparisons is applied (the caller says how many it makes).
@@ -79,6 +80,32 @@ def median_interval(
     res = _st.bootstrap(
         (x,),
         _median,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    out["ci"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    return out
+
+
+def mean_interval(values: Sequence[float], seed: int = 0, n_resamples: int = 9999, confidence_level: float = LEVEL):
+    """{"mean", "ci": [lo, hi], "seeds"}: the mean over seeds and its bootstrap percentile interval (None for no
+    value; "ci" None for fewer than 2 values, [v, v] when every value is the same)."""
+    x = np.asarray(values, dtype=float)
+    out: dict = {"mean": None, "ci": None, "seeds": int(x.size)}
+    if x.size == 0:
+        return out
+    out["mean"] = float(np.mean(x))
+    if x.size < 2:
+        return out
+    if np.all(x == x[0]):
+        out["ci"] = [float(x[0]), float(x[0])]
+        return out
+    res = _st.bootstrap(
+        (x,),
+        np.mean,
         n_resamples=n_resamples,
         confidence_level=confidence_level,
         method="percentile",

@@ -270,7 +270,7 @@ record_every = 10
     text = capsys.readouterr().out
     assert "V=3" in text and "adam" in text and "cycles per seed" in text
     files = sorted(p.name for p in (out / "figures").iterdir())
-    assert files == ["cycle_counts.png", "cycles.png", "pca_paths.png"]
+    assert files == ["cycle_counts.png", "cycle_threshold.png", "cycles.png", "pca_paths.png", "stage_timelines.png"]
     pts = sorted((out / "points" / "train").glob("*.json"))
     assert len(pts) == 8  # one file per (setting, optimizer, seed)
     mtimes = [p.stat().st_mtime_ns for p in pts]
@@ -349,6 +349,7 @@ def test_summaries_exclude_diverged_runs():
         "cycles": 2,
         "diverged_at_step": None,
         "stage_steps": {"phases": [{"stage": "focus", "start": 100, "end": 300}], "condensation": [10, 100]},
+        "curves": {"value_entropy": [1.0, 1.0, 0.5], "rank_E": [2.0, 2.0, 2.0]},
     }
     bad = {**ok, "seed": 1, "cycles": 9, "diverged_at_step": 400}
     f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
@@ -418,3 +419,30 @@ def test_equilibrium_points_per_T_and_theory_points():
     assert [(p["T"], p["P"], p["d"]) for p in pts["theory"]] == [(8, [16, 64], 4), (16, [16, 64], 4)]
     single = points(DynlabConfig(experiment="focus_dilution", equilibrium={"P": [16], "T": 8, "d": 4}))
     assert single["equilibrium"][0]["T"] == 8 and len(single["theory"]) == 1
+
+
+def test_cycles_against_the_threshold_follow_the_swings_of_the_curve():
+    """A curve that falls by 0.10, rises by 0.07 and falls by 0.17 nats holds one cycle (focus then dilution) for
+    every threshold up to 0.07, none above it (the rise merges into one long focus), and none at all above 0.27
+    (nothing moves that much); a diverged seed is not counted."""
+    from bayesattn.experiments.dynlab.stages import cycles_vs_threshold, timeline
+
+    x = np.concatenate([np.linspace(1.0, 0.9, 11), np.linspace(0.9, 0.97, 8)[1:], np.linspace(0.97, 0.8, 18)[1:]])
+    run = {"seed": 0, "diverged_at_step": None, "curves": {"value_entropy": x.tolist(), "rank_E": [2.0] * len(x)}}
+    bad = {**run, "seed": 1, "diverged_at_step": 5}
+    th = (0.02, 0.05, 0.069, 0.071, 0.1, 0.2, 0.3)
+    cur = cycles_vs_threshold([run, bad], {"stage_signal": "value_entropy", "rank_one": 1.3}, th)
+    assert cur["seeds"] == [0]
+    assert cur["per_seed"] == [[1, 1, 1, 0, 0, 0, 0]]
+    assert cur["mean"] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    st = {
+        "condensation": [0, 5],
+        "restarts": [30],
+        "phases": [{"stage": "focus", "start": 5, "end": 10}, {"stage": "dilution", "start": 12, "end": 20}],
+    }
+    assert timeline({"stage_steps": st}) == [
+        ("condensation", 0, 5),
+        ("focus", 5, 10),
+        ("dilution", 12, 20),
+        ("restart", 30, 30),
+    ]

@@ -112,3 +112,16 @@ def test_bootstrap_median_interval_covers_the_true_median():
         ci = stats.median_interval(x, budget=1e9, seed=i, n_resamples=999)["ci"]
         hits += ci[0] <= true <= ci[1]
     assert 0.85 <= hits / 150 <= 0.99
+
+
+def test_mean_interval_against_the_normal_interval():
+    """For 400 normal values the bootstrap interval of the mean is close to mean +- 1.96 s / sqrt(n); the edge
+    cases give None or a point."""
+    x = np.random.default_rng(1).normal(3.0, 2.0, 400)
+    iv = stats.mean_interval(x)
+    half = 1.96 * x.std(ddof=1) / np.sqrt(x.size)
+    assert iv["mean"] == pytest.approx(x.mean())
+    assert iv["ci"][0] == pytest.approx(x.mean() - half, abs=0.1 * half)
+    assert iv["ci"][1] == pytest.approx(x.mean() + half, abs=0.1 * half)
+    assert stats.mean_interval([]) == {"mean": None, "ci": None, "seeds": 0}
+    assert stats.mean_interval([2.0])["ci"] is None and stats.mean_interval([2.0, 2.0])["ci"] == [2.0, 2.0]

@@ -17,9 +17,9 @@ import numpy as np
 
 from ...figstyle import LABEL_GID, SEM, empty_panel, integer_ticks, legend, log_x_axis, pyplot, save, subplots
 from ...files import load_results
+from .figures_stages import STAGE_COLORS, threshold_figure, timelines_figure
 from .summary import group_runs
 
-STAGE_COLORS = {"focus": "tab:blue", "dilution": "tab:orange", "condensation": "0.8"}
 WRAP = 44  # characters per title line in a 4.6-inch panel
 MAX_COLS = 4  # settings side by side; more go on the next row (not a strip too wide to read)
 
@@ -457,6 +457,8 @@ def draw_all(run_dir) -> list[Path]:
         cycles_figure(recs, figs / "cycles.png"),
         pca_figure(recs, figs / "pca_paths.png"),
         cycle_counts_figure(recs, figs / "cycle_counts.png"),
+        threshold_figure(recs, figs / "cycle_threshold.png"),
+        timelines_figure(recs, figs / "stage_timelines.png"),
     ]
     pv = pi_vocab_figure(recs, figs / "pi_vocab.png")
     eq = _runs(run_dir, "equilibrium")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import ClusterConfig
+from .stages import cycles_vs_threshold
 
 
 def label(cfg) -> str:
@@ -118,6 +119,9 @@ def fd_summary(records: list) -> dict:
             e["durations"].append(stage_durations(run["stage_steps"]))
     for e in out.values():
         e["mean_cycles"] = float(np.mean(e["cycles"])) if e["cycles"] else None
+    for r in records:  # the cycle count against the detection threshold, from the saved curves
+        cur = cycles_vs_threshold(r["result"]["runs"], r["point"].get("config", {}))
+        out[r["point"]["label"]]["cycles_vs_min_drop"] = {k: cur[k] for k in ("min_drop", "mean", "ci", "seeds")}
     return out
 
 
