@@ -335,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--N", type=int, default=64, help="probe sequences (default 64)")
     sc.add_argument("--T", type=int, help="probe length (default: 256 for a pretrained model, the context otherwise)")
     sc.add_argument("--seed", type=int, default=0, help="probe seed")
+    sc.add_argument(
+        "--baseline",
+        default="paper",
+        choices=["paper", "class_free"],
+        help="the selectivity's baseline positions: the paper's fixed 50 (default) or 50 random non-target keys "
+        "per sequence (class_free)",
+    )
     sc.add_argument("--bos", action="store_true", help="put the model's BOS token at position 0")
     sc.add_argument("--threshold", type=float, default=30.0, help="selectivity a head must reach (default 30)")
     sc.add_argument("--chunk", type=int, default=8, help="sequences per forward pass of a pretrained model")

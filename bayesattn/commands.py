@@ -166,6 +166,7 @@ def screen_models(args) -> int:
                 "N": args.N,
                 "T": args.T,
                 "seed": args.seed,
+                "baseline": args.baseline,
                 "bos": args.bos,
                 "threshold": args.threshold,
                 "chunk": args.chunk,
@@ -191,6 +192,7 @@ def screen_models(args) -> int:
                 args.seed,
                 context=net.config.T,
                 token_range=(0, sx.vocab_of(net)),
+                baseline=args.baseline,
             )
             runs.append((step, sx.screen_transformer(net, batch)[0]))
     records, lines, ranking = sx.report_runs(runs, args.threshold)

@@ -21,7 +21,7 @@ def _shift(T, lag):
 
 # ------------------------------------------------------------------------------------------ probe batches
 def test_repeated_pair_batch_structure():
-    b = S.repeated_pair_batch(40, 64, 500, seed=3, pair_range=(10, 32))
+    b = S.repeated_pair_batch(40, 64, 500, seed=3, pair_range=(10, 32), baseline="class_free")
     assert b.tokens.shape == (40, 64) and b.queries.tolist() == [63]
     for i in range(b.N):
         row = b.tokens[i]
@@ -37,8 +37,32 @@ def test_repeated_pair_batch_structure():
         assert len(set(oth.tolist())) == S.N_OTHER  # enough keys: drawn without replacement
         assert not tgt & set(oth.tolist()) and oth.min() >= 1 and oth.max() < 63
     assert b.targets["local"][0, 0].tolist() == [61, 60, 59, 58]
-    # deterministic in the seed
+    # deterministic in the seed; the baseline's rule draws after the tokens, so it does not change them
     assert np.array_equal(b.tokens, S.repeated_pair_batch(40, 64, 500, seed=3, pair_range=(10, 32)).tokens)
+
+
+def test_paper_baseline_is_one_fixed_set_of_positions():
+    """The paper's rule: at query t, 50 distinct positions, the same in every sequence, in the order
+    RandomState(0).randint(1, t) first yields them outside {0, t, t - 1} and t - 5 .. t - 2; where fewer than 50
+    qualify, every qualifying position (repeated to fill the slots)."""
+    T = 256
+    b = S.repeated_pair_batch(6, T, 5000, seed=0)
+    assert b.config["baseline"] == "paper"
+    assert (b.others == b.others[0, 0]).all()
+    draw, want = np.random.RandomState(0), []
+    while len(want) < 50:
+        p = int(draw.randint(1, T - 1))
+        if p not in (0, T - 1, T - 2, T - 3, T - 4, T - 5, T - 6) and p not in want:
+            want.append(p)
+    assert b.others[0, 0].tolist() == want
+    assert min(want) >= 1 and max(want) <= T - 7
+    # a short sequence: queries t = 21 .. 40 have t - 6 <= 34 qualifying positions (1 .. t - 6), all used
+    r = S.repeated_sequence_batch(3, 41, 300, seed=1)
+    for j, t in enumerate(r.queries):
+        assert set(r.others[0, j].tolist()) == set(range(1, t - 5))
+        assert (r.others[:, j] == r.others[0, j]).all()
+    with pytest.raises(ValueError, match="baseline='bad'"):
+        S.repeated_pair_batch(2, 64, 500, baseline="bad")
 
 
 def test_repeated_sequence_batch_structure():
@@ -105,7 +129,7 @@ def test_constructed_heads_classified():
     """Layer 0: head 0 a half previous-token head (half uniform), head 1 a perfect BOS head; layer 1: head 0 a
     perfect induction head, head 1 uniform. Selectivities follow in closed form."""
     N, T = 8, 48
-    b = S.repeated_pair_batch(N, T, 1000, seed=0, pair_range=(6, 24))
+    b = S.repeated_pair_batch(N, T, 1000, seed=0, pair_range=(6, 24), baseline="class_free")
     uni = _causal_uniform(N, T)
     attn = np.zeros((N, 2, 2, T, T))
     attn[:, 0, 0] = 0.5 * _shift(T, 1) + 0.5 * uni

@@ -18,14 +18,18 @@ Definitions (following Xu, "When do attention circuits form?", and its code):
   The query is the last position. :func:`repeated_sequence_batch`: a random sequence ``r`` of length n, then
   ``r`` again; the queries are every position of the second copy.
 - **Selectivity** of a head for a class: the mean attention from the query to the class's target position(s)
-  divided by the mean attention to ``n_other`` (50) random *other* positions of the same query (keys 1 .. t - 1
-  that are no class's target), both averaged over sequences and queries. Targets at query t: induction = the
+  divided by the mean attention to ``n_other`` (50) *baseline* positions of the same query, both averaged over
+  sequences and queries. Targets at query t: induction = the
   token after the earlier occurrence of the current token; duplicate = that earlier occurrence; previous_token
   = t - 1; bos = 0; self = t; local = the mean over t - 2 .. t - 5. A head *passes* a class at 30x
   (:data:`THRESHOLD`); an induction-circuit head has induction selectivity >= 50x (:data:`CIRCUIT_THRESHOLD`), a
   previous-token-circuit head previous-token selectivity >= 100x (:data:`PREV_TOKEN_CIRCUIT_THRESHOLD`).
-  (The paper's baseline draws 50 positions from 1 .. t - 1 avoiding 0, t - 1 and t only; ours avoids every
-  class target, so that a sharp induction head does not inflate its own baseline.)
+  The baseline (``baseline=``): "paper" (default), the paper's code's rule: at query t, one fixed set of 50
+  distinct positions, the same for every sequence, drawn by ``numpy.random.RandomState(0).randint(1, t)`` until
+  50 are found outside {0, t, t - 1} and t - 5 .. t - 2 (so it may hold a sequence's induction or duplicate
+  target); "class_free", this toolkit's option: per sequence and query, 50 random keys 1 .. t - 1 that are no
+  class's target, so that a sharp induction head does not inflate its own baseline. Where fewer than 50
+  positions qualify, all of them are used (repeated cyclically to fill 50 slots).
 - **PR**: exp(entropy of the normalised squared singular values) of a head's N x d_head matrix of outputs at
   the query (not centred, as in the paper); between 1 (all outputs along one direction) and d_head.
 - **Detection scores**, TransformerLens' ``detect_head(..., error_measure="mul")``: for each sequence,
@@ -39,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int
+from .._validate import check_choice, check_int
 
 CLASSES = ("induction", "previous_token", "duplicate", "bos", "self", "local")
 DETECTIONS = ("previous_token", "duplicate_token", "induction")
@@ -47,6 +51,7 @@ THRESHOLD = 30.0  # a head passes a class at this selectivity
 CIRCUIT_THRESHOLD = 50.0  # induction-circuit heads
 PREV_TOKEN_CIRCUIT_THRESHOLD = 100.0  # previous-token-circuit heads (the paper's stricter threshold for this class)
 N_OTHER = 50
+BASELINES = ("paper", "class_free")  # the baseline positions' rule (module docstring)
 LOCAL_LAGS = (2, 3, 4, 5)
 _EPS = 1e-8
 
@@ -101,6 +106,33 @@ def _others(rng, T: int, queries: np.ndarray, targets: dict, n_other: int) -> np
     return np.take_along_axis(order, j, axis=-1)
 
 
+def _paper_others(N: int, queries: np.ndarray, n_other: int) -> np.ndarray:
+    """(N, Q, n_other) baseline keys by the paper's rule: per query t one fixed set of distinct positions, drawn
+    by RandomState(0).randint(1, t) outside {0, t, t - 1} and t - 5 .. t - 2, the same for every sequence."""
+    out = np.empty((len(queries), n_other), dtype=int)
+    for j, t in enumerate(int(q) for q in queries):
+        avoid = {0, t, t - 1, *range(t - 1 - max(LOCAL_LAGS) + 1, t - 1)}
+        allowed = [p for p in range(1, t) if p not in avoid]
+        if not allowed:
+            raise ValueError(f"query {t}: no key left for the paper's baseline (sequences too short)")
+        if len(allowed) <= n_other:
+            picks = allowed
+        else:
+            draw, picks = np.random.RandomState(0), []
+            while len(picks) < n_other:
+                p = int(draw.randint(1, t))
+                if p not in avoid and p not in picks:
+                    picks.append(p)
+        out[j] = np.resize(np.asarray(picks), n_other)  # cyclic repetition where fewer qualify
+    return np.ascontiguousarray(np.broadcast_to(out[None], (N, len(queries), n_other)))
+
+
+def _baseline_keys(rng, T: int, queries: np.ndarray, targets: dict, n_other: int, baseline: str) -> np.ndarray:
+    if baseline == "paper":
+        return _paper_others(next(iter(targets.values())).shape[0], queries, n_other)
+    return _others(rng, T, queries, targets, n_other)
+
+
 def _fixed_targets(N: int, queries: np.ndarray) -> dict:
     q = queries[None, :, None]
     return {
@@ -121,6 +153,7 @@ def repeated_pair_batch(
     pair_range=None,
     bos: int | None = None,
     n_other: int = N_OTHER,
+    baseline: str = "paper",
 ) -> ProbeBatch:
     """N sequences of T tokens drawn uniformly from ``token_range`` (default [min(100, vocab/4), vocab)), with
     ``A B`` at positions (p, p + 1), p uniform in ``pair_range`` = [lo, hi) (default [min(20, T // 6), T // 2)),
@@ -129,6 +162,7 @@ def repeated_pair_batch(
     (The paper: N = 2000, T = 256, tokens [100, 10000).)"""
     N = check_int("N", N, minimum=1)
     T = check_int("T", T, minimum=12)
+    check_choice("baseline", baseline, BASELINES)
     vocab, lo, hi = _token_range(vocab, token_range)
     plo, phi = (min(20, T // 6), T // 2) if pair_range is None else (int(pair_range[0]), int(pair_range[1]))
     first = 1 if bos is not None else 0
@@ -162,19 +196,30 @@ def repeated_pair_batch(
         "pair_range": [plo, phi],
         "bos": bos,
         "n_other": n_other,
+        "baseline": baseline,
         "seed": seed,
     }
-    return ProbeBatch("repeated_pair", tokens, queries, targets, _others(rng, T, queries, targets, n_other), cfg)
+    others = _baseline_keys(rng, T, queries, targets, n_other, baseline)
+    return ProbeBatch("repeated_pair", tokens, queries, targets, others, cfg)
 
 
 def repeated_sequence_batch(
-    N: int, T: int, vocab: int, seed: int = 0, *, token_range=None, bos: int | None = None, n_other: int = N_OTHER
+    N: int,
+    T: int,
+    vocab: int,
+    seed: int = 0,
+    *,
+    token_range=None,
+    bos: int | None = None,
+    n_other: int = N_OTHER,
+    baseline: str = "paper",
 ) -> ProbeBatch:
     """N sequences [bos] r r (r: n = (T - [bos]) // 2 tokens, distinct when the range allows; an odd leftover
     position at the end gets a random token and is not queried). Queries: every position of the second copy;
     at query t the earlier occurrence of the current token is t - n (duplicate), the induction target t - n + 1."""
     N = check_int("N", N, minimum=1)
     T = check_int("T", T, minimum=12)
+    check_choice("baseline", baseline, BASELINES)
     vocab, lo, hi = _token_range(vocab, token_range)
     off = 1 if bos is not None else 0
     n = (T - off) // 2
@@ -202,9 +247,11 @@ def repeated_sequence_batch(
         "distinct": bool(distinct),
         "bos": bos,
         "n_other": n_other,
+        "baseline": baseline,
         "seed": seed,
     }
-    return ProbeBatch("repeated_sequence", tokens, queries, targets, _others(rng, T, queries, targets, n_other), cfg)
+    others = _baseline_keys(rng, T, queries, targets, n_other, baseline)
+    return ProbeBatch("repeated_sequence", tokens, queries, targets, others, cfg)
 
 
 PROBES = {"repeated_pair": repeated_pair_batch, "repeated_sequence": repeated_sequence_batch}

@@ -14,6 +14,7 @@ from ..sections import ChainsSection, PriorSection
 PARTS = ("trajectory", "bayes", "theory", "model")
 Part = Literal["trajectory", "bayes", "theory", "model"]
 Probe = Literal["repeated_pair", "repeated_sequence"]
+Baseline = Literal["paper", "class_free"]  # the selectivity's baseline positions (diagnostics.screens)
 
 
 class TrajectoryConfig(Section):
@@ -35,6 +36,7 @@ class TrajectoryConfig(Section):
     probe_N: PositiveInt = 64
     probe_T: NonNegativeInt = 0  # 0: T - 1 (the last position, never a training query, is left out)
     probe_seed: NonNegativeInt = 1
+    baseline: Baseline = "paper"
     pair_range: list[PositiveInt] = [10, 32]
 
     @model_validator(mode="after")
@@ -106,6 +108,7 @@ class ModelScreen(Section):
     N: PositiveInt = 64
     T: PositiveInt | None = None  # default: min(256, the model's context)
     seed: NonNegativeInt = 0
+    baseline: Baseline = "paper"
     bos: bool = False
     threshold: PositiveFloat = 30.0
     chunk: PositiveInt = 8

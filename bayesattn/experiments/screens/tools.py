@@ -223,6 +223,7 @@ def screen_pretrained(cfg, progress: bool = False):
                 context=model.config.context,
                 token_range=(min(100, V // 4), min(10000, V)),
                 bos=model.config.bos_token_id if cfg.bos else None,
+                baseline=cfg.baseline,
             )
         bar = None
         if progress:

@@ -35,7 +35,7 @@ from .tools import copy_losses, probe_batch, screen_transformer
 def trajectory_probes(cfg: TrajectoryConfig) -> dict:
     """The two probe batches of a trajectory: ``probe_N`` repeated-pair and repeated-sequence sequences of
     ``probe_T`` tokens (0: T - 1, the last position is never a training query)."""
-    kw = {"token_range": (0, cfg.vocab), "context": cfg.T}
+    kw = {"token_range": (0, cfg.vocab), "context": cfg.T, "baseline": cfg.baseline}
     T = cfg.probe_T or cfg.T - 1
     return {
         "repeated_pair": probe_batch(
