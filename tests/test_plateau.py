@@ -126,11 +126,66 @@ def test_tiny_plateau_run_writes_a_summary_and_a_checked_figure(tmp_path):
     case = (
         '{attention="linear", T=4, P_over=[1.5, 2.0, 3.0, 4.0], gd_lr=0.01, gd_steps=300, adam_steps=200, records=50}'
     )
-    cfg = cls.load_config("plateau", ["seeds=2", f"cases=[{case}]", "theory_points=12"])
+    methods = '["gd", "sgld", "adam", "flow", "flow_joint"]'
+    cfg = cls.load_config("plateau", ["seeds=2", f"cases=[{case}]", "theory_points=12", f"methods={methods}"])
     summary = run_experiment(cls(), cfg, tmp_path, progress=False)
     (row,) = summary["cases"]
-    assert row["P_star_is"] == "P_c" and set(row["methods"]) == {"gd", "sgld", "adam"}
+    assert row["P_star_is"] == "P_c" and set(row["methods"]) == {"gd", "sgld", "adam", "flow", "flow_joint"}
+    assert row["methods"]["flow"]["time_unit"] == "flow time" and row["methods"]["flow_joint"]["seeds"] == 2
     assert row["methods"]["sgld"]["time_unit"] == "lr x steps" and row["methods"]["adam"]["time_unit"] == "steps"
     gd = row["methods"]["gd"]
     assert gd["seeds"] == 2 and len(gd["per_P"]) == 4 and gd["time_unit"] == "lr x steps"
     assert (tmp_path / "figures" / "plateau.png").is_file()
+
+
+def test_gradient_flow_is_the_limit_of_gradient_descent_from_the_same_start():
+    """diffrax's flow (bayesattn.dynamics.flow) and gradient descent are two independent integrators of one ODE:
+    gd's Euler error at a fixed flow time halves when lr halves and is small against the flow's change; the
+    flow method starts exactly where the seed's gradient-descent run starts (same data, same init)."""
+    pytest.importorskip("diffrax")
+    from bayesattn.dynamics.flow import gradient_flow
+    from bayesattn.experiments.plateau.compute import seed_start
+
+    task, attention, seed, P = ba.CopyTask(T=8, d=8), "softmax", 3, 600
+    seqs, L0, V0 = seed_start(task, PRIOR, attention, seed, P, 1e-2)
+    sw = ba.train_sweep(
+        task,
+        PRIOR,
+        attention,
+        [P],
+        [seed],
+        jax.random.key(0),
+        optimizer="gd",
+        lr=0.05,
+        steps=2,
+        init="small",
+        init_scale=1e-2,
+        record_every=1,
+        objective="marginal",
+    )
+    np.testing.assert_allclose(np.asarray(sw.history["L"])[0, 0, 0], np.asarray(L0), rtol=0, atol=1e-15)
+    post = ba.Posterior(seqs, attention, PRIOR)
+    t_end = 4.0
+    flow = gradient_flow(post, L0, np.linspace(0.0, t_end, 5))
+    assert flow["ok"] and abs(flow["m"][-1] - flow["m"][0]) > 0.05
+    errors = []
+    for lr in (0.04, 0.02, 0.01):
+        res = ba.train(
+            seqs,
+            PRIOR,
+            attention,
+            jax.random.key(1),
+            optimizer="gd",
+            objective="marginal",
+            lr=lr,
+            steps=int(round(t_end / lr)),
+            record_every=int(round(t_end / lr)),
+            init=np.asarray(L0),
+        )
+        errors.append(abs(float(res.history["m"][-1]) - flow["m"][-1]))
+    assert errors[0] / errors[1] == pytest.approx(2.0, rel=0.2) and errors[1] / errors[2] == pytest.approx(2.0, rel=0.2)
+    assert errors[-1] < 0.02 * abs(flow["m"][-1] - flow["m"][0])
+    with pytest.raises(ValueError, match="objective='bad'"):
+        gradient_flow(post, L0, [0.0, 1.0], objective="bad")
+    with pytest.raises(ValueError, match="ts of shape"):
+        gradient_flow(post, L0, [1.0, 0.5])

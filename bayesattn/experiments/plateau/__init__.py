@@ -1,5 +1,6 @@
 """Plateau lengths: when, in training time, a copy head appears. Gradient descent (gradient flow in time
-lr x steps) and Adam, from a small init, on the marginal objective, against P near the transition; beside them
+lr x steps) and Adam, from a small init, on the marginal objective (and, as options, gradient flow itself integrated by
+diffrax on the marginal or the joint objective: methods "flow" and "flow_joint"), against P near the transition; beside them
 the zero-temperature theory's prediction (:func:`bayesattn.theory.plateau_curve`: the reduced one-dimensional
 flow, its saddle-node bottleneck law (P - P_s)^(-1/2) for softmax and its critical slowing down 1 / (P - P_c) for
 linear attention). docs/results/plateau.md.
@@ -13,7 +14,7 @@ with a bootstrap interval over seeds, the theory's) and ``figures/plateau.{png,p
 from __future__ import annotations
 
 from ..contract import Experiment
-from .config import FLOW_METHODS, PlateauConfig
+from .config import DIFFRAX_METHODS, FLOW_METHODS, PlateauConfig
 
 __all__ = ["Plateau", "PlateauConfig"]
 
@@ -23,6 +24,13 @@ class Plateau(Experiment):
     description = "plateau lengths of gradient descent and Adam against P, beside the zero-temperature theory"
     Config = PlateauConfig
     default_config = "plateau"
+
+    def check(self, config: PlateauConfig) -> None:
+        import importlib.util
+
+        wants = [m for m in config.methods if m in DIFFRAX_METHODS]
+        if wants and importlib.util.find_spec("diffrax") is None:
+            raise ValueError(f"methods={wants}: the gradient flow needs diffrax (pip install 'bayesattn[dynamics]')")
 
     def points(self, config: PlateauConfig) -> dict[str, list[dict]]:
         # each point holds what its result reads: the theory not the optimisers' settings, a gd run not Adam's

@@ -131,5 +131,70 @@ def run_point(point: dict, progress: bool = False) -> dict:
     }
 
 
+def seed_start(task, prior, attention: str, seed: int, P_max: int, init_scale: float):
+    """(sequences, L0, V0) of seed ``seed`` exactly as :func:`bayesattn.train_sweep` with key(0) draws them: k =
+    fold_in(key(0), seed), (data, run) = split(k), the run key split off the test key, then (init, noise); the
+    run at P uses the first P sequences. So a flow and the gradient-descent run of one seed start from the same
+    point on the same data."""
+    import jax
+
+    from ...models.networks import SingleLayer, SingleLayerConfig
+
+    data_key, run_key = jax.random.split(jax.random.fold_in(jax.random.key(0), seed))
+    run_key = jax.random.split(run_key)[1]
+    init_key = jax.random.split(run_key)[0]
+    net = SingleLayer(SingleLayerConfig.for_task(task, attention, init_scale=init_scale), init_key)
+    return task.sample(data_key, P_max), net.L, net.V
+
+
+def flow_point(point: dict) -> dict:
+    """Gradient flow (diffrax) of one seed at every P of its case, on the marginal objective ("flow") or the joint
+    one ("flow_joint"), saved at ``records`` times up to gd_lr x gd_steps; t_plateau by the same rule."""
+    from ...bayes import theory
+    from ...bayes.posterior import Posterior
+    from ...dynamics.flow import gradient_flow
+    from ...tasks import Dataset
+
+    task, prior, attention = case_objects(point)
+    case = point["case"]
+    P_star, what = transition_P(task, prior, attention, case["P_ref"])
+    P = case_P(point, P_star)
+    m_half = theory.plateau_curve(task, prior, attention, P, init_scale=point["init_scale"])["m_half"]
+    t0, c0 = time.perf_counter(), time.process_time()
+    seqs, L0, V0 = seed_start(task, prior, attention, point["seed"], max(P), point["init_scale"])
+    ts = np.linspace(0.0, point["lr"] * point["steps"], point["records"] + 1)
+    objective = "joint" if point["method"] == "flow_joint" else "marginal"
+    rows, ms, steps, ok = [], [], [], True
+    for i, p in enumerate(P):
+        post = Posterior(Dataset(seqs.X[:p], seqs.Y[:p], task), attention, prior)
+        f = gradient_flow(post, L0, ts, V0=V0, objective=objective)
+        m = np.abs(f["m"])
+        ok &= f["ok"]
+        steps.append(f["num_steps"])
+        ms.append(m)
+        rows.append(
+            {"P": int(p), "m_half": float(m_half[i]), "t_plateau": crossing(ts, m, m_half[i]), "m_final": float(m[-1])}
+        )
+    thin = np.unique(np.linspace(0, len(ts) - 1, min(len(ts), 120)).astype(int))
+    return {
+        "P_star": P_star,
+        "P_star_is": what,
+        "t_max": float(ts[-1]),
+        "time_unit": "flow time",
+        "rule": RULE,
+        "rows": rows,
+        "t": ts[thin].tolist(),
+        "m": np.asarray(ms)[:, thin].tolist(),
+        "failures": [] if ok else ["the flow's solver stopped before the end (max_steps)"],
+        "solver_steps": steps,
+        "cpu_s": time.process_time() - c0,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
 def compute_point(point: dict, progress: bool = False) -> dict:
-    return theory_point(point) if point["kind"] == "theory" else run_point(point, progress)
+    if point["kind"] == "theory":
+        return theory_point(point)
+    if point["method"] in ("flow", "flow_joint"):
+        return flow_point(point)
+    return run_point(point, progress)

@@ -10,9 +10,12 @@ from pydantic import Field, model_validator
 from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import PriorSection
 
-Method = Literal["gd", "sgld", "adam"]
-METHODS = ("gd", "sgld", "adam")
-FLOW_METHODS = ("gd", "sgld")  # timed in flow time lr x steps (gd_lr, gd_steps); adam in steps
+Method = Literal["gd", "sgld", "adam", "flow", "flow_joint"]
+METHODS = ("gd", "sgld", "adam", "flow", "flow_joint")
+# timed in flow time lr x steps (gd_lr, gd_steps); adam in steps. flow / flow_joint: gradient flow integrated by
+# diffrax (the dynamics extra) on the marginal / joint objective, up to flow time gd_lr x gd_steps
+FLOW_METHODS = ("gd", "sgld", "flow", "flow_joint")
+DIFFRAX_METHODS = ("flow", "flow_joint")
 
 
 class CaseSection(Section):

@@ -13,8 +13,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 from ... import figstyle
 from ...files import read_json
 
-COLORS = {"gd": "tab:blue", "sgld": "tab:green", "adam": "tab:red"}
-NAMES = {"gd": "gd", "sgld": "SGLD", "adam": "Adam"}
+COLORS = {"gd": "tab:blue", "sgld": "tab:green", "adam": "tab:red", "flow": "tab:purple", "flow_joint": "tab:brown"}
+NAMES = {"gd": "gd", "sgld": "SGLD", "adam": "Adam", "flow": "flow (marginal)", "flow_joint": "flow (joint)"}
 
 
 def _x(P, P_star, is_ref: bool):
@@ -35,7 +35,19 @@ def _measured(ax, case: dict, method: str, is_ref: bool) -> bool:
     fit = m.get("fit") or {}
     slope = f", slope {fit['exponent']:.2f}" if fit.get("exponent") is not None else ""
     lab = f"{NAMES[method]}{slope}"
-    ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color=COLORS[method], ms=4, capsize=2, label=lab)
+    marker = {"flow": "s", "flow_joint": "D"}.get(method, "o")  # flow and gd coincide: open squares show both
+    face = "none" if method == "flow" else COLORS[method]
+    ax.errorbar(
+        x,
+        med,
+        yerr=[med - lo, hi - med],
+        fmt=marker,
+        color=COLORS[method],
+        mfc=face,
+        ms=6 if method == "flow" else 4,
+        capsize=2,
+        label=lab,
+    )
     return True
 
 
@@ -56,7 +68,7 @@ def _panel(ax, case: dict, theory: dict, row: str) -> None:
         if ok.any():
             name = "law (P - P_s)^-1/2" if case["P_star_is"] == "P_s" else "law 1/(P - P_c)"
             ax.plot(_x(P, P_star, is_ref)[ok], law[ok], "--", color="0.5", lw=1.0, label=name)
-        for method in ("gd", "sgld"):
+        for method in ("gd", "sgld", "flow", "flow_joint"):
             drawn |= _measured(ax, case, method, is_ref)
     else:
         drawn = _measured(ax, case, "adam", is_ref)
@@ -74,7 +86,8 @@ def _panel(ax, case: dict, theory: dict, row: str) -> None:
     ax.set_xlabel("P" if is_ref else f"P - {case['P_star_is']}  ({case['P_star_is']} = {P_star:.0f})")
     ax.set_ylabel("plateau, flow time lr x steps" if row == "flow" else "plateau, Adam steps")
     seeds = max((m.get("seeds", 0) for m in case["methods"].values()), default=0)
-    what = "gradient descent, SGLD" if row == "flow" else "Adam"
+    flows = [NAMES[m] for m in ("gd", "sgld", "flow", "flow_joint") if m in case["methods"]]
+    what = ", ".join(flows) if row == "flow" else "Adam"
     ax.set_title(f"{case['case']}: {what}\nmedian of {seeds} seed{'s' if seeds != 1 else ''}, 95% CI")
     figstyle.legend(ax)
 
