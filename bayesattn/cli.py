@@ -23,7 +23,6 @@ import argparse
 import os
 import sys
 import typing
-from pathlib import Path
 
 from .experiments import EXPERIMENTS, get_experiment
 from .experiments.copy_head.config import TrainInit
@@ -351,19 +350,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _warnings_as_lines() -> None:
-    """A warning of the library or of a dependency is one line, ``bayesattn: warning: ...`` with where it came from,
-    not Python's two-line form with the source line."""
-    import warnings
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
-        text = " ".join(str(message).split())
-        print(f"bayesattn: warning: {text} ({category.__name__}, {where})", file=file or sys.stderr, flush=True)
-
-    warnings.showwarning = show
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (None: ``sys.argv``, as the ``bayesattn`` command does).
 
@@ -371,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     file being written is in place (:func:`bayesattn.runtime.exit_on_interrupt`); called in-process with a list,
     an interrupt is a KeyboardInterrupt, answered with status 130."""
     if argv is None:
-        from .runtime import exit_on_interrupt
+        from .runtime import exit_on_interrupt, warnings_as_lines
 
         exit_on_interrupt(INTERRUPTED)
-        _warnings_as_lines()
+        warnings_as_lines()
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -110,9 +110,24 @@ def exit_on_interrupt(message: str) -> None:
     threading.Thread(target=watch, name="bayesattn-interrupt", daemon=True).start()
 
 
+def warnings_as_lines() -> None:
+    """A warning of the library or of a dependency is one line, ``bayesattn: warning: ...`` with where it came from,
+    not Python's two-line form with the source line (the command line and its worker processes)."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
+        text = " ".join(str(message).split())
+        print(f"bayesattn: warning: {text} ({category.__name__}, {where})", file=file or sys.stderr, flush=True)
+
+    warnings.showwarning = show
+
+
 def worker_init() -> None:
-    """Pool workers: leave interrupts to the parent, and end when the parent has ended."""
+    """Pool workers: leave interrupts to the parent, end when the parent has ended, and write warnings as one
+    line like the parent does."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warnings_as_lines()
     parent = os.getppid()
 
     def watch_parent():
