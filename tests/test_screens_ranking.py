@@ -80,3 +80,44 @@ def test_ranking_over_training_on_constructed_trajectories():
     assert integ["from_step"] > 8
     # the spread sees the jump (7 against 4.5) at the first checkpoint after it
     assert spread["from_step"] == 8
+
+
+def test_screens_convergence_script_counts_and_overlaps(tmp_path, capsys):
+    """scripts/screens_convergence.py: per run folder the heads per class and their Jaccard overlap with the
+    reference (the paper-baseline run of largest N), from constructed head records."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "screens_convergence", Path(__file__).parents[1] / "scripts" / "screens_convergence.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def run(name, N, induction_heads):
+        recs = [
+            {
+                "layer": 0,
+                "head": h,
+                "classes": ["induction"] if h in induction_heads else [],
+                "best_class": "induction" if h in induction_heads else None,
+                "induction_circuit": h in induction_heads,
+                "previous_token_circuit": False,
+            }
+            for h in range(4)
+        ]
+        folder = tmp_path / name / "points" / "model"
+        folder.mkdir(parents=True)
+        body = {"point": {}, "result": {"records": recs, "probe": {"N": N, "baseline": "paper"}}}
+        (folder / "p.json").write_text(json.dumps(body))
+        return tmp_path / name
+
+    small, large = run("small", 64, {0, 1}), run("large", 2000, {1, 2})
+    out = tmp_path / "table.json"
+    assert mod.main([str(small), str(large), "--json", str(out)]) == 0
+    table = {r["heads"]: r for r in json.loads(out.read_text())["rows"]}
+    assert table["induction (30x)"]["counts"] == [2, 2]
+    assert table["induction (30x)"]["jaccard_with_reference"] == [1 / 3, 1.0]  # {0,1} vs {1,2}: 1 of 3
+    assert table["unclassified"]["counts"] == [2, 2]
+    assert mod.main([str(tmp_path)]) == 2 and "no points/model" in capsys.readouterr().err
