@@ -251,7 +251,7 @@ def test_figures_draw_the_latest_record_of_a_point(tmp_path):
 def _warn_in_worker(_):
     import warnings
 
-    warnings.warn("a test warning\nover two lines", UserWarning)
+    warnings.warn("a test warning\nover two lines", UserWarning, stacklevel=1)
     return 0
 
 
