@@ -17,6 +17,7 @@ step grad_gpu 90 python3 benchmarks/bench_sampling.py --only grad   # per-gradie
 step training_gpu 100 python3 benchmarks/bench_training.py
 step batch_gpu 150 python3 benchmarks/bench_scaleout.py --only batch --warmup 200 --samples 300   # 16 P: one at a time vs one vmapped program
 step sparse_full_gpu 240 python3 benchmarks/bench_sparse.py --config sparse_full --S 16 --s 3 --full  # issue 15 anchor: 16/16, median t* 815
+step staircase_full_gpu 150 python3 -m bayesattn.cli staircase --config staircase_full --parts train --set train_seeds=1 --quiet --no-figures --out /tmp/stair   # the paper's size, one seed: its time sizes the 8-seed run
 step ensemble_grad_gpu 60 python3 benchmarks/bench_ensemble.py --only grad --T 32 64 --K 1 16 256 1024   # per chain-gradient vs K
 step ensemble_gpu 180 python3 benchmarks/bench_ensemble.py --only ess --T 32 --chains 1024   # ChEES K = 1024 vs the NUTS default, ESS/s of m
 step default_gpu 110 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
