@@ -446,3 +446,26 @@ def test_cycles_against_the_threshold_follow_the_swings_of_the_curve():
         ("dilution", 12, 20),
         ("restart", 30, 30),
     ]
+
+
+def test_clustering_head_fine_tuning_continues_the_pretrained_model():
+    """finetune_p: the seed's pretraining is exactly the plain run of the same seed and epochs (its final loss is
+    recorded under "pretrain"), then the same model trains on new p = 3 data for finetune_epochs; the run's curves
+    are that stage's. A finetune_p beyond the embedding table is refused."""
+    base = {"n_train": 64, "n_test": 64, "batch_size": 16, "epochs": 6}
+
+    def points(extra):
+        cfg = DynlabConfig(
+            experiment="clustering_head", seeds=1, seeds_per_program=1, base={**base, **extra}, options=CH_OPTIONS
+        )
+        return Dynlab().points(cfg)["train"]
+
+    (plain,) = ch.run_block(points({}))
+    ft_points = points({"finetune_p": 3, "finetune_epochs": 4})
+    assert "then fine-tuned on p=3" in ft_points[0]["label"]
+    (ft,) = ch.run_block(ft_points)
+    assert ft["pretrain"]["final_loss"] == pytest.approx(plain["curves"]["loss"][-1], rel=1e-12)
+    assert plain["pretrain"] is None
+    assert len(ft["curves"]["loss"]) == 4
+    with pytest.raises(ValueError, match="finetune_p=4"):
+        ch.ClusterConfig(p=2, finetune_p=4)

@@ -36,7 +36,7 @@ class Dynlab(Experiment):
         for setting in cfg.settings:
             for o in opts:
                 c = cfg.setting_config(setting, o)
-                d = c.model_dump()
+                d = c.point_dict()
                 if d in seen:
                     continue  # a setting that fixes its optimizer appears once
                 seen.append(d)
@@ -47,7 +47,7 @@ class Dynlab(Experiment):
                     "seeds_per_program": cfg.seeds_per_program,
                 }
                 if cfg.experiment == "clustering_head":
-                    base.update({k: v for k, v in cfg.options.model_dump().items() if k != "sandbox_seeds"})
+                    base.update({k: v for k, v in cfg.options.point_dict().items() if k != "sandbox_seeds"})
                 for i in range(cfg.seeds):
                     pt = {**base, "seed": cfg.seed + i}
                     if cfg.experiment == "clustering_head":

@@ -170,6 +170,31 @@ def init_states(cfg: ClusterConfig, seeds):
     return eqx.filter_vmap(lambda kd: init(jax.random.wrap_key_data(kd)))(keys)
 
 
+FINETUNE_STREAM = 1  # fold_in(key(seed), 1): the fine-tuning stage's data, test data and shuffles
+
+
+def finetune_states(cfg: ClusterConfig, state, seeds):
+    """The fine-tuning stage's start (the paper's finetune.py): each seed's trained model, a fresh Adam, and new
+    training and test data of ``cfg.finetune_p`` classes drawn from fold_in(key(seed), FINETUNE_STREAM)."""
+    ft = cfg.finetune_config()
+    opt = optax.adam(ft.lr)
+
+    def one(kd, model):
+        k = jax.random.fold_in(jax.random.wrap_key_data(kd), FINETUNE_STREAM)
+        k_data, k_test, k_shuf = jax.random.split(k, 3)
+        Xtr, ytr = modular_data(k_data, ft.n_train, ft.p, ft.k, ft.seq_len)
+        Xte, yte = modular_data(k_test, ft.n_test, ft.p, ft.k, ft.seq_len)
+        return {
+            "model": model,
+            "opt": opt.init(eqx.filter(model, eqx.is_array)),
+            "key": k_shuf,
+            "data": (Xtr, ytr, Xte, yte),
+        }
+
+    keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
+    return eqx.filter_vmap(one)(keys, state["model"])
+
+
 def flat_loss(cfg: ClusterConfig, state_one):
     """(loss of a flat parameter vector on the training set of one seed, unravel)."""
     w0, unravel = jax.flatten_util.ravel_pytree(state_one["model"])
@@ -212,19 +237,11 @@ def _sandbox(emb, state_one, W: np.ndarray, frames: list[int], n_seq: int) -> di
     return out
 
 
-def run_block(points: list[dict], progress: bool = False) -> list[dict]:
-    """The seeds of ``points`` (one config, one aligned block of ``seeds_per_program`` seeds): the whole block
-    trains at once (vmap), whichever of its seeds are asked for, so that a seed's result depends on its seed and
-    config alone; then, per asked-for seed, spike detection, the largest Hessian eigenvalue near the spikes and,
-    where the point asks for it (``sandbox``), the sandbox frames."""
-    p0 = points[0]
-    cfg = ClusterConfig.load(p0["config"], source="point")
-    ((seeds, _),) = seed_blocks([p["seed"] for p in points], p0["seeds_per_program"])
+def _train_stage(cfg: ClusterConfig, state, seeds, block: int, progress: bool):
+    """Train ``state`` (all seeds at once) for ``cfg.epochs`` epochs in compiled blocks of ``block``; (final state,
+    records {name: (S, E, ...)})."""
     _, train_block = make_trainer(cfg)
-    state = init_states(cfg, seeds)
-    block = int(p0.get("block", 50))
-    recs = []
-    bar = None
+    recs, bar = [], None
     if progress:
         from tqdm.auto import tqdm
 
@@ -239,7 +256,26 @@ def run_block(points: list[dict], progress: bool = False) -> list[dict]:
             bar.update(n)
     if bar:
         bar.close()
-    rec = {k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}  # (S, E, ...)
+    return state, {k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}
+
+
+def run_block(points: list[dict], progress: bool = False) -> list[dict]:
+    """The seeds of ``points`` (one config, one aligned block of ``seeds_per_program`` seeds): the whole block
+    trains at once (vmap), whichever of its seeds are asked for, so that a seed's result depends on its seed and
+    config alone; then, per asked-for seed, spike detection, the largest Hessian eigenvalue near the spikes and,
+    where the point asks for it (``sandbox``), the sandbox frames."""
+    p0 = points[0]
+    cfg = ClusterConfig.from_point(p0["config"])
+    ((seeds, _),) = seed_blocks([p["seed"] for p in points], p0["seeds_per_program"])
+    block = int(p0.get("block", 50))
+    state, rec = _train_stage(cfg, init_states(cfg, seeds), seeds, block, progress)
+    pretrain = None
+    if cfg.finetune_p is not None:  # the run's curves, spikes and curvature are the fine-tuning stage's
+        pretrain = {k: rec[k] for k in ("loss", "test_acc")}
+        cfg = cfg.finetune_config()
+        state, rec = _train_stage(
+            cfg, finetune_states(ClusterConfig.from_point(p0["config"]), state, seeds), seeds, block, progress
+        )
     W = rec.pop("w")
     curv_every = int(p0.get("curv_every", 50))
     key = jax.random.key(int(p0.get("curv_seed", 0)))
@@ -255,7 +291,8 @@ def run_block(points: list[dict], progress: bool = False) -> list[dict]:
         div = first_nonfinite(loss)
         spikes = detect_spikes(loss) if div is None else detect_spikes(loss[:div])
         grid = list(range(0, cfg.epochs, curv_every)) + [cfg.epochs - 1]
-        near = sorted({e for t in spikes for e in (t - 2, t - 1, t) if 0 <= e < cfg.epochs})
+        window = int(p0.get("curv_window", 2))
+        near = sorted({e for t in spikes for e in range(t - window, t + 1) if 0 <= e < cfg.epochs})
         curv_epochs = sorted(set(grid) | set(near)) if div is None else []
         kk = jax.random.fold_in(key, s)
         curv = [
@@ -281,6 +318,9 @@ def run_block(points: list[dict], progress: bool = False) -> list[dict]:
             ],
             "curvature": {"epoch": curv_epochs, "lambda_max": curv},
             "final_test_acc": float(rec["test_acc"][i][-1]),
+            "pretrain": None
+            if pretrain is None
+            else {"final_loss": float(pretrain["loss"][i][-1]), "final_test_acc": float(pretrain["test_acc"][i][-1])},
             "success": bool(div is None and rec["test_acc"][i][-1] > cfg.success_acc),
         }
         run["sandbox"] = _sandbox(emb, st, W[i], frames, n_seq) if p.get("sandbox") and div is None else None

@@ -5,7 +5,7 @@ task's posterior-mean attention entropy against P). No JAX here."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -34,6 +34,13 @@ class ClusterConfig(Section):
     seeds: SeedCount = 8
     seed: NonNegativeInt = 0
     success_acc: float = 0.98
+    # fine-tuning as the paper's code does it (finetune.py): the trained model goes on training, with a fresh Adam,
+    # for finetune_epochs on new data of finetune_p classes (its embedding table has num_emb >= finetune_p rows);
+    # None: no fine-tuning. The run's curves, spikes and curvature are then the fine-tuning stage's
+    finetune_p: int | None = None
+    finetune_epochs: PositiveInt = 1000
+
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {"finetune_p": None, "finetune_epochs": 1000}
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -45,11 +52,22 @@ class ClusterConfig(Section):
             raise ValueError(f"n_emb={self.n_emb}: expected an integer >= p={self.p}")
         if self.batch_size > self.n_train:
             raise ValueError(f"batch_size={self.batch_size}: expected <= n_train={self.n_train}")
+        if self.finetune_p is not None and not 2 <= self.finetune_p <= self.num_emb:
+            raise ValueError(
+                f"finetune_p={self.finetune_p}: expected 2 <= finetune_p <= the model's {self.num_emb} token "
+                f"embeddings (n_emb; p + 1 by default)"
+            )
         return self
 
     @property
     def num_emb(self) -> int:
         return self.p + 1 if self.n_emb is None else self.n_emb
+
+    def finetune_config(self) -> ClusterConfig:
+        """The fine-tuning stage's config: the same model (num_emb rows), finetune_p classes, finetune_epochs."""
+        return self.model_copy(
+            update={"p": self.finetune_p, "n_emb": self.num_emb, "epochs": self.finetune_epochs, "finetune_p": None}
+        )
 
 
 class FDConfig(Section):
@@ -113,16 +131,19 @@ def geometric_pi(V: int, ratio: float) -> list:
 
 class ClusterOptions(Section):
     """Per-point options of the clustering head: the largest Hessian eigenvalue every ``curv_every`` epochs (and at
-    2, 1, 0 epochs before each spike) by ``lanczos_iter`` Lanczos steps; sandbox frames (embeddings over training)
+    every epoch of the ``curv_window`` epochs before each spike and at the spike) by ``lanczos_iter`` Lanczos steps; sandbox frames (embeddings over training)
     of the first ``sandbox_seeds`` seeds on ``sandbox_seqs`` test sequences; epochs per compiled block."""
 
     curv_every: PositiveInt = 50
+    curv_window: PositiveInt = 2
     curv_seed: NonNegativeInt = 0
     lanczos_iter: PositiveInt = 20
     frames: PositiveInt = 40
     sandbox_seqs: PositiveInt = 256
     sandbox_seeds: NonNegativeInt = 4
     block: PositiveInt = 50
+
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {"curv_window": 2}
 
 
 class EquilibriumSection(Section):

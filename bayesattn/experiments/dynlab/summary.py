@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import stats
 from .config import ClusterConfig
 from .stages import cycles_vs_threshold
 
 
 def label(cfg) -> str:
     if isinstance(cfg, ClusterConfig):
-        return f"p={cfg.p}, k={cfg.k}"
+        ft = "" if cfg.finetune_p is None else f", then fine-tuned on p={cfg.finetune_p}"
+        return f"p={cfg.p}, k={cfg.k}{ft}"
     return f"V={cfg.V}, pi=({', '.join(f'{x:.3g}' for x in cfg.pi)}), {cfg.optimizer}"
 
 
@@ -69,6 +71,7 @@ def cluster_summary(records: list) -> dict:
                     e["lambda_ratio"].append(sp["lambda_max"] / sp["lambda_max_before"])
     for e in out.values():
         e["success_fraction"] = e["success"] / max(e["runs"], 1)
+        e["success_ci"] = stats.solve_rate(e["success"], e["runs"])["ci"]  # 95% Wilson interval
         e["mean_spikes"] = float(np.mean(e["spikes"])) if e["spikes"] else 0.0
         e["median_lambda_ratio_at_spike"] = float(np.median(e["lambda_ratio"])) if e["lambda_ratio"] else None
     return out
@@ -152,7 +155,8 @@ def describe(summary: dict) -> list[str]:
     for lab, e in summary.get("clustering_head", {}).items():
         ratio = e["median_lambda_ratio_at_spike"]
         lines.append(
-            f"{lab}: success {e['success']}/{e['runs']} (test acc > 0.98), spikes per run {e['spikes']} "
+            f"{lab}: success {e['success']}/{e['runs']} (test acc > 0.98; 95% interval {stats.fmt_ci(e['success_ci'])}), "
+            f"spikes per run {e['spikes']} "
             f"(mean {e['mean_spikes']:.2f}), median lambda_max ratio at/before spike "
             f"{'-' if ratio is None else f'{ratio:.3g}'}"
         )
