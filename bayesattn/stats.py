@@ -58,6 +58,20 @@ def _median(x, axis=-1):
     return np.median(x, axis=axis)
 
 
+def _percentile_ci(x: np.ndarray, statistic, seed: int, n_resamples: int, confidence_level: float) -> list:
+    """[lo, hi]: the bootstrap percentile interval of ``statistic`` over the values x (seeded resampling)."""
+    res = _st.bootstrap(
+        (x,),
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
 def median_interval(
     t_star: Sequence, budget: float, seed: int = 0, n_resamples: int = 9999, confidence_level: float = LEVEL
 ) -> dict:
@@ -77,16 +91,7 @@ def median_interval(
     if np.all(x == x[0]):
         out["ci"] = [float(x[0]), float(x[0])]
         return out
-    res = _st.bootstrap(
-        (x,),
-        _median,
-        n_resamples=n_resamples,
-        confidence_level=confidence_level,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    out["ci"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    out["ci"] = _percentile_ci(x, _median, seed, n_resamples, confidence_level)
     return out
 
 
@@ -103,16 +108,7 @@ def mean_interval(values: Sequence[float], seed: int = 0, n_resamples: int = 999
     if np.all(x == x[0]):
         out["ci"] = [float(x[0]), float(x[0])]
         return out
-    res = _st.bootstrap(
-        (x,),
-        np.mean,
-        n_resamples=n_resamples,
-        confidence_level=confidence_level,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    out["ci"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    out["ci"] = _percentile_ci(x, np.mean, seed, n_resamples, confidence_level)
     return out
 
 

@@ -94,14 +94,15 @@ class Experiment:
         return f"<experiment {self.name}: {self.description}>"
 
 
-def draw_figures(folder, table: dict, parts) -> list[str]:
+def draw_figures(folder, table: dict, parts=None) -> list[str]:
     """Draw, under ``folder/figures``, every figure that ``table`` ({part: [(file name, drawer(folder, path) ->
-    path or None)]}) lists for ``parts``, each file once; the paths drawn (a drawer returns None when its points
-    are missing). The one helper behind the experiments' ``figures`` and ``part_figures``."""
+    path or None)]}) lists for ``parts`` (None: every key of the table), each file once; the paths drawn (a
+    drawer returns None when its points are missing). The one helper behind the experiments' ``figures`` and
+    ``part_figures``."""
     figs = Path(folder) / "figures"
     figs.mkdir(parents=True, exist_ok=True)
     made, seen = [], set()
-    for part in parts:
+    for part in table if parts is None else parts:
         for name, draw in table.get(part, ()):
             if name not in seen:
                 seen.add(name)

@@ -13,7 +13,7 @@ A run writes, under its output folder::
 
 from __future__ import annotations
 
-from ..contract import Experiment
+from ..contract import Experiment, draw_figures
 from .config import PARTS, BayesLensConfig, ModelScreen, ScreensConfig, TrajectoryConfig
 
 __all__ = ["PARTS", "BayesLensConfig", "ModelScreen", "Screens", "ScreensConfig", "TrajectoryConfig"]
@@ -73,11 +73,11 @@ class Screens(Experiment):
         return describe(summary)
 
     def figures(self, folder):
-        from .figures import draw_all
+        from .figures import PART_FIGURES
 
-        return draw_all(folder)
+        return draw_figures(folder, PART_FIGURES)
 
     def part_figures(self, folder, part):
-        from .figures import draw_part
+        from .figures import PART_FIGURES
 
-        return draw_part(folder, part)
+        return draw_figures(folder, PART_FIGURES, [part])

@@ -13,7 +13,6 @@ import numpy as np
 from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ...figstyle import SD, legend, pyplot, save, subplots
 from ...files import load_results, read_json
-from ..contract import draw_figures
 
 plt = pyplot()
 
@@ -206,17 +205,6 @@ PART_FIGURES = {
     "model": [("head_maps_model.png", _model_maps)],
     "summary": [("bayes_lens.png", _bayes_lens)],
 }
-
-
-def draw_part(out_dir, part: str) -> list:
-    """The figures one finished part can draw."""
-    return draw_figures(out_dir, PART_FIGURES, [part])
-
-
-def draw_all(out_dir) -> list:
-    """Every figure whose points exist: the trajectory figure and the final checkpoint's head maps, the Bayesian
-    copy head through the screens, the pretrained models' head maps."""
-    return draw_figures(out_dir, PART_FIGURES, list(PART_FIGURES))
 
 
 def bayes_lens_figure(out_dir, path=None) -> Path:

@@ -21,7 +21,7 @@ stops on its own (``stop_after_solved`` steps after its own t*), and by default 
 
 from __future__ import annotations
 
-from ..contract import Experiment
+from ..contract import Experiment, draw_figures
 from .config import PARTS, SparseConfig, SparseTrainConfig
 
 __all__ = ["PARTS", "Sparse", "SparseConfig", "SparseTrainConfig"]
@@ -118,14 +118,14 @@ class Sparse(Experiment):
         return describe(summary)
 
     def figures(self, folder):
-        from .figures import draw_all
+        from .figures import PART_FIGURES
 
-        return draw_all(folder)
+        return draw_figures(folder, PART_FIGURES)
 
     def part_figures(self, folder, part):
-        from .figures import draw_part
+        from .figures import PART_FIGURES
 
-        return draw_part(folder, part)
+        return draw_figures(folder, PART_FIGURES, [part])
 
 
 def _block_key(point: dict) -> str:

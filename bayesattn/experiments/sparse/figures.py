@@ -11,7 +11,6 @@ import numpy as np
 from ... import stats
 from ...figstyle import empty_panel, integer_ticks, legend, log_x_axis, save, subplots
 from ...files import load_results
-from ..contract import draw_figures
 from .summary import bayes_summary, difficulty, group_seeds
 
 RATE_BARS = f"solve rate with its {stats.WILSON}"
@@ -292,13 +291,3 @@ PART_FIGURES = {
     "bayes": [("sparse_bayes.png", bayes_figure)],
     "theory": [("sparse_bayes.png", bayes_figure)],
 }
-
-
-def draw_part(run_dir, part: str) -> list:
-    """The figures one finished part can draw."""
-    return draw_figures(run_dir, PART_FIGURES, [part])
-
-
-def draw_all(run_dir) -> list:
-    """Every figure whose points exist, under run_dir/figures."""
-    return draw_figures(run_dir, PART_FIGURES, list(PART_FIGURES))

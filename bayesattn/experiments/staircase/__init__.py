@@ -13,7 +13,7 @@ A run writes, under its output folder::
 
 from __future__ import annotations
 
-from ..contract import Experiment
+from ..contract import Experiment, draw_figures
 from .config import PARTS, StaircaseConfig
 
 __all__ = ["PARTS", "Staircase", "StaircaseConfig"]
@@ -91,11 +91,11 @@ class Staircase(Experiment):
         return describe(summary)
 
     def figures(self, folder):
-        from .figures import draw_all
+        from .figures import PART_FIGURES
 
-        return draw_all(folder)
+        return draw_figures(folder, PART_FIGURES)
 
     def part_figures(self, folder, part):
-        from .figures import draw_part
+        from .figures import PART_FIGURES
 
-        return draw_part(folder, part)
+        return draw_figures(folder, PART_FIGURES, [part])

@@ -12,7 +12,6 @@ import numpy as np
 
 from ...figstyle import legend, log_x_axis, note, save, subplots
 from ...files import load_results, read_json
-from ..contract import draw_figures
 from .bayes import LAG_OBSERVABLE
 
 COLS = 2  # panels a row in the Bayesian figure (a strip of four was too wide to read)
@@ -226,13 +225,3 @@ PART_FIGURES = {
     "ode": [("staircase_ode.png", ode_figure)],
     "summary": [("staircase_ratio.png", ratio_figure)],
 }
-
-
-def draw_part(run_dir, part: str) -> list:
-    """The figures one finished part can draw (the theory curves join the MCMC figure when their points exist)."""
-    return draw_figures(run_dir, PART_FIGURES, [part])
-
-
-def draw_all(run_dir) -> list:
-    """Every figure whose points exist, under run_dir/figures."""
-    return draw_figures(run_dir, PART_FIGURES, list(PART_FIGURES))
