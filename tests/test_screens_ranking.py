@@ -1,9 +1,9 @@
-"""The paper's PR-integral ranking of heads (bayesattn.diagnostics.screens), against brute-force loops."""
+"""The paper's PR-integral ranking of heads (bayesattn.diagnostics.ranking), against brute-force loops."""
 
 import numpy as np
 import pytest
 
-from bayesattn.diagnostics.screens import (
+from bayesattn.diagnostics.ranking import (
     elbow,
     pr_integral,
     pr_spread,

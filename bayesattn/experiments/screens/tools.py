@@ -144,7 +144,7 @@ def series_steps(names, steps=None) -> list[int]:
 def series_ranking(runs) -> dict:
     """The paper's PR-integral ranking over a checkpoint series [(step, ScreenResult)] (two or more): heads in
     order of the integral of max(PR - 1, 0) over steps, with the integral, the PR spread and the elbow."""
-    from ...diagnostics.screens import pr_integral_ranking
+    from ...diagnostics.ranking import pr_integral_ranking
 
     steps = [int(s) for s, _ in runs]
     shapes = {r.pr.shape for _, r in runs}

@@ -19,14 +19,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ...diagnostics.screens import (
-    CIRCUIT_THRESHOLD,
-    CLASSES,
-    THRESHOLD,
-    pr_integral_ranking,
-    precision_at_k,
-    ranking_over_training,
-)
+from ...diagnostics.ranking import pr_integral_ranking, precision_at_k, ranking_over_training
+from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ...files import read_json, write_json_atomic
 from .config import TrajectoryConfig
 from .tools import copy_losses, probe_batch, screen_transformer
