@@ -248,6 +248,8 @@ FIGURE_COMMANDS = {
     "dynlab_ch_sandbox.gif": "bayesattn dynlab --config clustering_head",
     "dynlab_fd_cycles.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_cycle_counts.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_cycle_threshold.png": "bayesattn dynlab --config focus_dilution",
+    "dynlab_fd_stage_timelines.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_pca_paths.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_equilibrium.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_pi_vocab.png": "bayesattn dynlab --config focus_dilution_pi",
