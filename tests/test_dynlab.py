@@ -469,3 +469,25 @@ def test_clustering_head_fine_tuning_continues_the_pretrained_model():
     assert len(ft["curves"]["loss"]) == 4
     with pytest.raises(ValueError, match="finetune_p=4"):
         ch.ClusterConfig(p=2, finetune_p=4)
+
+
+def test_spike_windows_figure_draws_the_epochs_before_each_spike(tmp_path):
+    """The close-up of the spikes (constructed records: a seed with two spikes and curvature at every epoch of
+    the window, another without spikes) is drawn and passes the figure check; with no spike anywhere there is no
+    figure."""
+    from bayesattn.experiments.dynlab.figures_spikes import spike_windows_figure
+
+    E = 120
+    loss = np.full(E, 0.1)
+    loss[[60, 100]] = 0.6  # two spikes
+    run = {
+        "seed": 0,
+        "diverged_at": None,
+        "curves": {"loss": loss.tolist(), "z_norm_min": np.linspace(1.0, 0.01, E).tolist()},
+        "curvature": {"epoch": list(range(40, 101)), "lambda_max": np.geomspace(1.0, 50.0, 61).tolist()},
+        "spikes": [{"epoch": 60}, {"epoch": 100}],
+    }
+    quiet = {**run, "seed": 1, "spikes": []}
+    recs = [{"point": {"label": "p=2, k=5"}, "result": {"runs": [quiet, run]}}]
+    assert spike_windows_figure(recs, tmp_path / "w.png").is_file()
+    assert spike_windows_figure([{"point": {"label": "x"}, "result": {"runs": [quiet]}}], tmp_path / "n.png") is None

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...figstyle import LABEL_GID, SEM, empty_panel, integer_ticks, legend, log_x_axis, pyplot, save, subplots
 from ...files import load_results
+from .figures_spikes import spike_windows_figure
 from .figures_stages import STAGE_COLORS, threshold_figure, timelines_figure
 from .summary import group_runs
 
@@ -449,6 +450,8 @@ def draw_all(run_dir) -> list[Path]:
     )
     if recs[0]["point"]["experiment"] == "clustering_head":
         paths = [spikes_figure(recs, figs / "spikes.png"), heads_figure(recs, figs / "clustering_heads.png")]
+        windows = spike_windows_figure(recs, figs / "spike_windows.png")
+        paths += [windows] if windows else []
         boxed = next((r for r in recs if r["result"].get("sandbox")), None)
         if boxed is not None:
             paths += sandbox_figures(boxed, figs / "sandbox_frames.png", figs / "sandbox.gif")
