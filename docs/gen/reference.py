@@ -246,6 +246,8 @@ FIGURE_COMMANDS = {
     "dynlab_ch_clustering_heads.png": "bayesattn dynlab --config clustering_head",
     "dynlab_ch_sandbox_frames.png": "bayesattn dynlab --config clustering_head",
     "dynlab_ch_sandbox.gif": "bayesattn dynlab --config clustering_head",
+    "dynlab_ch_finetune_spikes.png": "bayesattn dynlab --config clustering_finetune",
+    "dynlab_ch_finetune_spike_windows.png": "bayesattn dynlab --config clustering_finetune",
     "dynlab_fd_cycles.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_cycle_counts.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_cycle_threshold.png": "bayesattn dynlab --config focus_dilution",
