@@ -56,8 +56,11 @@ def _all_diverged(col, title: str, runs, key) -> None:
 
 # ------------------------------------------------------------------------------------------ clustering
 def spikes_figure(recs, out: Path) -> Path:
+    """Per setting a column: the loss of the seed with the most spikes (the other seeds in grey), its pre-norm
+    norms and its curvature, spikes marked; one legend below the panels (their data fill every corner)."""
     groups = [(r["point"]["label"], r["result"]["runs"]) for r in recs]
     fig, axes = subplots(3, len(groups), panel=(4.6, 2.7), sharex="col")
+    handles: dict = {}
     for j, (lab, runs) in enumerate(groups):
         ok = [r for r in runs if r["diverged_at"] is None]
         if not ok:
@@ -68,25 +71,26 @@ def spikes_figure(recs, out: Path) -> Path:
         sp = [s["epoch"] for s in best["spikes"]]
         for r in ok:
             if r is not best:
-                axes[0, j].semilogy(r["curves"]["loss"], color="0.85", lw=0.5)
-        axes[0, j].semilogy(ep, best["curves"]["loss"], color="k", lw=0.8, label=f"seed {best['seed']}")
-        axes[0, j].semilogy(sp, np.asarray(best["curves"]["loss"])[sp], "rv", ms=5, label=f"{len(sp)} spikes")
-        _title(axes[0, j], f"{lab}: train loss (grey: the other seeds)", runs, "diverged_at")
+                axes[0, j].semilogy(r["curves"]["loss"], color="0.85", lw=0.5, label="train loss, the other seeds")
+        axes[0, j].semilogy(ep, best["curves"]["loss"], color="k", lw=0.8, label="train loss, the seed shown")
+        axes[0, j].semilogy(sp, np.asarray(best["curves"]["loss"])[sp], "rv", ms=5, label="detected spikes")
+        _title(axes[0, j], f"{lab}\nseed {best['seed']}: {len(sp)} spikes", runs, "diverged_at")
         axes[0, j].set_ylabel("cross-entropy")
-        legend(axes[0, j])
         axes[1, j].semilogy(ep, best["curves"]["z_norm_min"], lw=0.8, label="min ||z|| (pooled, before norm)")
         axes[1, j].semilogy(ep, best["curves"]["z_norm_q05"], lw=0.8, label="5% quantile ||z||")
         axes[1, j].semilogy(sp, np.asarray(best["curves"]["z_norm_min"])[sp], "rv", ms=5)
-        legend(axes[1, j])
         axes[1, j].set_ylabel("pre-norm vector norm")
         c = best["curvature"]
         lam = np.abs(np.asarray(c["lambda_max"], dtype=float))
         axes[2, j].semilogy(c["epoch"], lam, ".-", lw=0.6, ms=3, label="largest Hessian eigenvalue (Lanczos)")
         at = [(s["epoch"], s["lambda_max"]) for s in best["spikes"] if s["lambda_max"] is not None]
         if at:
-            axes[2, j].semilogy(*zip(*at), "rv", ms=5, label="at spikes")
+            axes[2, j].semilogy(*zip(*at), "rv", ms=5)
         axes[2, j].set(xlabel="epoch", ylabel="|lambda_max|")
-        legend(axes[2, j])
+        for ax in axes[:, j]:
+            for h, name in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(name, h)
+    _fig_legend(fig, handles, 3.0)
     return save(fig, out)
 
 
