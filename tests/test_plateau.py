@@ -147,7 +147,7 @@ def test_gradient_flow_is_the_limit_of_gradient_descent_from_the_same_start():
     from bayesattn.experiments.plateau.compute import seed_start
 
     task, attention, seed, P = ba.CopyTask(T=8, d=8), "softmax", 3, 600
-    seqs, L0, V0 = seed_start(task, PRIOR, attention, seed, P, 1e-2)
+    seqs, L0, V0 = seed_start(task, attention, seed, P, 1e-2)
     sw = ba.train_sweep(
         task,
         PRIOR,

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .config import FLOW_METHODS
+from .config import DIFFRAX_METHODS, FLOW_METHODS
 
 RULE = (
     "t_plateau: the first time |m| reaches m_half, half-way between 1/T (softmax) or 0 (linear) and the copy "
@@ -68,20 +68,51 @@ def theory_point(point: dict) -> dict:
     return {"P_star": P_star, "P_star_is": what, "P_runs": P, "curve": curve}
 
 
+def case_runs(point: dict):
+    """(task, prior, attention, P_star, what it is, the case's P values, m_half at each): what every run of a
+    case needs before it trains."""
+    from ...bayes import theory
+
+    task, prior, attention = case_objects(point)
+    P_star, what = transition_P(task, prior, attention, point["case"]["P_ref"])
+    P = case_P(point, P_star)
+    m_half = theory.plateau_curve(task, prior, attention, P, init_scale=point["init_scale"])["m_half"]
+    return task, prior, attention, P_star, what, P, m_half
+
+
+def run_record(P_star, what, P, m_half, t, m, time_unit: str, failures: list, clock: tuple, **extra) -> dict:
+    """A run point's result: per P the plateau by :data:`RULE` on |m| (P rows, records) at times t, and the curves
+    thinned to at most 120 records. clock: (perf_counter, process_time) at the run's start."""
+    rows = [
+        {"P": int(p), "m_half": float(m_half[i]), "t_plateau": crossing(t, m[i], m_half[i]), "m_final": float(m[i, -1])}
+        for i, p in enumerate(P)
+    ]
+    thin = np.unique(np.linspace(0, len(t) - 1, min(len(t), 120)).astype(int))
+    return {
+        "P_star": P_star,
+        "P_star_is": what,
+        "t_max": float(t[-1]),
+        "time_unit": time_unit,
+        "rule": RULE,
+        "rows": rows,
+        "t": t[thin].tolist(),
+        "m": m[:, thin].tolist(),
+        "failures": failures,
+        **extra,
+        "cpu_s": time.process_time() - clock[1],
+        "wall_s": time.perf_counter() - clock[0],
+    }
+
+
 def run_point(point: dict, progress: bool = False) -> dict:
     import jax
 
-    from ...bayes import theory
     from ...training import train_sweep
 
-    task, prior, attention = case_objects(point)
-    case = point["case"]
-    P_star, what = transition_P(task, prior, attention, case["P_ref"])
-    P = case_P(point, P_star)
-    m_half = theory.plateau_curve(task, prior, attention, P, init_scale=point["init_scale"])["m_half"]
+    task, prior, attention, P_star, what, P, m_half = case_runs(point)
     method, lr, steps = point["method"], point["lr"], point["steps"]
     every = max(1, steps // point["records"])
-    t0, c0 = time.perf_counter(), time.process_time()
+    clock = time.perf_counter(), time.process_time()
     # seeds=[seed]: the data key is fold_in(key(0), seed) and the run key follows from it, so a seed's runs are
     # its own whatever else runs (and every method sees the same data and init)
     noise = {"temperature": point["temperature"]} if method == "sgld" else {}
@@ -105,37 +136,14 @@ def run_point(point: dict, progress: bool = False) -> dict:
     flow = method in FLOW_METHODS
     t = step * lr if flow else step
     m = np.abs(np.asarray(sw.history["m"], float)[:, 0])
-    rows = []
-    for i, p in enumerate(P):
-        rows.append(
-            {
-                "P": int(p),
-                "m_half": float(m_half[i]),
-                "t_plateau": crossing(t, m[i], m_half[i]),
-                "m_final": float(m[i, -1]),
-            }
-        )
-    thin = np.unique(np.linspace(0, len(t) - 1, min(len(t), 120)).astype(int))
-    return {
-        "P_star": P_star,
-        "P_star_is": what,
-        "t_max": float(t[-1]),
-        "time_unit": "lr x steps" if flow else "steps",
-        "rule": RULE,
-        "rows": rows,
-        "t": t[thin].tolist(),
-        "m": m[:, thin].tolist(),
-        "failures": sw.failures,
-        "cpu_s": time.process_time() - c0,
-        "wall_s": time.perf_counter() - t0,
-    }
+    return run_record(P_star, what, P, m_half, t, m, "lr x steps" if flow else "steps", sw.failures, clock)
 
 
-def seed_start(task, prior, attention: str, seed: int, P_max: int, init_scale: float):
+def seed_start(task, attention: str, seed: int, P_max: int, init_scale: float):
     """(sequences, L0, V0) of seed ``seed`` exactly as :func:`bayesattn.train_sweep` with key(0) draws them: k =
     fold_in(key(0), seed), (data, run) = split(k), the run key split off the test key, then (init, noise); the
     run at P uses the first P sequences. So a flow and the gradient-descent run of one seed start from the same
-    point on the same data."""
+    point on the same data (a test checks it against train_sweep's recorded start)."""
     import jax
 
     from ...models.networks import SingleLayer, SingleLayerConfig
@@ -150,51 +158,32 @@ def seed_start(task, prior, attention: str, seed: int, P_max: int, init_scale: f
 def flow_point(point: dict) -> dict:
     """Gradient flow (diffrax) of one seed at every P of its case, on the marginal objective ("flow") or the joint
     one ("flow_joint"), saved at ``records`` times up to gd_lr x gd_steps; t_plateau by the same rule."""
-    from ...bayes import theory
     from ...bayes.posterior import Posterior
     from ...dynamics.flow import gradient_flow
     from ...tasks import Dataset
 
-    task, prior, attention = case_objects(point)
-    case = point["case"]
-    P_star, what = transition_P(task, prior, attention, case["P_ref"])
-    P = case_P(point, P_star)
-    m_half = theory.plateau_curve(task, prior, attention, P, init_scale=point["init_scale"])["m_half"]
-    t0, c0 = time.perf_counter(), time.process_time()
-    seqs, L0, V0 = seed_start(task, prior, attention, point["seed"], max(P), point["init_scale"])
+    task, prior, attention, P_star, what, P, m_half = case_runs(point)
+    clock = time.perf_counter(), time.process_time()
+    seqs, L0, V0 = seed_start(task, attention, point["seed"], max(P), point["init_scale"])
     ts = np.linspace(0.0, point["lr"] * point["steps"], point["records"] + 1)
     objective = "joint" if point["method"] == "flow_joint" else "marginal"
-    rows, ms, steps, ok = [], [], [], True
-    for i, p in enumerate(P):
-        post = Posterior(Dataset(seqs.X[:p], seqs.Y[:p], task), attention, prior)
-        f = gradient_flow(post, L0, ts, V0=V0, objective=objective)
-        m = np.abs(f["m"])
-        ok &= f["ok"]
-        steps.append(f["num_steps"])
-        ms.append(m)
-        rows.append(
-            {"P": int(p), "m_half": float(m_half[i]), "t_plateau": crossing(ts, m, m_half[i]), "m_final": float(m[-1])}
+    flows = [
+        gradient_flow(
+            Posterior(Dataset(seqs.X[:p], seqs.Y[:p], task), attention, prior), L0, ts, V0=V0, objective=objective
         )
-    thin = np.unique(np.linspace(0, len(ts) - 1, min(len(ts), 120)).astype(int))
-    return {
-        "P_star": P_star,
-        "P_star_is": what,
-        "t_max": float(ts[-1]),
-        "time_unit": "flow time",
-        "rule": RULE,
-        "rows": rows,
-        "t": ts[thin].tolist(),
-        "m": np.asarray(ms)[:, thin].tolist(),
-        "failures": [] if ok else ["the flow's solver stopped before the end (max_steps)"],
-        "solver_steps": steps,
-        "cpu_s": time.process_time() - c0,
-        "wall_s": time.perf_counter() - t0,
-    }
+        for p in P
+    ]
+    m = np.abs(np.asarray([f["m"] for f in flows]))
+    ok = all(f["ok"] for f in flows)
+    failures = [] if ok else ["the flow's solver stopped before the end (max_steps)"]
+    return run_record(
+        P_star, what, P, m_half, ts, m, "flow time", failures, clock, solver_steps=[f["num_steps"] for f in flows]
+    )
 
 
 def compute_point(point: dict, progress: bool = False) -> dict:
     if point["kind"] == "theory":
         return theory_point(point)
-    if point["method"] in ("flow", "flow_joint"):
+    if point["method"] in DIFFRAX_METHODS:
         return flow_point(point)
     return run_point(point, progress)
