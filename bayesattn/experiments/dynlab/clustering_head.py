@@ -272,10 +272,8 @@ def run_block(points: list[dict], progress: bool = False) -> list[dict]:
     pretrain = None
     if cfg.finetune_p is not None:  # the run's curves, spikes and curvature are the fine-tuning stage's
         pretrain = {k: rec[k] for k in ("loss", "test_acc")}
+        state, rec = _train_stage(cfg.finetune_config(), finetune_states(cfg, state, seeds), seeds, block, progress)
         cfg = cfg.finetune_config()
-        state, rec = _train_stage(
-            cfg, finetune_states(ClusterConfig.from_point(p0["config"]), state, seeds), seeds, block, progress
-        )
     W = rec.pop("w")
     curv_every = int(p0.get("curv_every", 50))
     key = jax.random.key(int(p0.get("curv_seed", 0)))
