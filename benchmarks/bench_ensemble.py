@@ -89,7 +89,7 @@ def run(post, key, **kw):
 
 def bench_ess(args, peak):
     for T in args.T:
-        post = posterior(T, args.P, args.seed)
+        post = posterior(T, args.P, args.seed, args.sigma2)
         init = "cold" if T <= 32 else "hot"
         ideal = flops_per_grad(T, 8) / peak
         rows = {
@@ -108,8 +108,23 @@ def bench_ess(args, peak):
                 num_samples=n,
                 init=init,
             )
+            for w in args.warmup_chains:
+                rows[f"chees (K = {K} x ({args.ess_warmup} + {n})), {w} adapt + {args.spread_steps} spread"] = run(
+                    post,
+                    jax.random.key(args.seed + 2),
+                    method="chees",
+                    num_chains=K,
+                    num_warmup=args.ess_warmup,
+                    num_samples=n,
+                    init=init,
+                    warmup_chains=w,
+                    spread_steps=args.spread_steps,
+                )
         base = rows["nuts (4 x 1000)"]
-        print(f"\n[ess] T = {T}, d = 8, P = {args.P}, init {init}: ideal value-and-grad {ideal * 1e6:.2f} us")
+        print(
+            f"\n[ess] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: ideal value-and-grad "
+            f"{ideal * 1e6:.2f} us"
+        )
         print("| sampler | <m> +- se | ESS(m) | wall (s) | compile (s) | ESS/s | x NUTS | us / chain-grad | x ideal |")
         print("|---|---|---|---|---|---|---|---|---|")
         for name, r in rows.items():
@@ -249,7 +264,16 @@ def main(argv=None):
     ap.add_argument("--K", type=int, nargs="+", default=[1, 4, 16, 64, 256], help="chain counts (grad)")
     ap.add_argument("--P", type=int, default=1000, help="training sequences (ess, grad)")
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed (data: seed, samplers: seed + 1..)")
+    ap.add_argument("--sigma2", type=float, default=400.0, help="likelihood variance (ess)")
     ap.add_argument("--ess-warmup", type=int, default=500, help="ChEES warm-up steps (ess)")
+    ap.add_argument(
+        "--warmup-chains",
+        type=int,
+        nargs="*",
+        default=[8],
+        help="ChEES rows that adapt on this many chains, then copy them to all K (ess; none: only full warm-ups)",
+    )
+    ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (ess)")
     ap.add_argument(
         "--ess-draws", type=int, default=None, help="ChEES draws per chain (ess; default max(100, 16000 / K))"
     )

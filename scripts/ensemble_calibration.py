@@ -9,7 +9,7 @@ in combined standard errors of those means (sd / sqrt(runs)): a systematic diffe
 shows here, where a single pair of runs hides it in its noise.
 
 Usage: python scripts/ensemble_calibration.py [--P 1000] [--sigma2 400] [--runs 8] [--chains 16] [--warmup 500]
-       [--draws 1000] [--init cold]
+       [--draws 1000] [--warmup-chains W] [--spread-steps 20] [--init cold]
 """
 
 from __future__ import annotations
@@ -32,15 +32,21 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=16, help="ChEES chains K")
     ap.add_argument("--warmup", type=int, default=500, help="ChEES warm-up steps")
     ap.add_argument("--draws", type=int, default=1000, help="ChEES draws per chain")
+    ap.add_argument(
+        "--warmup-chains", type=int, default=None, help="ChEES chains that adapt (default all; then copied to K)"
+    )
+    ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (--warmup-chains)")
     ap.add_argument("--init", default="cold", choices=("cold", "hot", "prior"), help="start of both samplers")
     a = ap.parse_args(argv)
     if a.runs < 2:
         ap.error(f"--runs={a.runs}: expected an integer >= 2 (a spread needs two runs)")
     data = ba.CopyTask(T=a.T, d=8).sample(jax.random.key(0), a.P)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, a.sigma2))
+    few = {} if a.warmup_chains is None else dict(warmup_chains=a.warmup_chains, spread_steps=a.spread_steps)
+    label = "" if a.warmup_chains is None else f", {a.warmup_chains} adapt + {a.spread_steps} spread"
     samplers = {
-        f"chees {a.chains} x ({a.warmup} + {a.draws})": dict(
-            method="chees", num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws
+        f"chees {a.chains} x ({a.warmup} + {a.draws}){label}": dict(
+            method="chees", num_chains=a.chains, num_warmup=a.warmup, num_samples=a.draws, **few
         ),
         "nuts 4 x (500 + 1000)": dict(num_chains=4, num_warmup=500, num_samples=1000),
     }

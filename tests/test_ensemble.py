@@ -48,6 +48,18 @@ def test_chees_at_p0_samples_the_prior_and_matches_the_checked_number():
     assert s.diagnostics["num_superchains"] == 1 and math.isnan(s.diagnostics["m"]["nested_r_hat"])
 
 
+def test_chees_few_chain_warmup_matches_the_checked_number():
+    """warmup_chains: 4 of 16 chains adapt, then are copied to all 16 and spread by 10 discarded steps. The same
+    reference as the full warm-up: <m> = 0.243 at beta = 5, T = 8 (docs/model.md section 4)."""
+    few = dict(ENS, warmup_chains=4, spread_steps=10)
+    post = copy_posterior(8, 8, 1000, "softmax", 800.0)
+    s = ba.sample(post, jax.random.key(2), method="chees", **few)
+    m = s.summary()["m"]
+    assert abs(m["mean"] - 0.243) < max(3 * m["se"], 0.005), m
+    assert s.diagnostics["m"]["r_hat"] < 1.05 and s.L.shape == (16, 250, 8, 8)
+    assert s.config["method_options"]["warmup_chains"] == 4
+
+
 def test_chees_linear_u_is_beta_at_p0():
     post = copy_posterior(3, 2, 0, "linear", 10.0)
     s = ba.sample(post, jax.random.key(3), method="chees", init="prior", num_superchains=4, **ENS)
@@ -76,6 +88,9 @@ def test_meads_matches_the_checked_number():
         (dict(method="chees", num_chains=1), "num_chains=1"),
         (dict(method="meads", num_chains=6), "num_folds=4"),
         (dict(method="chees", num_chains=4, learning_rate=-1.0), "learning_rate"),
+        (dict(method="chees", num_chains=4, warmup_chains=1), "warmup_chains=1"),
+        (dict(method="chees", num_chains=4, warmup_chains=8), "warmup_chains=8"),
+        (dict(method="chees", num_chains=4, warmup_chains=2, spread_steps=-1), "spread_steps=-1"),
         (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
         (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
     ],
@@ -90,6 +105,7 @@ def t64_posterior(P):
     return copy_posterior(64, 8, P, "softmax", 400.0)
 
 
+@pytest.mark.slow  # validation against an independent reference (run with -m slow)
 def test_chees_at_t64_away_from_the_window_matches_the_theory():
     """T = 64, one point below (P = 600) and one above (P = 1400) the coexistence window [890, 1120]
     (docs/theory.md): ChEES against the theory's integrated mean, which NUTS matches there within 0.0015
@@ -190,3 +206,24 @@ def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
     np.testing.assert_allclose(np.asarray(b.position), np.asarray(a.position), rtol=0, atol=1e-10)
     np.testing.assert_array_equal(np.asarray(b.random_generator_arg), np.asarray(a.random_generator_arg))
     assert np.unique(np.asarray(ia.num_integration_steps)).size == 1  # one trajectory length for all chains
+
+
+def test_few_chain_warmup_copies_the_adapted_chains_and_spreads_them():
+    """chees_warmup with warmup_chains = 2 of 6: without spreading, chain i starts where adapted chain i mod 2
+    ended, and only the 2 adapting chains count warm-up gradients; spread steps move every chain apart."""
+    from bayesattn.bayes.samplers.ensemble import ENSEMBLE_OPTIONS, chees_warmup
+
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 50)
+    post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 10.0))
+    logdensity = lambda x: post.log_density(x.reshape(4, 4))  # noqa: E731
+    x0 = 0.1 * jax.random.normal(jax.random.key(1), (6, 16))
+    for spread in (0, 3):
+        opts = {**ENSEMBLE_OPTIONS["chees"], "warmup_chains": 2, "spread_steps": spread}
+        states, _, (div, grads), _, _ = chees_warmup(logdensity, jax.random.key(2), x0, 6, 20, opts)
+        pos, grads = np.asarray(states.position), np.asarray(grads)
+        assert pos.shape == (6, 16) and div.shape == grads.shape == (6,)
+        if spread == 0:
+            np.testing.assert_array_equal(pos, pos[np.arange(6) % 2])
+            assert np.all(grads[:2] > 0) and np.all(grads[2:] == 0)
+        else:
+            assert np.unique(pos, axis=0).shape[0] == 6 and np.all(grads > 0)

@@ -46,6 +46,8 @@ ENSEMBLE_OPTIONS = {
         "learning_rate": 0.025,
         "max_leapfrog_steps": 1000,
         "num_superchains": None,
+        "warmup_chains": None,
+        "spread_steps": 0,
     },
     "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
@@ -71,6 +73,10 @@ def ensemble_starts(method, posterior, init_key, init, positions, opts):
             f"num_chains={num_chains}: method={method!r} splits the chains into num_folds="
             f"{opts['num_folds']} folds; expected a multiple of it"
         )
+    if opts.get("warmup_chains") is not None:  # the chains that adapt: 2 .. num_chains
+        check_int("warmup_chains", opts["warmup_chains"], minimum=2, maximum=num_chains)
+    if "spread_steps" in opts:
+        check_int("spread_steps", opts["spread_steps"], minimum=0)
     G = opts["num_superchains"]
     if G is not None:
         if init != "prior":
@@ -126,28 +132,63 @@ def lockstep_dynamic_hmc(logdensity, params):
     return step
 
 
+def warmup_counts(winfo):
+    """(divergences, gradient evaluations) per chain over a blackjax ensemble warm-up, from its info."""
+    return (
+        jnp.sum(winfo.info.is_divergent, axis=0, dtype=jnp.int64),
+        jnp.sum(winfo.info.num_integration_steps, axis=0, dtype=jnp.int64),
+    )
+
+
 def chees_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
-    """ChEES warm-up of all chains (positions: (num_chains, dim)); returns (states, params, warm-up info, the
-    lockstep sampling step, the adapted trajectory length)."""
+    """ChEES warm-up (positions: (num_chains, dim)); returns (states, params, :func:`warmup_counts` (per chain),
+    the lockstep sampling step, the adapted trajectory length).
+
+    By default every chain adapts. With ``opts["warmup_chains"] = w < num_chains`` only the first w chains
+    adapt (the warm-up then costs about w / num_chains of the full one); their final states are copied to all
+    num_chains chains in turn (chain i takes warm chain i mod w), and every chain then takes
+    ``opts["spread_steps"]`` steps of the adapted kernel with its own keys, discarded, before the draws, so that
+    copies of one warm chain part before they are kept (the diagnostics count the copies as separate chains:
+    ``scripts/ensemble_calibration.py`` checks what that does to the standard errors)."""
+    w = opts.get("warmup_chains") or num_chains
+    wkey, skey = jax.random.split(key)
     warmup = blackjax.chees_adaptation(
         logdensity,
-        num_chains,
+        w,
         target_acceptance_rate=opts["target_acceptance_rate"],
         max_leapfrog_steps=opts["max_leapfrog_steps"],
         mass_matrix_estimation="diagonal",
         adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
     )
     (states, params), winfo = warmup.run(
-        key, positions, opts["initial_step_size"], optax.adam(opts["learning_rate"]), num_warmup
+        key if w == num_chains else wkey,
+        positions[:w],
+        opts["initial_step_size"],
+        optax.adam(opts["learning_rate"]),
+        num_warmup,
     )
     step = lockstep_dynamic_hmc(logdensity, params)
     trajectory = params["integration_steps_params"][0] * params["step_size"]
-    return states, params, winfo, step, trajectory
+    div, grads = warmup_counts(winfo)
+    if w < num_chains:
+        copy = jnp.arange(num_chains) % w
+        states = jax.tree.map(lambda x: x[copy], states)
+        # the counts per chain: each adapting chain's warm-up is counted once, on the chain of the same index
+        zeros = jnp.zeros((num_chains - w,), jnp.int64)
+        div, grads = jnp.concatenate([div, zeros]), jnp.concatenate([grads, zeros])
+
+        def spread(st, k):
+            st, info = step(jax.random.split(k, num_chains), st)
+            return st, (info.is_divergent, info.num_integration_steps)
+
+        states, (sdiv, sgrads) = jax.lax.scan(spread, states, jax.random.split(skey, opts["spread_steps"]))
+        div, grads = div + sdiv.sum(0), grads + sgrads.sum(0)
+    return states, params, (div, grads), step, trajectory
 
 
 def meads_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
-    """MEADS warm-up of all chains (positions: (num_chains, dim)); returns (states, params, warm-up info, the
-    vmapped GHMC step, the step size as the trajectory length of its one leapfrog step)."""
+    """MEADS warm-up of all chains (positions: (num_chains, dim)); returns (states, params, :func:`warmup_counts`,
+    the vmapped GHMC step, the step size as the trajectory length of its one leapfrog step)."""
     warmup = blackjax.meads_adaptation(
         logdensity,
         num_chains,
@@ -157,7 +198,7 @@ def meads_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
     )
     (states, params), winfo = warmup.run(key, positions, num_warmup)
     step = jax.vmap(blackjax.ghmc(logdensity, **params).step)
-    return states, params, winfo, step, params["step_size"]
+    return states, params, warmup_counts(winfo), step, params["step_size"]
 
 
 def lockstep_program_key(job: SamplerJob) -> tuple:
@@ -167,7 +208,8 @@ def lockstep_program_key(job: SamplerJob) -> tuple:
 
 def lockstep_program(warmup):
     """The program builder of a many-chain sampler from its warm-up ``warmup(logdensity, key, positions,
-    num_chains, num_warmup, options) -> (states, params, warm-up info, step, trajectory length)``: ``(num_warmup,
+    num_chains, num_warmup, options) -> (states, params, (divergences, gradient evaluations) per chain, step,
+    trajectory length)``: ``(num_warmup,
     num_kept, thin, options, num_chains, task, model) -> run(dynamic, key, positions)``, one key for all chains,
     positions: (num_chains, *L_shape); outputs as :func:`~.chains.chain_program`'s, plus "trajectory_length"."""
 
@@ -181,8 +223,9 @@ def lockstep_program(warmup):
             logdensity = lambda x: post.log_density(x.reshape(shape))  # noqa: E731
             positions = positions.reshape(num_chains, -1)
             wkey, skey = jax.random.split(key)
-            states, params, winfo, step, trajectory = warmup(logdensity, wkey, positions, num_chains, num_warmup, opts)
-            wdiv, wgrads = winfo.info.is_divergent, winfo.info.num_integration_steps
+            states, params, (wdiv, wgrads), step, trajectory = warmup(
+                logdensity, wkey, positions, num_chains, num_warmup, opts
+            )
 
             def kept(states, k):
                 def inner(carry, kk):
@@ -208,8 +251,8 @@ def lockstep_program(warmup):
                 "logdensity": chain_first(logdens),
                 "acceptance_rate": acc.sum(0) / (num_kept * thin),
                 "num_divergent": div.sum(0),
-                "num_divergent_warmup": jnp.sum(wdiv, axis=0),
-                "num_grad_evals": grads.sum(0) + jnp.sum(wgrads, axis=0),
+                "num_divergent_warmup": wdiv,
+                "num_grad_evals": grads.sum(0) + wgrads,
                 "step_size": jnp.broadcast_to(params["step_size"], (num_chains,)),
                 "trajectory_length": trajectory,
                 "draw_stats": {
