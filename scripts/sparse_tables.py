@@ -12,12 +12,13 @@ import numpy as np
 
 from bayesattn.experiments.sparse.summary import bayes_summary, difficulty, group_seeds
 from bayesattn.files import load_results
+from bayesattn.stats import fmt_ci
 
 
 def training_table(run: Path) -> str:
     rows = [
-        "| part | model | S | s | H | head size | solved | median t* (range) | escape from ln 2 | final IoU | "
-        "final entropy | wall (s) |",
+        "| part | model | S | s | H | head size | solved [95% Wilson] | median t* [95% bootstrap] (range of solved) | "
+        "escape from ln 2 | final IoU | final entropy | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for part in ("grid", "heads", "head_dim", "mixer"):
@@ -32,12 +33,16 @@ def training_table(run: Path) -> str:
             t, res = r["point"]["train"], r["result"]
             d = difficulty(res)
             hd = t["head_dim"] or (t["width"] // t["heads"])
-            tm = "-" if d["t_median"] is None else f"{d['t_median']:.0f} ({d['t_min']}-{d['t_max']})"
+            # the median counts unsolved seeds at the budget: above it (or equal) it is "> budget"
+            if d["t_median"] is None or d["t_median"] >= d["budget"]:
+                tm = f"> {d['budget']:.0f}"
+            else:
+                tm = f"{d['t_median']:.0f} {fmt_ci(d['t_ci'], 0)} ({d['t_min']}-{d['t_max']})"
             esc = "-" if d["escape_median"] is None else f"{d['escape_median']:.0f}"
             tf = t["model"] == "transformer"
             rows.append(
                 f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if tf else '-'} "
-                f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} | {tm} | {esc} "
+                f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} {fmt_ci(d['solve_ci'])} | {tm} | {esc} "
                 f"| {d['iou']:.2f} | {np.mean(res['entropy_final']):.2f} | {r['wall_time_s']:.0f} |"
             )
     return "\n".join(rows)
