@@ -137,15 +137,45 @@ def _linear_escape(task, prior, P, init_scale, m_star):
     return out
 
 
+def _softmax_spinodal(task, prior) -> float | None:
+    """Where the uniform branch of the softmax marginal mode ends (None: a crossover, which has none)."""
+    curve = mode_curve(task, prior, "softmax", _TRANSITION_GRID, objective="marginal")
+    spin = curve.transition.get("spinodals") or []
+    return float(spin[1]) if len(spin) == 2 else None
+
+
+def _linear_critical(task, prior) -> float:
+    """The linear marginal mode's critical point P_c."""
+    return float(linear_mode_critical_P(task, prior, "marginal"))
+
+
+def _softmax_curve(task, prior, P, init_scale) -> tuple[list, dict]:
+    """The softmax rows (t_plateau, m_half, bottleneck law) and the curve's own fields (P_s, bottleneck)."""
+    P_s = _softmax_spinodal(task, prior)
+    rows = [_softmax_plateau(task, prior, float(p), P_s) for p in P]
+    return rows, {"P_s": P_s, "bottleneck": [r[2] for r in rows]}
+
+
+def _linear_curve(task, prior, P, init_scale) -> tuple[list, dict]:
+    """The linear rows (t_plateau, m_half) and the curve's own fields (P_c, the linear-instability escape)."""
+    m_star = np.asarray(mode_curve(task, prior, "linear", P, objective="marginal").stable["m"], float)
+    rows = [_linear_plateau(task, prior, float(p), init_scale, m) for p, m in zip(P, m_star)]
+    return rows, {
+        "P_c": _linear_critical(task, prior),
+        "escape": _linear_escape(task, prior, P, init_scale, m_star).tolist(),
+    }
+
+
+# per attention: where a small init first leaves the plateau, and the plateau curve's rows and own fields
+SMALL_INIT_TRANSITION = {"softmax": _softmax_spinodal, "linear": _linear_critical}
+PLATEAU_CURVES = {"softmax": _softmax_curve, "linear": _linear_curve}
+
+
 def small_init_transition(task, prior, attention: Attention) -> float | None:
     """The P where a small init first leaves the plateau for good: the spinodal where the uniform branch of the
     marginal mode ends (softmax; None for a crossover, which has none) or the mode's critical point P_c (linear).
     Found on a P grid of its own (5 to 10^6), so that it does not depend on the P values a caller asks about."""
-    if attention == "linear":
-        return float(linear_mode_critical_P(task, prior, "marginal"))
-    curve = mode_curve(task, prior, "softmax", _TRANSITION_GRID, objective="marginal")
-    spin = curve.transition.get("spinodals") or []
-    return float(spin[1]) if len(spin) == 2 else None
+    return SMALL_INIT_TRANSITION[attention](task, prior)
 
 
 def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: float = 1e-2) -> dict:
@@ -192,12 +222,7 @@ def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: fl
     if not (isinstance(init_scale, (int, float)) and np.isfinite(init_scale) and init_scale > 0):
         raise ValueError(f"init_scale={init_scale!r}: expected a positive number")
     scales(task, prior, P)  # checks the grid against the task's scales
-    P_star = small_init_transition(task, prior, attention)
-    if attention == "softmax":
-        rows = [_softmax_plateau(task, prior, float(p), P_star) for p in P]
-    else:
-        m_star = np.asarray(mode_curve(task, prior, "linear", P, objective="marginal").stable["m"], float)
-        rows = [_linear_plateau(task, prior, float(p), float(init_scale), m) for p, m in zip(P, m_star)]
+    rows, own = PLATEAU_CURVES[attention](task, prior, P, float(init_scale))
     out = {
         "attention": attention,
         "P": P.tolist(),
@@ -206,10 +231,5 @@ def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: fl
         "init_scale": float(init_scale),
         "T": task.T,
     }
-    if attention == "softmax":
-        out["P_s"] = P_star
-        out["bottleneck"] = [r[2] for r in rows]
-    else:
-        out["P_c"] = P_star
-        out["escape"] = _linear_escape(task, prior, P, float(init_scale), m_star).tolist()
+    out.update(own)
     return out
