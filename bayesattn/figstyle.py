@@ -163,7 +163,7 @@ def save(fig, out, *, pdf: bool = False) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ extents
-def _renderer(fig):
+def laid_out_renderer(fig):
     """Lay out and position every artist without rasterizing (a third of a full draw), then the renderer that
     measures the texts."""
     fig.draw_without_rendering()
@@ -241,7 +241,8 @@ def data_points(ax) -> np.ndarray:
     return p[inside]
 
 
-def _count_in(bbox, pts: np.ndarray) -> int:
+def count_in(bbox, pts: np.ndarray) -> int:
+    """How many display points ``pts`` (n, 2) lie inside the box ``bbox``, shrunk by TOL pixels on each side."""
     x0, y0, x1, y1 = bbox.x0 + TOL, bbox.y0 + TOL, bbox.x1 - TOL, bbox.y1 - TOL
     return int(np.sum((pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)))
 
@@ -383,7 +384,7 @@ def check_figure(fig, *, draw: bool = True) -> list[str]:
 
     ``draw=False`` reuses the figure's last draw (:func:`save` does, after :func:`place` drew it and changed
     nothing that moves the layout): the check then costs a small part of a draw."""
-    renderer = _renderer(fig) if draw else fig.canvas.get_renderer()
+    renderer = laid_out_renderer(fig) if draw else fig.canvas.get_renderer()
     W, H = fig.bbox.width, fig.bbox.height
     problems: list[str] = []
     axes = [ax for ax in _all_axes(fig) if ax.get_visible()]
@@ -394,7 +395,7 @@ def check_figure(fig, *, draw: bool = True) -> list[str]:
         for ax in axes:
             if ax is not own and not _overlap(extent[ax], b):
                 continue
-            n = _count_in(b, pts[ax]) if rule else 0
+            n = count_in(b, pts[ax]) if rule else 0
             if n:
                 problems.append(f"{desc} covers {n} drawn data point(s) of {_name(ax)}")
             # over another panel: not a twin of its own axes, not the axes an inset of it lies in
@@ -475,7 +476,7 @@ def place(fig) -> bool:
     for _ in range(3):
         if not todo:
             return drawn
-        renderer = _renderer(fig)
+        renderer = laid_out_renderer(fig)
         drawn = True
         placing = {id(a) for _, a in todo}
         moved = []
@@ -487,7 +488,7 @@ def place(fig) -> bool:
             for loc in _LOCS:
                 _set_loc(a, loc)
                 b = a.get_window_extent(renderer)
-                if _count_in(b, pts) == 0 and not any(_overlap(b, o) for o in fixed):
+                if count_in(b, pts) == 0 and not any(_overlap(b, o) for o in fixed):
                     fixed.append(b)
                     break
             else:

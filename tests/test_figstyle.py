@@ -103,7 +103,7 @@ def test_note_is_placed_off_the_data_and_outside_when_no_corner_is_free():
     ax.plot(xx.ravel(), yy.ravel(), ".", ms=1)
     box = figstyle.note(ax, "a note")
     figstyle.place(fig)
-    r = figstyle._renderer(fig)
+    r = figstyle.laid_out_renderer(fig)
     assert box.get_window_extent(r).x0 > ax.get_window_extent().x1
 
 
