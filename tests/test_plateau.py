@@ -118,6 +118,46 @@ def test_plateau_curve_bad_input():
         plateau_curve(ba.CopyTask(T=8, d=4), PRIOR, "linear", [100.0], init_scale=-1.0)
 
 
+def test_langevin_plateau_between_its_two_limits():
+    """The finite-temperature prediction (Euler-Maruyama paths of the one-dimensional flow) against two
+    independent references: at a vanishing temperature, plateau_curve's quadrature of the same flow; at a huge
+    one, where the drift does nothing before the noise gets there, the exit time of Brownian motion from
+    (-r_half, r_half), whose law is the classical series P(tau <= t) = 1 - (4/pi) sum_k (-1)^k / (2k + 1)
+    exp(-(2k + 1)^2 pi^2 s t / (8 a^2)) (s the variance per unit time): its median."""
+    from scipy.optimize import brentq
+
+    from bayesattn.bayes.theory import langevin_plateau
+
+    task, prior = ba.CopyTask(T=16, d=8), ba.Prior(1.0, 100.0, 400.0)
+    P = [228.0, 312.0, 831.0]
+    cold = langevin_plateau(task, prior, "linear", P, temperature=1e-7, samples=1000)
+    flow = plateau_curve(task, prior, "linear", P)
+    np.testing.assert_allclose(cold["t_plateau"], flow["t_plateau"], rtol=0.03)
+    tau = 1e4
+    hot = langevin_plateau(task, prior, "linear", [312.0], temperature=tau, samples=4000, seed=1)
+    a = hot["m_half"][0] * task.T  # r_half = m_half sqrt(T T_q)
+    s = 2 * tau * prior.sigma2 / (312.0 * task.T)
+    k = np.arange(60)
+
+    def cdf(t):
+        return 1 - 4 / np.pi * np.sum(
+            (-1.0) ** k / (2 * k + 1) * np.exp(-((2 * k + 1) ** 2) * np.pi**2 * s * t / (8 * a * a))
+        )
+
+    median = brentq(lambda t: cdf(t) - 0.5, 1e-12, 10 * a * a / s)
+    assert hot["t_plateau"][0] == pytest.approx(median, rel=0.06)
+    # in between, the noise shortens the plateau most where gradient flow is slowest (near P_c)
+    warm = langevin_plateau(task, prior, "linear", P, temperature=0.05, samples=1000)
+    ratio = np.asarray(warm["t_plateau"]) / np.asarray(flow["t_plateau"])
+    assert ratio[0] < ratio[1] < ratio[2] <= 1.05 and ratio[0] < 0.5
+    with pytest.raises(ValueError, match="linear attention only"):
+        langevin_plateau(task, prior, "softmax", P, temperature=0.05)
+    with pytest.raises(ValueError, match="temperature"):
+        langevin_plateau(task, prior, "linear", P, temperature=0.0)
+    with pytest.raises(ValueError, match="samples"):
+        langevin_plateau(task, prior, "linear", P, temperature=0.05, samples=1)
+
+
 def test_tiny_plateau_run_writes_a_summary_and_a_checked_figure(tmp_path):
     from bayesattn.experiments import get_experiment
     from bayesattn.sweep import run_experiment

@@ -35,7 +35,7 @@ from .landscape import landscape
 from .linear import linear_log_density
 from .losses import loss_curve
 from .phase_curve import PhaseCurve
-from .plateau import plateau_curve, small_init_transition
+from .plateau import langevin_plateau, plateau_curve, small_init_transition
 from .softmax_table import softmax_action_table
 from .zero_temperature import MODE_OBJECTIVES, linear_mode_critical_P, mode_action, mode_curve
 
@@ -61,6 +61,7 @@ __all__ = [
     "Attention",
     "mode_curve",
     "plateau_curve",
+    "langevin_plateau",
     "small_init_transition",
     "mode_action",
     "linear_mode_critical_P",

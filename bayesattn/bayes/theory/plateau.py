@@ -233,3 +233,109 @@ def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: fl
     }
     out.update(own)
     return out
+
+
+def langevin_plateau(
+    task,
+    prior,
+    attention: Attention,
+    P_values,
+    *,
+    temperature: float,
+    init_scale: float = 1e-2,
+    samples: int = 2000,
+    t_max: float | None = None,
+    seed: int = 0,
+) -> dict:
+    """The predicted plateau length of SGLD on the marginal objective at a small temperature, linear attention:
+    the one-dimensional flow of :func:`plateau_curve` along the copy pattern's radius r, with the noise of
+    ``ba.train(..., optimizer="langevin", objective="marginal", temperature=tau)`` projected on that direction,
+
+        dr = (sigma2 / P) rate(r) dt + sqrt(2 tau sigma2 / n) dW,    rate = -dPhi_0/dr,  n = P T_q,
+
+    started at r_0 ~ init_scale N(0, 1) and integrated by Euler-Maruyama for ``samples`` paths (numpy, ``seed``).
+    The plateau length is the median over paths of the first time |r| reaches r_half (half-way to the copy
+    branch, as for gradient flow), in flow time. Near P_c the noise, not the init, starts the escape: where
+    gradient flow slows down as 1 / (P - P_c), the diffusion reaches r_half in about r_half^2 n / (2 tau sigma2).
+
+    Limits: linear attention only (its m is the overlap with one direction, on which the other directions'
+    noise does not act; softmax rows fluctuate one by one at a finite temperature, which the symmetric-row path
+    does not describe); the drift is the zero-temperature one (the transverse directions' thermal spread is not
+    fed back); cyclic boundary.
+
+    Returns
+    -------
+    dict
+        ``P``; ``t_plateau`` (the median first-passage time, inf where half or more paths have not passed by
+        ``t_max``); ``t_quartiles`` ([25%, 75%] per P); ``passed`` (fraction of paths by ``t_max``); ``m_half``;
+        ``temperature``, ``init_scale``, ``samples``, ``seed``, ``T``.
+
+    Raises
+    ------
+    ValueError
+        Softmax attention, a causal task, a bad prior, grid, temperature, init scale or sample count.
+    """
+    attention = covered(task, attention)
+    if attention != "linear":
+        raise ValueError(
+            f"attention={attention!r}: the finite-temperature plateau is derived for linear attention only"
+        )
+    if getattr(task, "boundary", "cyclic") != "cyclic":
+        raise ValueError(f"task.boundary={task.boundary!r}: the plateau theory covers the cyclic boundary only")
+    prior = check_prior(prior)
+    P = check_grid("P_values", P_values)
+    for name, v in (("temperature", temperature), ("init_scale", init_scale)):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+            raise ValueError(f"{name}={v!r}: expected a positive number")
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 2 <= samples <= 10**6:
+        raise ValueError(f"samples={samples!r}: expected an integer in 2..1000000")
+    if t_max is not None and not (isinstance(t_max, (int, float)) and np.isfinite(t_max) and t_max > 0):
+        raise ValueError(f"t_max={t_max!r}: expected a positive number or None")
+    scales(task, prior, P)
+    T, Tq = task.T, task.T
+    zero_t = plateau_curve(task, prior, "linear", P, init_scale=init_scale)
+    m_star = np.asarray(mode_curve(task, prior, "linear", P, objective="marginal").stable["m"], float)
+    rng = np.random.default_rng(seed)
+    t_med, quart, passed = [], [], []
+    for p, m, t0 in zip(P, m_star, zero_t["t_plateau"]):
+        r_half = 0.5 * m * np.sqrt(T * Tq)
+        if r_half <= 0:
+            t_med.append(np.inf), quart.append([np.inf, np.inf]), passed.append(0.0)
+            continue
+        noise = 2.0 * temperature * prior.sigma2 / (p * Tq)  # variance of r per unit flow time
+        grid = np.linspace(0.0, r_half, 513)
+        q = grid**2 / (T * Tq)
+        drift = prior.sigma2 / p * (-_dphi(task, prior, "linear", float(p), q) * 2.0 * grid / (T * Tq))
+        t_diff = r_half**2 / noise  # the diffusion's time scale to r_half
+        scale = min(t0, t_diff) if np.isfinite(t0) else t_diff
+        horizon = t_max if t_max is not None else 20.0 * scale
+        dt = scale / 2000.0
+        r = init_scale * rng.standard_normal(samples)
+        hit = np.full(samples, np.inf)
+        alive = np.ones(samples, bool)
+        t, step_sd = 0.0, np.sqrt(noise * dt)
+        while t < horizon and alive.any():
+            ra = r[alive]
+            ra = ra + np.sign(ra) * np.interp(np.abs(ra), grid, drift) * dt + step_sd * rng.standard_normal(ra.size)
+            t += dt
+            r[alive] = ra
+            done = np.abs(ra) >= r_half
+            idx = np.flatnonzero(alive)[done]
+            hit[idx] = t
+            alive[idx] = False
+        passed.append(float(np.isfinite(hit).mean()))
+        t_med.append(float(np.median(hit)))
+        quart.append([float(x) for x in np.quantile(hit, [0.25, 0.75])])
+    return {
+        "attention": "linear",
+        "P": P.tolist(),
+        "t_plateau": t_med,
+        "t_quartiles": quart,
+        "passed": passed,
+        "m_half": (0.5 * m_star).tolist(),
+        "temperature": float(temperature),
+        "init_scale": float(init_scale),
+        "samples": samples,
+        "seed": seed,
+        "T": T,
+    }
