@@ -99,26 +99,13 @@ def bench_ess(args, peak):
         }
         for K in args.chains:
             n = args.ess_draws or max(100, 16000 // K)
-            rows[f"chees (K = {K} x ({args.ess_warmup} + {n}))"] = run(
-                post,
-                jax.random.key(args.seed + 2),
-                method="chees",
-                num_chains=K,
-                num_warmup=args.ess_warmup,
-                num_samples=n,
-                init=init,
-            )
-            for w in args.warmup_chains:
-                rows[f"chees (K = {K} x ({args.ess_warmup} + {n})), {w} adapt + {args.spread_steps} spread"] = run(
-                    post,
-                    jax.random.key(args.seed + 2),
-                    method="chees",
-                    num_chains=K,
-                    num_warmup=args.ess_warmup,
-                    num_samples=n,
-                    init=init,
-                    warmup_chains=w,
-                    spread_steps=args.spread_steps,
+            chees = dict(method="chees", num_chains=K, num_warmup=args.ess_warmup, num_samples=n, init=init)
+            name = f"chees (K = {K} x ({args.ess_warmup} + {n}))"
+            rows[name] = run(post, jax.random.key(args.seed + 2), **chees)
+            for w in args.warmup_chains:  # the same run with a few-chain warm-up
+                few = dict(warmup_chains=w, spread_steps=args.spread_steps)
+                rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
+                    post, jax.random.key(args.seed + 2), **chees, **few
                 )
         base = rows["nuts (4 x 1000)"]
         print(
