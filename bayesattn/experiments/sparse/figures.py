@@ -247,8 +247,9 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
     axes[0].set_title("NUTS (filled: cold, open: hot), theory (lines)")
     axes[0].axhline(0.5, color="k", lw=0.5)
     legend(axes[0], ncol=2, outside=True)
+    # the trained models' median t* with unsolved seeds censored at the budget; None when half or more are unsolved
     train = {
-        (r["point"]["train"]["S"], r["point"]["train"]["s"]): _stats(r["result"])[1] for r in _recs(run_dir, "grid")
+        (r["point"]["train"]["S"], r["point"]["train"]["s"]): difficulty(r["result"]) for r in _recs(run_dir, "grid")
     }
     ax2 = axes[1].twinx() if train else None
     for j, S in enumerate(sorted({e["S"] for e in summ.values()})):
@@ -259,9 +260,12 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         tp = sorted((s, th["P_c"]) for (S2, s), th in theory.items() if S2 == S and th["P_c"])
         if tp:
             axes[1].plot(*zip(*tp), "--", color=f"C{j}", lw=1)
-        tr = sorted((s, t) for (S2, s), t in train.items() if S2 == S)
+        tr = sorted((s, d["t_median"]) for (S2, s), d in train.items() if S2 == S and d["t_median"] is not None)
         if tr and ax2 is not None:
             ax2.plot(*zip(*tr), ":x", color=f"C{j}", label=f"median t*, S={S}")
+        over = sorted((s, d["budget"]) for (S2, s), d in train.items() if S2 == S and d["t_median"] is None)
+        if over and ax2 is not None:
+            ax2.plot(*zip(*over), "^", color=f"C{j}", mfc="none", label=f"median t* > budget, S={S}")
     s_values = sorted({e["s"] for e in summ.values()} | {s for _, s in train})
     axes[1].set_xlabel("s (ones per row)")
     axes[1].set_xticks(s_values)  # s is an integer: ticks at the values run only
@@ -273,7 +277,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
         axes[1].text(0.5, 0.5, "no P_c inside the P grid", transform=axes[1].transAxes, ha="center", color="0.3")
     handles, labels = axes[1].get_legend_handles_labels()
     if ax2 is not None:
-        ax2.set_ylabel("trained median t* over solved seeds (dotted)")
+        ax2.set_ylabel("trained median t* (dotted)\n^: half or more unsolved")
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
     # below the panels: on the right the twin axis' labels would be covered
