@@ -122,53 +122,46 @@ def summarise(r):
 
 
 def plot(results, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The theory's branches, stable curve and posterior mean against the NUTS means (cold and hot), one panel per
+    result, in the package's figure style (checked and saved by ``figstyle.save``)."""
+    from bayesattn import figstyle
     from bayesattn import theory as th
 
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
+    fig, axes = figstyle.subplots(1, len(results), panel=(4.2, 3.4))
     for ax, r in zip(axes[0], results):
         name = ORDER_PARAMETER[r["attention"]]
         pc = th.PhaseCurve.from_dict(r["curve"])
-        for b in pc.branches:
-            ax.plot(b["P"], b[name], "--", color="0.5", lw=1)
+        for k, b in enumerate(pc.branches):
+            ax.plot(b["P"], b[name], "--", color="0.5", lw=1, label="theory branches" if k == 0 else None)
         ax.plot(pc.P, pc.stable[name], "-", color="k", lw=1.5, label="theory stable")
         ax.plot(pc.P, pc.mean[name], ":", color="C2", label="theory mean")
-        for sp in pc.transition.get("spinodals", []):
-            ax.axvline(sp, color="0.7", ls=":")
+        for k, sp in enumerate(pc.transition.get("spinodals", [])):
+            ax.axvline(sp, color="0.7", ls=":", label="spinodals" if k == 0 else None)
         Ps = [p["P"] for p in r["points"]]
-        ax.errorbar(
-            Ps,
-            [p["cold"] for p in r["points"]],
-            yerr=[p["cold_sem"] for p in r["points"]],
-            fmt="o",
-            ms=3,
-            color="C0",
-            label="NUTS cold",
-        )
-        ax.errorbar(
-            Ps,
-            [p["hot"] for p in r["points"]],
-            yerr=[p["hot_sem"] for p in r["points"]],
-            fmt="s",
-            ms=3,
-            mfc="none",
-            color="C3",
-            label="NUTS hot",
-        )
+        for init, fmt, color, mfc in (("cold", "o", "C0", None), ("hot", "s", "C3", "none")):
+            ax.errorbar(
+                Ps,
+                [p[init] for p in r["points"]],
+                yerr=[p[f"{init}_sem"] for p in r["points"]],
+                fmt=fmt,
+                ms=3,
+                mfc=mfc,
+                color=color,
+                label=f"NUTS {init} ({figstyle.SEM})",
+            )
         ax.set_title(
-            f"{r['attention']} {r.get('boundary', 'cyclic')}, T = {r['T']}, {r.get('tokens', 'gaussian')} "
-            f"({pc.transition['order']})",
-            fontsize=9,
+            f"{r['attention']} {r.get('boundary', 'cyclic')}, T = {r['T']}\n{r.get('tokens', 'gaussian')} tokens "
+            f"({pc.transition['order']})"
         )
         ax.set_xlabel("P")
         ax.set_ylabel(f"<{name}>")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    # one legend below the panels, every label once (the spinodals appear only where a panel has them)
+    seen = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=3)
+    figstyle.save(fig, path)
 
 
 def main():
