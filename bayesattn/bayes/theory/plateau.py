@@ -101,6 +101,12 @@ def _softmax_plateau(task, prior, P, P_s):
     return float(scale * val), float(a_half), float(bottleneck)
 
 
+def _linear_rate(task, prior, P, r):
+    """-dPhi_0/dr along the copy pattern's radius r (linear, cyclic: q = r^2 / (T T_q)); r a number or an array."""
+    T, Tq = task.T, task.T
+    return -_dphi(task, prior, "linear", P, r * r / (T * Tq)) * 2.0 * r / (T * Tq)
+
+
 def _linear_plateau(task, prior, P, init_scale, m_star):
     """(t_plateau, m_half) at one P; m_star: the mode's copy weight there."""
     T, Tq = task.T, task.T  # cyclic
@@ -111,12 +117,8 @@ def _linear_plateau(task, prior, P, init_scale, m_star):
     if r0 >= r_half:
         return 0.0, 0.5 * m_star
 
-    def rate(r):  # -dPhi_0/dr
-        q = r * r / (T * Tq)
-        return -_dphi(task, prior, "linear", P, q) * 2.0 * r / (T * Tq)
-
     # log-spaced substitution r = e^s: the escape from r_0 is exponential, so dt/ds is smooth
-    val, _ = quad(lambda s: np.exp(s) / rate(np.exp(s)), np.log(r0), np.log(r_half), limit=400)
+    val, _ = quad(lambda s: np.exp(s) / _linear_rate(task, prior, P, np.exp(s)), np.log(r0), np.log(r_half), limit=400)
     return float(P / prior.sigma2 * val), 0.5 * m_star
 
 
@@ -291,10 +293,9 @@ def langevin_plateau(
         raise ValueError(f"samples={samples!r}: expected an integer in 2..1000000")
     if t_max is not None and not (isinstance(t_max, (int, float)) and np.isfinite(t_max) and t_max > 0):
         raise ValueError(f"t_max={t_max!r}: expected a positive number or None")
-    scales(task, prior, P)
     T, Tq = task.T, task.T
-    zero_t = plateau_curve(task, prior, "linear", P, init_scale=init_scale)
-    m_star = np.asarray(mode_curve(task, prior, "linear", P, objective="marginal").stable["m"], float)
+    zero_t = plateau_curve(task, prior, "linear", P, init_scale=init_scale)  # also checks the grid's scales
+    m_star = 2.0 * np.asarray(zero_t["m_half"], float)  # the mode's copy weight (half-way is half of it)
     rng = np.random.default_rng(seed)
     t_med, quart, passed = [], [], []
     for p, m, t0 in zip(P, m_star, zero_t["t_plateau"]):
@@ -304,8 +305,7 @@ def langevin_plateau(
             continue
         noise = 2.0 * temperature * prior.sigma2 / (p * Tq)  # variance of r per unit flow time
         grid = np.linspace(0.0, r_half, 513)
-        q = grid**2 / (T * Tq)
-        drift = prior.sigma2 / p * (-_dphi(task, prior, "linear", float(p), q) * 2.0 * grid / (T * Tq))
+        drift = prior.sigma2 / p * _linear_rate(task, prior, float(p), grid)
         t_diff = r_half**2 / noise  # the diffusion's time scale to r_half
         scale = min(t0, t_diff) if np.isfinite(t0) else t_diff
         horizon = t_max if t_max is not None else 20.0 * scale

@@ -18,9 +18,6 @@ from .figures_common import (
     title_params,
 )
 
-plt = figstyle.pyplot()
-
-
 FEW_ROWS = 8  # a plane with fewer values of the varied parameter is shaded by interpolation between them
 
 
