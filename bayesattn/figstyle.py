@@ -87,16 +87,34 @@ def integer_ticks(*axes) -> None:
 
 
 def log_x_axis(ax, values) -> None:
-    """A log x axis with plain-number labels at the decades in view, or at ``values`` where fewer than two decades
-    fall inside their range (a log axis' own minor labels, '3x10^1 4x10^1', crowd a narrow range)."""
+    """A log x axis with plain-number labels: at the decades in view where two or more fall inside the range of
+    ``values``, else at the 1-2-5 numbers in it where there are three or more, else at ``values`` thinned to at
+    most seven labels spread evenly in log space (a log axis' own minor labels, '3x10^1 4x10^1', crowd a narrow
+    range, and a dense grid of sampled values would overlap)."""
     from matplotlib.ticker import FixedLocator, NullFormatter
 
     ax.set_xscale("log")
     lo, hi = min(values), max(values)
-    decades = [10.0**k for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)]
-    ax.xaxis.set_major_locator(FixedLocator(decades if len(decades) >= 2 else sorted(set(values))))
+    k0, k1 = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    decades = [10.0**k for k in range(k0, k1 + 1) if lo <= 10.0**k <= hi]
+    nice = [m * 10.0**k for k in range(k0, k1 + 1) for m in (1, 2, 5) if lo <= m * 10.0**k <= hi]
+    ticks = decades if len(decades) >= 2 else nice if len(nice) >= 3 else _thin_log(sorted(set(values)), 7)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}")
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _thin_log(values: list, most: int) -> list:
+    """``values`` (sorted, positive) thinned greedily so that neighbours are at least 1/``most`` of the log range
+    apart; the first and the last are kept."""
+    if len(values) <= 2:
+        return values
+    gap = np.log(values[-1] / values[0]) / most
+    kept = [values[0]]
+    for v in values[1:-1]:
+        if np.log(v / kept[-1]) >= gap and np.log(values[-1] / v) >= gap:
+            kept.append(v)
+    return kept + [values[-1]]
 
 
 def legend(ax, *args, outside: bool = False, **kw):

@@ -124,3 +124,23 @@ def test_save_raises_when_strict_and_warns_otherwise(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert figstyle.save(fig, tmp_path / "good.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([20, 50, 300, 4000], [100, 1000]),  # two decades in range: the decades
+        ([500, 650, 800, 900, 925, 950, 975, 1000, 1250, 2000, 2600, 3000, 4000, 6500], [500, 1000, 2000, 5000]),
+        ([30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40], [30, 32, 34, 36, 38, 40]),  # no 1-2-5 number: thinned
+    ],
+)
+def test_log_x_axis_labels_do_not_crowd(values, expected):
+    """The dense P grid of the T = 64 staircase (first row) once labelled every one of its 19 values; the labels are
+    the decades, else the 1-2-5 numbers, else the values thinned, and no two drawn labels overlap."""
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(values, np.linspace(0, 1, len(values)))
+    figstyle.log_x_axis(ax, values)
+    assert [float(t) for t in ax.get_xticks()] == pytest.approx(expected)
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+    assert all(not a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
