@@ -124,7 +124,8 @@ PAPER_BOUNDARIES = {"minimal": (330, 575), "transformer": (65, 450)}
 def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path | None:
     """One row per training run kind ("main" and each variant; ``variants`` selects some): the span masses of
     every head at the last query vs step (one panel per span, the first seed; the stage steps of every seed in
-    the first panel) and KL to the k-span teachers (every seed), the paper's stage boundaries dotted."""
+    the first panel), KL to the k-span teachers and the training and validation losses (every seed), the paper's
+    stage boundaries dotted."""
     from matplotlib.lines import Line2D
 
     recs = load_results(Path(run_dir) / "points" / "train")
@@ -137,7 +138,7 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         return None
     names = sorted(groups, key=lambda n: (n != "main", n))
     K = np.asarray(groups[names[0]][0]["result"]["mass_last"]).shape[2]
-    fig, axes = subplots(len(names), K + 1, panel=(4.0, 3.2))
+    fig, axes = subplots(len(names), K + 2, panel=(3.8, 3.1))
     for row, name in zip(axes, names):
         rs = groups[name]
         tc = rs[0]["point"]["train"]
@@ -171,6 +172,7 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
                 40,
             )
         )
+        _loss_panel(row[K + 1], rs)
         drawn = False
         for ax in row:
             ax.set_xlabel("step")
@@ -184,6 +186,21 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         stages = "\n".join(f"seed {r['point']['seed']}: {r['result']['stages']}" for r in rs[:8])
         note(row[0], f"stage steps (newest first)\n{stages}")
     return save(fig, out)
+
+
+def _loss_panel(ax, rs: list) -> None:
+    """Training loss (on the run's fixed probe of training sequences) and validation loss of every seed, with the
+    teacher's entropy, the validation loss's floor: a training loss below the validation loss that keeps falling
+    while the validation loss rises is overfitting of the finite training set."""
+    for r in rs:
+        res, first = r["result"], r is rs[0]
+        if "train_loss" in res:
+            ax.plot(res["step"], res["train_loss"], color="C0", lw=1.0, alpha=0.8, label="training" if first else None)
+        ax.plot(res["step"], res["val_loss"], color="C1", lw=1.0, alpha=0.8, label="validation" if first else None)
+    ax.axhline(rs[0]["result"]["teacher_entropy"], color="k", ls="--", lw=0.8, label="teacher's entropy")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title("loss, every seed")
+    legend(ax)
 
 
 def ode_figure(run_dir, out: Path) -> Path | None:
