@@ -99,37 +99,47 @@ def main():
 
 
 def summary(out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from pathlib import Path
 
     import bayesattn as ba
+    from bayesattn import figstyle
     from bayesattn import theory as th
 
     rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "T*_P*.json")))]
     Ts = sorted({r["T"] for r in rows})
-    fig, axes = plt.subplots(1, len(Ts), figsize=(5 * len(Ts), 3.6), squeeze=False)
+    fig, axes = figstyle.subplots(1, len(Ts))
+    metastable = False
+    from matplotlib.lines import Line2D
+
     for ax, T in zip(axes[0], Ts):
         pts = sorted((r for r in rows if r["T"] == T), key=lambda r: r["P"])
         P = np.array([r["P"] for r in pts])
         fine = np.linspace(P[0], P[-1], 40)
         pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK, tokens="onehot"), ba.Prior(1.0, 100.0, SIGMA2), "linear", fine)
-        ax.plot(fine, pc.mean["u"], "k-", label="theory <u>")
+        ax.plot(fine, pc.mean["u"], "k-", lw=1.5)
         for b, st in zip(pc.branches, ("C0--", "C3:")):
-            ax.plot(b["P"], b["u"], st, lw=1, label="metastable maximum" if st == "C3:" else "stable maximum")
-        ax.plot(P, [r["cold"]["u"] for r in pts], "o", mfc="none", label="NUTS cold")
-        ax.plot(P, [r["hot"]["u"] for r in pts], "x", label="NUTS hot")
-        ax.axvline(pc.transition["P_c_exact"], color="gray", lw=0.8, label="P_c (row sums)")
+            ax.plot(b["P"], b["u"], st, lw=1)
+            metastable |= st == "C3:"
+        ax.plot(P, [r["cold"]["u"] for r in pts], "o", color="C1", mfc="none", ms=7)
+        ax.plot(P, [r["hot"]["u"] for r in pts], "x", color="C2", ms=6)
+        ax.axvline(pc.transition["P_c_exact"], color="gray", lw=0.8)
         ax.set(xlabel="P", ylabel="u", title=f"linear, one-hot, T = {T}")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "onehot_linear_vs_nuts.png"), dpi=90)
+    handles = [
+        Line2D([], [], color="k", lw=1.5, label="theory <u>"),
+        Line2D([], [], color="C0", ls="--", lw=1, label="stable maximum"),
+        *([Line2D([], [], color="C3", ls=":", lw=1, label="metastable maximum")] if metastable else []),
+        Line2D([], [], color="C1", ls="", marker="o", mfc="none", ms=7, label="NUTS cold (mean)"),
+        Line2D([], [], color="C2", ls="", marker="x", ms=6, label="NUTS hot (mean)"),
+        Line2D([], [], color="gray", lw=0.8, label="P_c (row sums)"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3)
+    figstyle.save(fig, Path(out) / "onehot_linear_vs_nuts.png")
     for T in Ts:
         pts = sorted((r for r in rows if r["T"] == T), key=lambda r: r["P"])
         P = np.array([r["P"] for r in pts])
         pc = th.phase_curve(ba.CopyTask(T=T, d=D_TOK, tokens="onehot"), ba.Prior(1.0, 100.0, SIGMA2), "linear", P)
-        print(f"T = {T}: transition {pc.transition}")
+        tr = {k: f"{v:.5g}" if isinstance(v, float) else v for k, v in pc.transition.items()}
+        print(f"T = {T}: transition " + ", ".join(f"{k} = {v}" for k, v in tr.items()))
         print("| P | theory <u> | NUTS cold | NUTS hot | gap | theory <q> | NUTS <q> |")
         print("|---|---|---|---|---|---|---|")
         for i, r in enumerate(pts):
