@@ -235,10 +235,88 @@ def ode_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
+def datasize_figure(run_dir, out: Path) -> Path | None:
+    """The training staircase against the number of training sequences (summary.json's ``data_sizes``): (a) the
+    stage reached at the end of training per seed (the nearest teacher's k, and the spans a head holds with mass
+    >= 0.5), with the exact posterior's P_k of the multi-lag copy task on the same axis where the run has them;
+    (b) the final training and validation losses (mean and every seed) and the teacher's entropy. None without a
+    data-size sweep."""
+    from matplotlib.lines import Line2D
+
+    path = Path(run_dir) / "summary.json"
+    summ = read_json(path) if path.exists() else {}
+    rows = summ.get("data_sizes", [])
+    if not rows:
+        return None
+    finite = [r["n"] for r in rows if r["n"] is not None]
+    online_x = 3.0 * max(finite)  # online data (no finite set) drawn right of the largest set
+    xs = [online_x if r["n"] is None else r["n"] for r in rows]
+    fig, axes = subplots(1, 2, panel=(4.8, 3.4))
+    a, b = axes[0]
+    for x, r in zip(xs, rows):
+        k = len(r["seeds"])
+        jit = x * 1.06 ** (np.arange(k) - (k - 1) / 2)
+        a.plot(jit, r["nearest_teacher_final"], "o", color="C0", mfc="none", ms=6)
+        a.plot(jit, r["stages_by_mass"], "x", color="C1", ms=5)
+        b.plot([x] * k, r["train_loss_final"], ".", color="C0", alpha=0.5)
+        b.plot([x] * k, r["val_loss_final"], ".", color="C3", alpha=0.5)
+    a.plot(xs, [np.mean(r["nearest_teacher_final"]) for r in rows], "-", color="C0", lw=1)
+    a.plot(xs, [np.mean(r["stages_by_mass"]) for r in rows], "--", color="C1", lw=1)
+    b.plot(xs, [np.mean(r["train_loss_final"]) for r in rows], "-", color="C0", lw=1)
+    b.plot(xs, [np.mean(r["val_loss_final"]) for r in rows], "-", color="C3", lw=1)
+    b.axhline(np.mean([e for r in rows for e in r["teacher_entropy"]]), color="k", ls=":", lw=0.8)
+    handles = [
+        Line2D([], [], color="C0", marker="o", mfc="none", lw=1, label="nearest teacher's k at the end"),
+        Line2D([], [], color="C1", marker="x", ls="--", lw=1, label="spans held at mass >= 0.5 at the end"),
+    ]
+    pk = _posterior_stages(summ)
+    if pk:
+        key, stages = pk
+        for P in stages:
+            a.axvline(P, color="0.5", lw=0.8, ls=(0, (1, 2)))
+        handles.append(Line2D([], [], color="0.5", lw=0.8, ls=(0, (1, 2)), label=f"posterior P_k ({key}, copy task)"))
+    for ax in (a, b):
+        ax.set_xscale("log")
+        ticks = sorted(set(finite))
+        ax.set_xticks(ticks + [online_x], [f"{t:g}" for t in ticks] + ["online"])
+        ax.minorticks_off()
+        ax.set_xlabel("training sequences")
+    a.set_yticks(range(0, 2 + max(len(r["nearest_teacher_steps"][0]) for r in rows)))
+    a.set_ylabel("stages reached (seeds jittered)")
+    counts = sorted({len(r["seeds"]) for r in rows})
+    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    online = "; online: fresh sequences every step" if None in [r["n"] for r in rows] else ""
+    a.set_title(_wrap(f"{seeds} seeds per size{online}", 46))
+    b.set_ylabel("final cross-entropy (nats)")
+    b.set_title("losses at the end (mean; dots: seeds)")
+    handles += [
+        Line2D([], [], color="C0", lw=1, marker=".", label="training loss"),
+        Line2D([], [], color="C3", lw=1, marker=".", label="validation loss"),
+        Line2D([], [], color="k", ls=":", lw=0.8, label="teacher's entropy"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3)
+    return save(fig, out)
+
+
+def _posterior_stages(summ: dict) -> tuple[str, list] | None:
+    """The P_k of the run's Bayesian staircase to draw beside the training data sizes: the softmax curve with the
+    most heads, cold start (None without an MCMC part)."""
+    curves = [
+        (e["heads"], k, e)
+        for k, e in summ.get("mcmc", {}).items()
+        if e["attention"] == "softmax" and e["init"] == "cold"
+    ]
+    if not curves:
+        return None
+    H, key, e = max(curves, key=lambda c: c[0])
+    stages = [P for P in e["P_k"].values() if P is not None]
+    return (f"softmax, H = {H}", stages) if stages else None
+
+
 # part -> [(figure file, drawer)]; the ratio figure reads the summary (no part of that name: drawn at the end)
 PART_FIGURES = {
     "mcmc": [("staircase_bayes.png", bayes_figure)],
     "train": [("staircase_training.png", training_figure)],
     "ode": [("staircase_ode.png", ode_figure)],
-    "summary": [("staircase_ratio.png", ratio_figure)],
+    "summary": [("staircase_ratio.png", ratio_figure), ("staircase_datasize.png", datasize_figure)],
 }

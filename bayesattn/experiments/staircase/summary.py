@@ -84,6 +84,59 @@ def ratio_table(mcmc: dict) -> list:
     return rows
 
 
+def nearest_teacher_steps(steps, kl) -> list:
+    """The steps at which the nearest teacher (the k minimising KL(teacher_k || model), k = 1..K newest spans)
+    first reaches k = 2, ..., K (None if never): the stage boundaries as the paper's shading marks them.
+    kl: (R, K)."""
+    kl = np.asarray(kl)
+    nearest = np.argmin(kl, axis=1) + 1
+    return [int(steps[np.argmax(nearest >= k)]) if (nearest >= k).any() else None for k in range(2, kl.shape[1] + 1)]
+
+
+# fields a run of the data-size sweep may change against the main run (everything else equal)
+DATA_FIELDS = ("train", "batch_size", "data")
+
+
+def data_size_table(records: list) -> list:
+    """The training runs that differ from the main run only in their data (:data:`DATA_FIELDS`), one row per run
+    kind, by data size: "n" (training sequences; None: online, fresh sequences every step), and per seed the
+    stages reached by the end (by mass at the last query: :func:`.training.stage_times`; and by the nearest
+    teacher: the k of the last record), the final training and validation losses and their gap. [] where fewer
+    than two data sizes ran."""
+    main = [r for r in records if r["point"].get("variant", "main") == "main"]
+    if not main:
+        return []
+
+    def rest(tc):
+        return {k: v for k, v in tc.items() if k not in DATA_FIELDS}
+
+    ref = rest(main[0]["point"]["train"])
+    kinds: dict = {}
+    for r in records:
+        if rest(r["point"]["train"]) == ref:
+            kinds.setdefault(r["point"].get("variant", "main"), []).append(r)
+    rows = []
+    for name, rs in kinds.items():
+        tc = rs[0]["point"]["train"]
+        res = [r["result"] for r in sorted(rs, key=lambda r: r["point"]["seed"])]
+        rows.append(
+            {
+                "variant": name,
+                "n": None if tc.get("data", "finite") == "online" else int(tc.get("train", 9000)),
+                "batch_size": int(tc.get("batch_size", 3000)),
+                "seeds": sorted(r["point"]["seed"] for r in rs),
+                "stages_by_mass": [sum(t is not None for t in x["stages"]) for x in res],
+                "nearest_teacher_final": [int(np.argmin(np.asarray(x["kl"])[-1]) + 1) for x in res],
+                "nearest_teacher_steps": [nearest_teacher_steps(np.asarray(x["step"]), x["kl"]) for x in res],
+                "train_loss_final": [float(x["train_loss"][-1]) for x in res],
+                "val_loss_final": [float(x["val_loss"][-1]) for x in res],
+                "teacher_entropy": [float(x["teacher_entropy"]) for x in res],
+            }
+        )
+    rows.sort(key=lambda r: (r["n"] is None, r["n"] or 0))
+    return rows if len({r["n"] for r in rows}) >= 2 else []
+
+
 def summarize(records: dict[str, list[dict]]) -> dict:
     """The summary of every part that ran."""
     summary: dict = {}
@@ -96,9 +149,14 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             "stages": [r["result"]["stages"] for r in recs],
             "variants": [r["point"].get("variant", "main") for r in recs],
             "seeds": [r["point"]["seed"] for r in recs],
+            "nearest_teacher_steps": [
+                nearest_teacher_steps(np.asarray(r["result"]["step"]), r["result"]["kl"]) for r in recs
+            ],
             "wall_s": [r["wall_time_s"] for r in recs],
             "paper_stages": [330, 575],
         }
+        if all("train_loss" in r["result"] for r in recs):
+            summary["data_sizes"] = data_size_table(recs)
     if "theory" in records:
         summary["theory"] = {
             series_key(r["point"]): {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")}
@@ -126,7 +184,19 @@ def describe(summary: dict) -> list[str]:
         )
         lines.append(f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 = {ratio}")
     if "train" in summary:
-        lines.append(f"training stages (steps, per seed): {summary['train']['stages']} (paper: ~330, ~575)")
+        t = summary["train"]
+        lines.append(f"training stages by mass (steps, per seed): {t['stages']}")
+        if "nearest_teacher_steps" in t:
+            lines.append(
+                f"nearest teacher reaches k = 2, 3 (steps, per seed): {t['nearest_teacher_steps']} (paper: ~330, ~575)"
+            )
+    for r in summary.get("data_sizes", []):
+        n = "online" if r["n"] is None else f"n = {r['n']}"
+        gap = np.subtract(r["val_loss_final"], r["train_loss_final"])
+        lines.append(
+            f"{n}: stages by mass {r['stages_by_mass']}, nearest teacher at the end {r['nearest_teacher_final']}, "
+            f"val - train loss {', '.join(f'{g:.3f}' for g in gap)}"
+        )
     if "ode" in summary:
         lines.append(f"ODE stage times: {', '.join(_fmt(t) for t in summary['ode']['stages'])}")
     return lines

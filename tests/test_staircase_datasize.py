@@ -1,0 +1,85 @@
+"""The staircase's data-size sweep: the nearest-teacher clock against a brute-force scan, the table that groups
+training runs by their data (only runs that differ from the main run in their data), and its figure (drawn and
+checked by figstyle), on synthetic records: no training runs here."""
+
+import numpy as np
+import pytest
+
+from bayesattn.experiments.staircase.figures import datasize_figure
+from bayesattn.experiments.staircase.summary import data_size_table, nearest_teacher_steps
+from bayesattn.files import write_json_atomic
+
+
+def _brute(steps, kl):
+    out = []
+    for k in range(2, kl.shape[1] + 1):
+        hit = None
+        for s, row in zip(steps, kl):
+            if int(np.argmin(row)) + 1 >= k:
+                hit = int(s)
+                break
+        out.append(hit)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_nearest_teacher_steps_matches_a_scan(seed):
+    rng = np.random.default_rng(seed)
+    steps = np.arange(0, 400, 10)
+    kl = rng.random((len(steps), 3)) + np.linspace(0, 1, len(steps))[:, None] * np.array([1.0, 0.5, 0.0])
+    assert nearest_teacher_steps(steps, kl) == _brute(steps, kl)
+
+
+def test_nearest_teacher_steps_never_reached():
+    steps = np.arange(5)
+    kl = np.tile([0.1, 0.2, 0.3], (5, 1))  # the 1-span teacher is nearest throughout
+    assert nearest_teacher_steps(steps, kl) == [None, None]
+
+
+def _record(variant, seed, train, *, data="finite", lr=0.08, stages=(100, None, None), final_k=2):
+    R = 5
+    kl = np.tile([0.3, 0.2, 0.25], (R, 1))
+    kl[-1] = np.roll([0.1, 0.3, 0.4], final_k - 1)
+    tc = {"train": train, "batch_size": min(train, 3000), "lr": lr, "steps": 40}
+    if data == "online":
+        tc["data"] = "online"
+    return {
+        "point": {"method": "train", "variant": variant, "seed": seed, "train": tc},
+        "result": {
+            "step": list(range(0, 50, 10)),
+            "kl": kl.tolist(),
+            "stages": list(stages),
+            "train_loss": [3.9, 3.8, 3.7, 3.6, 3.5 if train < 1000 else 3.75],
+            "val_loss": [3.9, 3.85, 3.85, 3.86, 3.9 if train < 1000 else 3.78],
+            "teacher_entropy": 3.665,
+        },
+    }
+
+
+def test_data_size_table_groups_runs_by_their_data_only():
+    recs = [_record("main", s, 9000) for s in (0, 1)]
+    recs += [_record("n100", s, 100, stages=(100, None, None), final_k=1) for s in (0, 1)]
+    recs += [_record("online", 0, 3000, data="online", stages=(50, 200, None), final_k=3)]
+    recs += [_record("fast", 0, 9000, lr=0.5)]  # another learning rate: not a data-size run
+    rows = data_size_table(recs)
+    assert [r["variant"] for r in rows] == ["n100", "main", "online"]
+    assert [r["n"] for r in rows] == [100, 9000, None]
+    assert rows[0]["nearest_teacher_final"] == [1, 1] and rows[2]["nearest_teacher_final"] == [3]
+    assert rows[2]["stages_by_mass"] == [2]
+    assert rows[0]["val_loss_final"][0] - rows[0]["train_loss_final"][0] == pytest.approx(0.4)
+    assert data_size_table(recs[:2] + recs[-1:]) == []  # one data size: no table
+
+
+def test_datasize_figure_is_drawn_and_checked(tmp_path):
+    recs = [_record("main", s, 9000) for s in (0, 1)] + [_record("n300", s, 300, final_k=1) for s in (0, 1)]
+    recs += [_record("online", 0, 3000, data="online", final_k=3)]
+    summ = {
+        "data_sizes": data_size_table(recs),
+        "mcmc": {
+            "softmax/H=3/w=0.6/cold": {"attention": "softmax", "heads": 3, "init": "cold", "P_k": {"lag1": 600.0}},
+            "softmax/H=2/w=0.6/cold": {"attention": "softmax", "heads": 2, "init": "cold", "P_k": {"lag1": 610.0}},
+        },
+    }
+    assert datasize_figure(tmp_path, tmp_path / "d.png") is None  # no summary yet
+    write_json_atomic(tmp_path / "summary.json", summ)
+    assert datasize_figure(tmp_path, tmp_path / "d.png").stat().st_size > 1000  # BAYESATTN_FIGURE_CHECK=error
