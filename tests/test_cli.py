@@ -14,6 +14,7 @@ import pytest
 
 from bayesattn.cli import main
 from bayesattn.experiments import EXPERIMENTS, get_experiment
+from bayesattn.experiments.config import apply_overrides
 from bayesattn.experiments.copy_head import RunConfig, build_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,6 +254,17 @@ def test_config_overrides_are_typed():
         PD.load_config(None, ["mcmc.num_chains=2.5"])
     with pytest.raises(ValueError, match="mcmc.num_chains='3'"):
         PD.load_config(None, ['mcmc.num_chains="3"'])  # a TOML string is not an integer
+
+
+def test_an_optional_list_field_takes_a_comma_list():
+    """``train_only: list[str] | None``: ``--set train_only=a,b`` is split like any list field (it once failed
+    with "Input should be a valid list")."""
+    from bayesattn.experiments.staircase import StaircaseConfig
+
+    data = apply_overrides(
+        StaircaseConfig, {"train_variants": {"n100": {"train": 100, "batch_size": 100}}}, ["train_only=main,n100"]
+    )
+    assert StaircaseConfig.load(data).train_only == ["main", "n100"]
 
 
 def test_sample_and_train_subcommands_write_results(tmp_path, capsys):

@@ -22,6 +22,7 @@ bayesattn.experiments.config.ConfigError: T=0: Input should be greater than or e
 from __future__ import annotations
 
 import tomllib
+import types
 import typing
 from collections.abc import Iterable
 from importlib import resources
@@ -102,9 +103,18 @@ def _is_list(field) -> bool:
 
 
 def _unwrap(annotation):
-    while typing.get_origin(annotation) is Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
+    """The annotation without Annotated[...] and without an optional None (``list[str] | None`` -> list[str])."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
 
 
 def describe_error(cls: type[BaseModel], error: ValidationError, source: str = "") -> str:
