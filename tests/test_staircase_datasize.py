@@ -83,3 +83,24 @@ def test_datasize_figure_is_drawn_and_checked(tmp_path):
     assert datasize_figure(tmp_path, tmp_path / "d.png") is None  # no summary yet
     write_json_atomic(tmp_path / "summary.json", summ)
     assert datasize_figure(tmp_path, tmp_path / "d.png").stat().st_size > 1000  # BAYESATTN_FIGURE_CHECK=error
+
+
+def test_describe_names_each_training_run_and_prints_plain_numbers():
+    from bayesattn.experiments.staircase.summary import describe
+
+    summ = {
+        "mcmc": {"linear/H=3/w=0.6/cold": {"P_k": {"lag1": 1619.4, "lag3": 12660.2}, "max_competitive": None}},
+        "train": {
+            "variants": ["main", "sgd"],
+            "seeds": [0, 0],
+            "stages": [[100, 810, None], [None, None, None]],
+            "nearest_teacher_steps": [[150, 1050], [None, None]],
+        },
+    }
+    lines = describe(summ)
+    assert "linear/H=3/w=0.6/cold: P_k = lag1 1619, lag3 12660" in lines
+    assert (
+        "training main, seed 0: stages by mass at steps 100, 810, -; nearest teacher reaches k = 2, 3 at 150, 1050"
+        in lines
+    )
+    assert any(line.startswith("training sgd, seed 0") for line in lines)

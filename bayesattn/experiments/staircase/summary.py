@@ -169,7 +169,8 @@ def summarize(records: dict[str, list[dict]]) -> dict:
 
 
 def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.4g}"
+    """A number as printed: integers from 1000 on, else 4 significant digits; None as '-'."""
+    return "-" if x is None else f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def describe(summary: dict) -> list[str]:
@@ -185,11 +186,13 @@ def describe(summary: dict) -> list[str]:
         lines.append(f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 = {ratio}")
     if "train" in summary:
         t = summary["train"]
-        lines.append(f"training stages by mass (steps, per seed): {t['stages']}")
-        if "nearest_teacher_steps" in t:
-            lines.append(
-                f"nearest teacher reaches k = 2, 3 (steps, per seed): {t['nearest_teacher_steps']} (paper: ~330, ~575)"
-            )
+        nearest = t.get("nearest_teacher_steps", [None] * len(t["stages"]))
+        for v, seed, st, nt in zip(t["variants"], t["seeds"], t["stages"], nearest):
+            line = f"training {v}, seed {seed}: stages by mass at steps {', '.join(_fmt(x) for x in st)}"
+            if nt is not None:
+                line += f"; nearest teacher reaches k = 2, 3 at {', '.join(_fmt(x) for x in nt)}"
+            lines.append(line)
+        lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
         n = "online" if r["n"] is None else f"n = {r['n']}"
         gap = np.subtract(r["val_loss_final"], r["train_loss_final"])
