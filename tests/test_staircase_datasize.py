@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bayesattn.experiments.staircase.figures import datasize_figure
-from bayesattn.experiments.staircase.summary import data_size_table, nearest_teacher_steps
+from bayesattn.experiments.staircase.summary import at_best_validation, data_size_table, nearest_teacher_steps
 from bayesattn.files import write_json_atomic
 
 
@@ -37,36 +37,46 @@ def test_nearest_teacher_steps_never_reached():
 
 
 def _record(variant, seed, train, *, data="finite", lr=0.08, stages=(100, None, None), final_k=2):
+    """A synthetic training record: 5 records at steps 0..40; the nearest teacher is the 2-span one from step 10
+    and ``final_k`` at the end; the validation loss is lowest at step 20; a small set (< 1000) is memorised."""
     R = 5
     kl = np.tile([0.3, 0.2, 0.25], (R, 1))
+    kl[0] = [0.1, 0.2, 0.3]
     kl[-1] = np.roll([0.1, 0.3, 0.4], final_k - 1)
     tc = {"train": train, "batch_size": min(train, 3000), "lr": lr, "steps": 40}
     if data == "online":
         tc["data"] = "online"
+    small = train < 1000 and data == "finite"
     return {
         "point": {"method": "train", "variant": variant, "seed": seed, "train": tc},
         "result": {
             "step": list(range(0, 50, 10)),
             "kl": kl.tolist(),
             "stages": list(stages),
-            "train_loss": [3.9, 3.8, 3.7, 3.6, 3.5 if train < 1000 else 3.75],
-            "val_loss": [3.9, 3.85, 3.85, 3.86, 3.9 if train < 1000 else 3.78],
+            "train_loss": [3.9, 3.8, 3.7, 3.6, 0.01 if small else 3.6],
+            "val_loss": [3.9, 3.85, 3.8, 3.86, 12.0 if small else 3.82],
             "teacher_entropy": 3.665,
         },
     }
 
 
+def test_at_best_validation_reads_the_early_stopping_step():
+    best = at_best_validation(_record("main", 0, 9000, stages=(10, 30, None))["result"])
+    # best validation loss at step 20: stage 1 held (10 <= 20), stage 2 not yet (30); one boundary (at 10)
+    assert best == {"step": 20, "excess": pytest.approx(3.8 - 3.665), "spans_by_mass": 1, "boundaries": 1}
+
+
 def test_data_size_table_groups_runs_by_their_data_only():
     recs = [_record("main", s, 9000) for s in (0, 1)]
     recs += [_record("n100", s, 100, stages=(100, None, None), final_k=1) for s in (0, 1)]
-    recs += [_record("online", 0, 3000, data="online", stages=(50, 200, None), final_k=3)]
+    recs += [_record("online", 0, 3000, data="online", stages=(10, 20, None), final_k=3)]
     recs += [_record("fast", 0, 9000, lr=0.5)]  # another learning rate: not a data-size run
     rows = data_size_table(recs)
     assert [r["variant"] for r in rows] == ["n100", "main", "online"]
     assert [r["n"] for r in rows] == [100, 9000, None]
-    assert rows[0]["nearest_teacher_final"] == [1, 1] and rows[2]["nearest_teacher_final"] == [3]
-    assert rows[2]["stages_by_mass"] == [2]
-    assert rows[0]["val_loss_final"][0] - rows[0]["train_loss_final"][0] == pytest.approx(0.4)
+    assert rows[0]["best_spans_by_mass"] == [0, 0] and rows[2]["best_spans_by_mass"] == [2]
+    assert rows[0]["train_loss_final"] == [0.01, 0.01] and rows[0]["val_loss_final"] == [12.0, 12.0]
+    assert rows[1]["spans"] == 3
     assert data_size_table(recs[:2] + recs[-1:]) == []  # one data size: no table
 
 

@@ -236,10 +236,11 @@ def ode_figure(run_dir, out: Path) -> Path | None:
 
 
 def datasize_figure(run_dir, out: Path) -> Path | None:
-    """The training staircase against the number of training sequences (summary.json's ``data_sizes``): (a) the
-    stage reached at the end of training per seed (the nearest teacher's k, and the spans a head holds with mass
-    >= 0.5), with the exact posterior's P_k of the multi-lag copy task on the same axis where the run has them;
-    (b) the final training and validation losses (mean and every seed) and the teacher's entropy. None without a
+    """The training staircase against the number of training sequences (summary.json's ``data_sizes``), every
+    seed a dot and the mean a line: (a) the best validation loss's excess over the teacher's entropy; (b) at that
+    step (early stopping), the spans held by a head with mass >= 0.5 and the nearest-teacher boundaries crossed,
+    with the exact posterior's P_k of the multi-lag copy task on the same axis where the run has them; (c) the
+    final training and validation losses beside the teacher's entropy (below it: memorised). None without a
     data-size sweep."""
     from matplotlib.lines import Line2D
 
@@ -251,49 +252,53 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
     finite = [r["n"] for r in rows if r["n"] is not None]
     online_x = 3.0 * max(finite)  # online data (no finite set) drawn right of the largest set
     xs = [online_x if r["n"] is None else r["n"] for r in rows]
-    fig, axes = subplots(1, 2, panel=(4.8, 3.4))
-    a, b = axes[0]
-    for x, r in zip(xs, rows):
-        k = len(r["seeds"])
-        jit = x * 1.06 ** (np.arange(k) - (k - 1) / 2)
-        a.plot(jit, r["nearest_teacher_final"], "o", color="C0", mfc="none", ms=6)
-        a.plot(jit, r["stages_by_mass"], "x", color="C1", ms=5)
-        b.plot([x] * k, r["train_loss_final"], ".", color="C0", alpha=0.5)
-        b.plot([x] * k, r["val_loss_final"], ".", color="C3", alpha=0.5)
-    a.plot(xs, [np.mean(r["nearest_teacher_final"]) for r in rows], "-", color="C0", lw=1)
-    a.plot(xs, [np.mean(r["stages_by_mass"]) for r in rows], "--", color="C1", lw=1)
-    b.plot(xs, [np.mean(r["train_loss_final"]) for r in rows], "-", color="C0", lw=1)
-    b.plot(xs, [np.mean(r["val_loss_final"]) for r in rows], "-", color="C3", lw=1)
-    b.axhline(np.mean([e for r in rows for e in r["teacher_entropy"]]), color="k", ls=":", lw=0.8)
+    fig, axes = subplots(1, 3, panel=(4.2, 3.4))
+    a, b, c = axes[0]
+
+    def series(ax, key, color, marker, ls="-", jitter=1.0):
+        for x, r in zip(xs, rows):
+            k = len(r[key])
+            ax.plot(x * jitter ** (np.arange(k) - (k - 1) / 2), r[key], marker, color=color, mfc="none", ms=5)
+        ax.plot(xs, [np.mean(r[key]) for r in rows], ls, color=color, lw=1)
+
+    series(a, "best_excess", "C0", "o")
+    series(b, "best_boundaries", "C0", "o", jitter=1.06)
+    series(b, "best_spans_by_mass", "C1", "x", ls="--", jitter=1.06)
+    series(c, "train_loss_final", "C2", "o")
+    series(c, "val_loss_final", "C3", "o")
+    c.axhline(np.mean([e for r in rows for e in r["teacher_entropy"]]), color="k", ls=":", lw=0.8)
     handles = [
-        Line2D([], [], color="C0", marker="o", mfc="none", lw=1, label="nearest teacher's k at the end"),
-        Line2D([], [], color="C1", marker="x", ls="--", lw=1, label="spans held at mass >= 0.5 at the end"),
+        Line2D([], [], color="C0", marker="o", mfc="none", lw=1, label="(a) excess; (b) nearest-teacher boundaries"),
+        Line2D([], [], color="C1", marker="x", ls="--", lw=1, label="(b) spans held at mass >= 0.5"),
+        Line2D([], [], color="C2", marker="o", mfc="none", lw=1, label="(c) final training loss"),
+        Line2D([], [], color="C3", marker="o", mfc="none", lw=1, label="(c) final validation loss"),
+        Line2D([], [], color="k", ls=":", lw=0.8, label="(c) teacher's entropy"),
     ]
     pk = _posterior_stages(summ)
     if pk:
         key, stages = pk
         for P in stages:
-            a.axvline(P, color="0.5", lw=0.8, ls=(0, (1, 2)))
-        handles.append(Line2D([], [], color="0.5", lw=0.8, ls=(0, (1, 2)), label=f"posterior P_k ({key}, copy task)"))
-    for ax in (a, b):
+            b.axvline(P, color="0.5", lw=0.8, ls=(0, (1, 2)))
+        handles.append(
+            Line2D([], [], color="0.5", lw=0.8, ls=(0, (1, 2)), label=f"(b) posterior P_k ({key}, copy task)")
+        )
+    ticks = sorted(set(finite))
+    for ax in (a, b, c):
         ax.set_xscale("log")
-        ticks = sorted(set(finite))
         ax.set_xticks(ticks + [online_x], [f"{t:g}" for t in ticks] + ["online"])
         ax.minorticks_off()
         ax.set_xlabel("training sequences")
-    a.set_yticks(range(0, 2 + max(len(r["nearest_teacher_steps"][0]) for r in rows)))
-    a.set_ylabel("stages reached (seeds jittered)")
+    a.set_yscale("log")
+    a.set_ylabel("best val loss - teacher's entropy (nats)")
+    a.set_title("(a) the best validation loss")
+    K = max(r["spans"] for r in rows)
+    b.set_yticks(range(0, K + 1))
+    b.set_ylabel("at the best validation loss (seeds jittered)")
+    b.set_title("(b) stages at early stopping")
+    c.set_yscale("log")
+    c.set_ylabel("cross-entropy at the end (nats)")
     counts = sorted({len(r["seeds"]) for r in rows})
-    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    online = "; online: fresh sequences every step" if None in [r["n"] for r in rows] else ""
-    a.set_title(_wrap(f"{seeds} seeds per size{online}", 46))
-    b.set_ylabel("final cross-entropy (nats)")
-    b.set_title("losses at the end (mean; dots: seeds)")
-    handles += [
-        Line2D([], [], color="C0", lw=1, marker=".", label="training loss"),
-        Line2D([], [], color="C3", lw=1, marker=".", label="validation loss"),
-        Line2D([], [], color="k", ls=":", lw=0.8, label="teacher's entropy"),
-    ]
+    c.set_title(f"(c) the end; {counts[0] if len(counts) == 1 else f'{counts[0]}-{counts[-1]}'} seeds per size")
     fig.legend(handles=handles, loc="outside lower center", ncol=3)
     return save(fig, out)
 

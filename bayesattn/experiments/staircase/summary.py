@@ -97,12 +97,26 @@ def nearest_teacher_steps(steps, kl) -> list:
 DATA_FIELDS = ("train", "batch_size", "data")
 
 
+def at_best_validation(res: dict) -> dict:
+    """One training record at its best validation loss (early stopping, as the paper's ``val_best``): the step,
+    the excess over the teacher's entropy, the spans held by mass (stage times at or before that step), the
+    nearest-teacher boundaries crossed by then (k - 1 of the nearest teacher; 0 also where nothing was learned)."""
+    step, val = np.asarray(res["step"]), np.asarray(res["val_loss"])
+    i = int(np.argmin(val))
+    crossed = [t for t in nearest_teacher_steps(step, res["kl"]) if t is not None and t <= step[i]]
+    return {
+        "step": int(step[i]),
+        "excess": float(val[i] - res["teacher_entropy"]),
+        "spans_by_mass": int(sum(t is not None and t <= step[i] for t in res["stages"])),
+        "boundaries": len(crossed),
+    }
+
+
 def data_size_table(records: list) -> list:
     """The training runs that differ from the main run only in their data (:data:`DATA_FIELDS`), one row per run
-    kind, by data size: "n" (training sequences; None: online, fresh sequences every step), and per seed the
-    stages reached by the end (by mass at the last query: :func:`.training.stage_times`; and by the nearest
-    teacher: the k of the last record), the final training and validation losses and their gap. [] where fewer
-    than two data sizes ran."""
+    kind, by data size: "n" (training sequences; None: online, fresh sequences every step), and per seed the state
+    at the best validation loss (:func:`at_best_validation`) and the final training and validation losses. []
+    where fewer than two data sizes ran."""
     main = [r for r in records if r["point"].get("variant", "main") == "main"]
     if not main:
         return []
@@ -119,15 +133,15 @@ def data_size_table(records: list) -> list:
     for name, rs in kinds.items():
         tc = rs[0]["point"]["train"]
         res = [r["result"] for r in sorted(rs, key=lambda r: r["point"]["seed"])]
+        best = [at_best_validation(x) for x in res]
         rows.append(
             {
                 "variant": name,
                 "n": None if tc.get("data", "finite") == "online" else int(tc.get("train", 9000)),
                 "batch_size": int(tc.get("batch_size", 3000)),
+                "spans": len(res[0]["stages"]),
                 "seeds": sorted(r["point"]["seed"] for r in rs),
-                "stages_by_mass": [sum(t is not None for t in x["stages"]) for x in res],
-                "nearest_teacher_final": [int(np.argmin(np.asarray(x["kl"])[-1]) + 1) for x in res],
-                "nearest_teacher_steps": [nearest_teacher_steps(np.asarray(x["step"]), x["kl"]) for x in res],
+                **{f"best_{k}": [b[k] for b in best] for k in best[0]},
                 "train_loss_final": [float(x["train_loss"][-1]) for x in res],
                 "val_loss_final": [float(x["val_loss"][-1]) for x in res],
                 "teacher_entropy": [float(x["teacher_entropy"]) for x in res],
@@ -195,10 +209,11 @@ def describe(summary: dict) -> list[str]:
         lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
         n = "online" if r["n"] is None else f"n = {r['n']}"
-        gap = np.subtract(r["val_loss_final"], r["train_loss_final"])
         lines.append(
-            f"{n}: stages by mass {r['stages_by_mass']}, nearest teacher at the end {r['nearest_teacher_final']}, "
-            f"val - train loss {', '.join(f'{g:.3f}' for g in gap)}"
+            f"{n}: at the best validation loss (steps {', '.join(map(str, r['best_step']))}): excess "
+            f"{', '.join(f'{e:.3f}' for e in r['best_excess'])} nats, spans held {r['best_spans_by_mass']}, "
+            f"nearest-teacher boundaries crossed {r['best_boundaries']}; final train / val loss "
+            + ", ".join(f"{a:.3f} / {b:.3f}" for a, b in zip(r["train_loss_final"], r["val_loss_final"]))
         )
     if "ode" in summary:
         lines.append(f"ODE stage times: {', '.join(_fmt(t) for t in summary['ode']['stages'])}")
