@@ -121,13 +121,25 @@ def summarise(r):
     return {"max_gap_away": max(away) if away else None, "n_away": len(away), "window": window, "transition": tr}
 
 
+def _rounded(x):
+    """``x`` with every float at 5 significant digits, for printing."""
+    if isinstance(x, float):
+        return float(f"{x:.5g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
 def plot(results, path):
     """The theory's branches, stable curve and posterior mean against the NUTS means (cold and hot), one panel per
     result, in the package's figure style (checked and saved by ``figstyle.save``)."""
     from bayesattn import figstyle
     from bayesattn import theory as th
 
-    fig, axes = figstyle.subplots(1, len(results), panel=(4.2, 3.4))
+    single = len(results) == 1  # one panel: wider, and a legend of two columns that fits under it
+    fig, axes = figstyle.subplots(1, len(results), panel=(5.4, 3.6) if single else (4.2, 3.4))
     for ax, r in zip(axes[0], results):
         name = ORDER_PARAMETER[r["attention"]]
         pc = th.PhaseCurve.from_dict(r["curve"])
@@ -160,7 +172,7 @@ def plot(results, path):
     for ax in axes[0]:
         for h, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, h)
-    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=3)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=2 if single else 3)
     figstyle.save(fig, path)
 
 
@@ -183,7 +195,7 @@ def main():
         with open(a.plot_only) as f:
             results = json.load(f)["results"]
         for r in results:
-            print(r["attention"], r["T"], json.dumps(summarise(r)))
+            print(r["attention"], r["T"], json.dumps(_rounded(summarise(r))))
         plot(results, os.path.join(os.path.dirname(a.plot_only), "theory_vs_mcmc.png"))
         return
     os.makedirs(a.out, exist_ok=True)
@@ -233,7 +245,7 @@ def main():
             "points": rows,
         }
         r["summary"] = summarise(r)
-        print(att, T, json.dumps(r["summary"]), flush=True)
+        print(att, T, json.dumps(_rounded(r["summary"])), flush=True)
         results.append(r)
     with open(os.path.join(a.out, "theory_vs_mcmc.json"), "w") as f:
         json.dump({"config": vars(a), "results": results}, f)
