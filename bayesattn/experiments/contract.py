@@ -112,6 +112,12 @@ def draw_figures(folder, table: dict, parts=None) -> list[str]:
     return made
 
 
+def number(x) -> str:
+    """A number as the printed summaries show it: '-' for None, a whole number from 1000 on, else 4 significant
+    digits (626.9, 12660; not 626.9432629506033 or 1.266e+04)."""
+    return "-" if x is None else f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def registry(*experiments: type[Experiment]) -> dict[str, type[Experiment]]:
     """{name: experiment class}; each subpackage's ``__init__`` imports no JAX, so building it is fast."""
     out: dict[str, type[Experiment]] = {}

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import stats
 from ...bayes.theory.common import first_crossing as transitions
+from ..contract import number
 
 
 def group_seeds(records: list[dict]) -> list[dict]:
@@ -206,7 +207,9 @@ def describe(summary: dict) -> list[str]:
             f"{pf(ah['p_faster'])} (t*); p({c['b']} helps) = {pf(bh['p_solve'])}, {pf(bh['p_faster'])}"
         )
     for key, e in summary.get("bayes", {}).items():
-        lines.append(f"bayes {key}: P_c = {e['P_c']} (MCMC), {summary.get('theory', {}).get(key)} (theory)")
+        lines.append(
+            f"bayes {key}: P_c = {number(e['P_c'])} (MCMC), {number(summary.get('theory', {}).get(key))} (theory)"
+        )
     if any(summary.get(p) for p in ("grid", "heads", "head_dim", "mixer")):
         lines.append(f"intervals: solve rate {stats.WILSON}; median t* {stats.BOOTSTRAP}, {stats.CENSOR_RULE}")
     return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...bayes.theory.common import first_crossing
+from ..contract import number
 from .bayes import LAG_OBSERVABLE
 
 # P where a label-free lag mass (increasing P) first crosses its threshold, log-interpolated; None if never
@@ -182,17 +183,12 @@ def summarize(records: dict[str, list[dict]]) -> dict:
     return summary
 
 
-def _fmt(x) -> str:
-    """A number as printed: integers from 1000 on, else 4 significant digits; None as '-'."""
-    return "-" if x is None else f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
 def describe(summary: dict) -> list[str]:
     """The printed lines: P_k per curve, the ratio sweep, the training and ODE stage times."""
     lines = []
     for key, e in summary.get("mcmc", {}).items():
         comp = "" if e["max_competitive"] is None else f", max competitive fraction = {e['max_competitive']:.2f}"
-        lines.append(f"{key}: P_k = {', '.join(f'{k} {_fmt(v)}' for k, v in e['P_k'].items())}{comp}")
+        lines.append(f"{key}: P_k = {', '.join(f'{k} {number(v)}' for k, v in e['P_k'].items())}{comp}")
     for r in summary.get("ratio_sweep", []):
         ratio = (
             "not in the P grid" if r["P2/P1"] is None else f"{r['P2/P1']:.2f} ((w_1/w_2)^2 = {r['ratio'] ** -2:.2f})"
@@ -202,9 +198,9 @@ def describe(summary: dict) -> list[str]:
         t = summary["train"]
         nearest = t.get("nearest_teacher_steps", [None] * len(t["stages"]))
         for v, seed, st, nt in zip(t["variants"], t["seeds"], t["stages"], nearest):
-            line = f"training {v}, seed {seed}: stages by mass at steps {', '.join(_fmt(x) for x in st)}"
+            line = f"training {v}, seed {seed}: stages by mass at steps {', '.join(number(x) for x in st)}"
             if nt is not None:
-                line += f"; nearest teacher reaches k = 2, 3 at {', '.join(_fmt(x) for x in nt)}"
+                line += f"; nearest teacher reaches k = 2, 3 at {', '.join(number(x) for x in nt)}"
             lines.append(line)
         lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
@@ -216,5 +212,5 @@ def describe(summary: dict) -> list[str]:
             + ", ".join(f"{a:.3f} / {b:.3f}" for a, b in zip(r["train_loss_final"], r["val_loss_final"]))
         )
     if "ode" in summary:
-        lines.append(f"ODE stage times: {', '.join(_fmt(t) for t in summary['ode']['stages'])}")
+        lines.append(f"ODE stage times: {', '.join(number(t) for t in summary['ode']['stages'])}")
     return lines
