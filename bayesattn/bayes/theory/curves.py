@@ -76,8 +76,14 @@ def _first_order(P, branches):
 
 def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
     """Assemble a PhaseCurve from the minima (per P) and the posterior means (NP, 3) of one configuration."""
-    if edge_hit:
-        warnings.warn("theory: a minimum of the action lies on the edge of the dual (h, g) grid", stacklevel=4)
+    if np.any(edge_hit):
+        at = np.asarray(P, float)[np.asarray(edge_hit, bool)]
+        warnings.warn(
+            f"theory (T_q = {Tq:g}): at P = {at.min():.0f}..{at.max():.0f} a candidate minimum of the action lies on "
+            "the edge of the dual (h, g) grid, so a minimum beyond the grid may be missed there (a larger grid, nh "
+            "and ng, would show it)",
+            stacklevel=4,
+        )
     if np.any(edge_mass > 2e-2):
         warnings.warn(
             "theory: the posterior density reaches the edge of the dual (h, g) grid; the means may be biased",
@@ -188,7 +194,7 @@ def _banded_minima(tables, beta, eps, Tqs, d, **minima_kw):
         for sl in _beta_bands(beta.max(axis=0))
     ]
     minima = [sum((list(pt[0][c]) for pt in parts), []) for c in range(beta.shape[0])]
-    edge_hit = np.any([pt[1] for pt in parts], axis=0)
+    edge_hit = np.concatenate([pt[1] for pt in parts], axis=1)
     means = np.concatenate([pt[2] for pt in parts], axis=1)
     edge_mass = np.concatenate([pt[3] for pt in parts], axis=1)
     return minima, edge_hit, means, edge_mass

@@ -250,8 +250,8 @@ def _newton_grid(h0, g0, live, beta, eps, Tq, mom, d, tilt=tilted_row):
 
 
 def softmax_action_minima(tabs, beta, eps, Tq, d, passes=4, tilt=tilted_row):
-    """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag per
-    configuration, and the posterior means (C, NP, 5: m, q, u, test error, then the largest cell's share of the
+    """For each table (configuration) and P: the distinct local minima (m, q, Phi, logw), an edge flag (C, NP:
+    a candidate minimum on the grid's border), and the posterior means (C, NP, 5: m, q, u, test error, then the largest cell's share of the
     density) with the density mass on the grid border (C, NP).
 
     Candidates: the discrete local minima of Phi on the dual grid, then continuation in P (Newton started
@@ -287,7 +287,7 @@ def softmax_action_minima(tabs, beta, eps, Tq, d, passes=4, tilt=tilted_row):
     valid = live
     ok = valid & res[3] & res[4]
     nh = H.shape[1]
-    edge_hit = np.any(valid & ((ii == 0) | (ii == nh - 1) | (jj == 0)), axis=(1, 2))
+    edge_hit = np.any(valid & ((ii == 0) | (ii == nh - 1) | (jj == 0)), axis=2)  # (C, NP)
     mins = _collect(res, ok)
     for _ in range(passes if NP > 1 else 0):
         K = max(1, max(len(x) for xs in mins for x in xs))
