@@ -99,7 +99,7 @@ def test_large_beta_table_has_no_unphysical_entries_and_a_monotone_mean():
     beta = scales(task, prior, Ps)[0]
     tab = cached_table(8, 1.0, occam_d(task), float(beta[-1]), 241, 121, 20000, 0, 200, 96, 800)
     assert not unphysical(8, tab.Lam, tab.m, tab.q, tab.detC).any()
-    with pytest.warns(UserWarning):  # the P = 20000 minimum sits on the grid's edge; say so, but still a mean
+    with pytest.warns(UserWarning, match=r"at P = 20000\.\.20000 a candidate minimum"):  # on the edge: said, and where
         c = th.phase_curve(task, prior, "softmax", Ps)
     m, q = np.asarray(c.mean["m"]), np.asarray(c.mean["q"])
     assert np.all(q >= 1 / 8) and np.all(m**2 <= q) and 0.5 < m[0] < m[1] <= 1
