@@ -285,7 +285,7 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
     ticks = sorted(set(finite))
     for ax in (a, b, c):
         ax.set_xscale("log")
-        ax.set_xticks(ticks + [online_x], [f"{t:g}" for t in ticks] + ["online"], rotation=45, ha="right")
+        ax.set_xticks(ticks + [online_x], [f"{t:g}" for t in ticks] + ["online"], rotation=90)
         ax.minorticks_off()
         ax.set_xlabel("training sequences")
     a.set_ylabel("best val loss - teacher's entropy (nats)")
