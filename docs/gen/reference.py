@@ -236,6 +236,7 @@ FIGURE_COMMANDS = {
     "staircase_bayes.png": "bayesattn staircase",
     "staircase_training.png": "bayesattn staircase",
     "staircase_T64.png": "bayesattn staircase --config staircase_T64",
+    "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
     "sparse_heatmap.png": "bayesattn sparse",
     "sparse_heads.png": "bayesattn sparse",
