@@ -305,16 +305,12 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
 def _posterior_stages(summ: dict) -> tuple[str, list] | None:
     """The P_k of the run's Bayesian staircase to draw beside the training data sizes: the softmax curve with the
     most heads, cold start (None without an MCMC part)."""
-    curves = [
-        (e["heads"], k, e)
-        for k, e in summ.get("mcmc", {}).items()
-        if e["attention"] == "softmax" and e["init"] == "cold"
-    ]
+    curves = [e for e in summ.get("mcmc", {}).values() if e["attention"] == "softmax" and e["init"] == "cold"]
     if not curves:
         return None
-    H, key, e = max(curves, key=lambda c: c[0])
+    e = max(curves, key=lambda c: c["heads"])
     stages = [P for P in e["P_k"].values() if P is not None]
-    return (f"softmax, H = {H}", stages) if stages else None
+    return (f"softmax, H = {e['heads']}", stages) if stages else None
 
 
 # part -> [(figure file, drawer)]; the ratio figure reads the summary (no part of that name: drawn at the end)
