@@ -491,3 +491,75 @@ def test_spike_windows_figure_draws_the_epochs_before_each_spike(tmp_path):
     recs = [{"point": {"label": "p=2, k=5"}, "result": {"runs": [quiet, run]}}]
     assert spike_windows_figure(recs, tmp_path / "w.png").is_file()
     assert spike_windows_figure([{"point": {"label": "x"}, "result": {"runs": [quiet]}}], tmp_path / "n.png") is None
+
+
+# ------------------------------------------------------------------------------------------ Langevin counterpart
+def _prior_row_entropy(T: int, sigma_A2: float, n: int = 400_000) -> float:
+    """The mean attention-row entropy under the prior alone, L_ts ~ N(0, sigma_A2), by plain Monte Carlo."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(0.0, np.sqrt(sigma_A2), (n, T))
+    a = np.exp(z - z.max(1, keepdims=True))
+    a /= a.sum(1, keepdims=True)
+    return float(-(a * np.log(a)).sum(1).mean())
+
+
+def test_langevin_point_samples_the_prior_when_the_data_say_nothing():
+    """At P = 1 with sigma2 = 1e4 the likelihood is flat, so the posterior is the prior: the Langevin chains'
+    mean attention entropy after their warm-up must equal the prior's (an exact reference by Monte Carlo)."""
+    from bayesattn.experiments.dynlab.equilibrium import langevin_point
+
+    point = {
+        "P": [1], "T": 4, "d": 2, "sigma_A2": 1.0, "sigma_V2": 100.0, "sigma2": 1e4,
+        "lr": 2e-5, "steps": 3000, "init_scale": 0.01, "records": 300,
+    }  # fmt: skip
+    runs = [langevin_point({**point, "seed": s}) for s in range(6)]
+    assert all(not r["failures"] for r in runs) and runs[0]["t"][-1] == pytest.approx(3000 * 2e-5)
+    H = np.asarray([r["entropy"][0][50:] for r in runs])  # relaxation time n sigma_A2 / sigma2 = 4e-4: 20 steps
+    per_seed = H.mean(1)
+    se = per_seed.std(ddof=1) / np.sqrt(len(per_seed))
+    ref = _prior_row_entropy(4, 1.0)
+    assert abs(per_seed.mean() - ref) < 4 * se + 0.01, (per_seed.mean(), ref, se)
+    assert H.max() < np.log(4) + 1e-12
+
+
+def test_langevin_points_summary_and_figure(tmp_path):
+    from bayesattn.experiments.dynlab.figures_langevin import langevin_figure
+    from bayesattn.experiments.dynlab.summary import langevin_summary
+
+    c = DynlabConfig(
+        experiment="focus_dilution", seed=3, seeds=1, seeds_per_program=1,
+        langevin={"P": [64, 512], "seeds": 6, "steps": 400, "records": 40},
+    )  # fmt: skip
+    pts = Dynlab().points(c)["langevin"]
+    assert [p["seed"] for p in pts] == [3, 4, 5, 6, 7, 8] and pts[0]["P"] == [64, 512] and pts[0]["T"] == 8
+    with pytest.raises(ValueError, match="langevin.records"):
+        DynlabConfig(experiment="focus_dilution", langevin={"P": [64], "steps": 10, "records": 20})
+    # constructed records: P = 64 falls straight to its end level; P = 512 dips 0.3 nats below it and comes back
+    t = np.linspace(0.0, 100.0, 101)
+    mono = 1.5 + 0.5 * np.exp(-t / 10)
+    dip = mono - 0.3 * np.exp(-(((t - 30) / 8) ** 2))
+    rng = np.random.default_rng(1)
+    recs = [
+        {
+            "point": {**pts[0], "seed": s},
+            "result": {
+                "t": t.tolist(), "P": [64, 512], "failures": [], "uniform_entropy": np.log(8),
+                "entropy": [(mono + 0.01 * rng.normal(size=t.size)).tolist(),
+                            (dip + 0.01 * rng.normal(size=t.size)).tolist()],
+                "m": [(1 - mono / 2).tolist(), (1 - dip / 2).tolist()],
+            },
+        }
+        for s in range(6)
+    ]  # fmt: skip
+    eq = [{"point": {"P": 512, "T": 8}, "result": {"entropy": {"mean": 1.5, "se": 0.01}, "m": {"mean": 0.25}}}]
+    lg = langevin_summary(recs, eq)
+    a, b = lg["per_P"]
+    assert lg["seeds"] == 6 and "nuts" in b and "nuts" not in a
+    assert abs(a["undershoot"]["mean"]) < 0.03 and b["undershoot"]["mean"] == pytest.approx(0.3, abs=0.03)
+    assert b["undershoot"]["t"] == pytest.approx(30, abs=2) and b["undershoot"]["seeds"] == 3
+    assert [p["stage"] for p in b["phases"]["0.1"]] == ["focus", "dilution"]
+    assert [p["stage"] for p in a["phases"]["0.1"]] == ["focus"]
+    assert a["end"]["mean"] == pytest.approx(1.5, abs=0.01)
+    assert langevin_figure(recs, eq, tmp_path / "lg.png").exists()
+    failed = [{**r, "result": {**r["result"], "failures": ["diverged"]}} for r in recs]
+    assert langevin_figure(failed, eq, tmp_path / "none.png") is None

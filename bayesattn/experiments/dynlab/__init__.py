@@ -7,6 +7,7 @@ A run writes, under its output folder::
     points/train/*.json         one file per (setting, seed): curves, spikes or stages, curvature, sandbox frames
     points/equilibrium/*.json   one file per (T, P): NUTS's posterior-mean attention entropy
     points/theory/*.json        one file per T: the theory's entropy over P
+    points/langevin/*.json      one file per seed: the posterior's Langevin dynamics (entropy, m) at every P
     summary.json                per setting: success, spikes per run, cycles per run, divergences
 
 Seeds train ``seeds_per_program`` at a time in one vmapped program, in aligned blocks, so that a seed's result
@@ -62,6 +63,12 @@ class Dynlab(Experiment):
             out["theory"] = [
                 {"method": "entropy_theory", "P": list(eq.P), "T": T, "d": eq.d, **eq.prior.model_dump()} for T in eq.Ts
             ]
+        lg = cfg.langevin
+        if lg is not None:
+            flat = {k: v for k, v in lg.model_dump().items() if k not in ("prior", "seeds")}
+            out["langevin"] = [
+                {"method": "langevin", **flat, **lg.prior.model_dump(), "seed": cfg.seed + i} for i in range(lg.seeds)
+            ]
         return out
 
     def compute(self, point: dict) -> dict:
@@ -69,9 +76,11 @@ class Dynlab(Experiment):
             return self.compute_block([point])[0]
         from . import equilibrium
 
-        return {"equilibrium": equilibrium.equilibrium_point, "entropy_theory": equilibrium.theory_point}[
-            point["method"]
-        ](point)
+        return {
+            "equilibrium": equilibrium.equilibrium_point,
+            "entropy_theory": equilibrium.theory_point,
+            "langevin": equilibrium.langevin_point,
+        }[point["method"]](point)
 
     def compute_block(self, points: list[dict]) -> list[dict]:
         if points[0]["experiment"] == "clustering_head":

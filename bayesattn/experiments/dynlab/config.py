@@ -161,11 +161,34 @@ class EquilibriumSection(Section):
         return list(self.T) if isinstance(self.T, list) else [self.T]
 
 
+class LangevinSection(Section):
+    """The posterior's own dynamics: Langevin (SGLD at temperature 1, whose stationary law is the posterior) on the
+    one-head softmax copy-task posterior with the readout integrated out, from a small init, per seed; the
+    attention entropy over positions and m along Langevin time (lr x steps). One data set and one init per seed."""
+
+    P: list[PositiveInt]
+    T: PositiveInt = 8
+    d: PositiveInt = 4
+    prior: PriorSection = PriorSection()
+    seeds: SeedCount = 16
+    lr: PositiveFloat = 0.05
+    steps: PositiveInt = 30000
+    init_scale: PositiveFloat = 0.01
+    records: PositiveInt = 300
+
+    @model_validator(mode="after")
+    def _records(self):
+        if self.records > self.steps:
+            raise ValueError(f"langevin.records={self.records}: at most langevin.steps={self.steps}")
+        return self
+
+
 class DynlabConfig(ExperimentConfig):
     """``base``: fields of :class:`ClusterConfig` or :class:`FDConfig`; ``settings``: a list of overrides of
     ``base`` (one grid point each; for focus-dilution ``vocab`` and ``ratio`` stand for ``pi = geometric_pi(vocab,
     ratio)``); ``optimizers`` (focus-dilution): one run per optimizer per setting; ``options``: the clustering
-    head's per-point options; ``equilibrium``: the MCMC counterpart (none when absent). Seeds train
+    head's per-point options; ``equilibrium``: the MCMC counterpart (none when absent); ``langevin``: the
+    posterior's Langevin dynamics along time (none when absent). Seeds train
     ``seeds_per_program`` at a time in one vmapped program, in aligned blocks (seed i in block i //
     seeds_per_program), so that a seed's result does not depend on which other seeds were asked for."""
 
@@ -179,6 +202,7 @@ class DynlabConfig(ExperimentConfig):
     optimizers: list[Literal["gd", "adam"]] = ["gd"]
     options: ClusterOptions = ClusterOptions()
     equilibrium: EquilibriumSection | None = None
+    langevin: LangevinSection | None = None
     adam_lr: PositiveFloat = 0.01  # focus-dilution: the Adam step where a setting gives no lr (base lr is GD's)
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...figstyle import LABEL_GID, SEM, empty_panel, integer_ticks, legend, log_x_axis, pyplot, save, subplots
 from ...files import load_results
+from .figures_langevin import langevin_figure
 from .figures_spikes import spike_windows_figure
 from .figures_stages import STAGE_COLORS, threshold_figure, timelines_figure
 from .summary import group_runs
@@ -470,4 +471,5 @@ def draw_all(run_dir) -> list[Path]:
     pv = pi_vocab_figure(recs, figs / "pi_vocab.png")
     eq = _runs(run_dir, "equilibrium")
     p = equilibrium_figure(recs, eq, figs / "equilibrium.png", _runs(run_dir, "theory"))
-    return paths + [x for x in (pv, p) if x]
+    lg = langevin_figure(_runs(run_dir, "langevin"), eq, figs / "langevin.png")
+    return paths + [x for x in (pv, p, lg) if x]

@@ -18,7 +18,8 @@ STAGE_COLORS = {"focus": "tab:blue", "dilution": "tab:orange", "condensation": "
 def threshold_figure(recs, out: Path) -> Path:
     """Mean cycles per seed against min_drop (log axis), one curve per setting, with the bootstrap interval of the
     mean as a band; the run's own threshold marked."""
-    fig, axes = subplots(1, 1, panel=(5.6, 3.6))
+    # the legend sits below the axes, one line per setting: the figure grows with it, so the axes keep their height
+    fig, axes = subplots(1, 1, panel=(5.6, 3.6 + 0.22 * max(0, len(recs) - 3)))
     ax = axes[0, 0]
     marked, top = set(), 1.0
     for i, r in enumerate(recs):

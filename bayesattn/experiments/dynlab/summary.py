@@ -1,12 +1,13 @@
 """The training-dynamics laboratory's summaries, from the saved records alone: clustering heads (success with a
 95% interval, loss spikes, the Hessian's top eigenvalue at a spike), focus-dilution (cycles, stage durations) and
-the equilibrium entropy."""
+the equilibrium entropy, and the posterior's Langevin dynamics."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ... import stats
+from ..contract import number
 from .config import ClusterConfig
 from .stages import cycles_vs_threshold
 
@@ -128,6 +129,77 @@ def fd_summary(records: list) -> dict:
     return out
 
 
+LANGEVIN_RULE = (
+    "per P: the seed-mean entropy curve and its minimum; the end level, each seed's mean over the last quarter of "
+    "records (mean over seeds, bootstrap 95% interval); the undershoot, picked on one half of the seeds and "
+    "measured on the other (no selection bias): the record where the mean of the even-numbered seeds (0, 2, ...) "
+    "is lowest, and per odd-numbered seed its end level minus its entropy there (positive: the entropy fell below "
+    "where it ends), mean with a bootstrap 95% interval; phases: entropy_phases of the seed-mean curve at each "
+    "min_drop"
+)
+
+
+def langevin_summary(records: list, equilibrium: list, min_drops=(0.05, 0.1)) -> dict:
+    """The posterior's Langevin dynamics per P, over the seeds (:data:`LANGEVIN_RULE`), beside NUTS's posterior
+    mean at the same (T, P) when the run has it. Records: the ``langevin`` part's."""
+    from ...diagnostics.dynamics import entropy_phases
+
+    ok = sorted((r for r in records if not r["result"]["failures"]), key=lambda r: r["point"]["seed"])
+    if not ok:
+        return {"seeds": 0, "failed_seeds": [r["point"]["seed"] for r in records]}
+    pt, res = ok[0]["point"], ok[0]["result"]
+    t = np.asarray(res["t"], float)
+    H = np.asarray([r["result"]["entropy"] for r in ok], float)  # (seeds, P, records)
+    m = np.asarray([r["result"]["m"] for r in ok], float)
+    nuts = {e["point"]["P"]: e["result"] for e in equilibrium if e["point"].get("T", 8) == pt["T"]}
+    tail = slice(len(t) - max(1, len(t) // 4), None)
+    thin = np.unique(np.linspace(0, len(t) - 1, min(len(t), 150)).astype(int))
+    per_P = []
+    for j, P in enumerate(res["P"]):
+        mean = H[:, j].mean(0)
+        se = H[:, j].std(0, ddof=1) / np.sqrt(len(ok)) if len(ok) > 1 else np.zeros_like(mean)
+        i = int(np.argmin(mean))
+        end = H[:, j, tail].mean(1)
+        k = int(np.argmin(H[0::2, j].mean(0)))  # picked on seeds 1, 3, ..., measured on 2, 4, ...
+        row = {
+            "P": P,
+            "entropy_mean": mean[thin].tolist(),
+            "entropy_se": np.asarray(se)[thin].tolist(),
+            "m_mean": m[:, j].mean(0)[thin].tolist(),
+            "minimum": {"t": float(t[i]), "entropy": float(mean[i]), "m": float(m[:, j, i].mean())},
+            "end": stats.mean_interval(end),
+            "end_m": stats.mean_interval(m[:, j, tail].mean(1)),
+            "undershoot": {"t": float(t[k]), **stats.mean_interval((end - H[:, j, k])[1::2])},
+            "phases": {
+                str(md): [
+                    {
+                        "stage": ph["stage"],
+                        "t_start": float(t[ph["start"]]),
+                        "t_end": float(t[ph["end"]]),
+                        "change": float(ph["change"]),
+                    }
+                    for ph in entropy_phases(mean, min_drop=md)
+                ]
+                for md in min_drops
+            },
+        }
+        if P in nuts:
+            row["nuts"] = {"entropy": nuts[P]["entropy"], "m": nuts[P]["m"]}
+        per_P.append(row)
+    return {
+        "T": pt["T"],
+        "d": pt["d"],
+        "lr": pt["lr"],
+        "steps": pt["steps"],
+        "seeds": len(ok),
+        "failed_seeds": [r["point"]["seed"] for r in records if r["result"]["failures"]],
+        "t": t[thin].tolist(),
+        "time_unit": "lr x steps",
+        "rule": LANGEVIN_RULE,
+        "per_P": per_P,
+    }
+
+
 def summarize(config, records: dict[str, list[dict]]) -> dict:
     summary: dict = {}
     train = group_runs(records.get("train", []))
@@ -145,6 +217,8 @@ def summarize(config, records: dict[str, list[dict]]) -> dict:
             "entropy_se": [r["result"]["entropy"]["se"] for r in eq],
             "m": [r["result"]["m"]["mean"] for r in eq],
         }
+    if "langevin" in records:
+        summary["langevin"] = langevin_summary(records["langevin"], records.get("equilibrium", []))
     if "theory" in records:
         summary["equilibrium_theory"] = {str(r["point"]["T"]): r["result"] for r in records["theory"]}
     return summary
@@ -174,6 +248,16 @@ def describe(summary: dict) -> list[str]:
             "posterior-mean attention entropy vs P (NUTS): "
             + ", ".join(f"T={T} P={P}: {h:.3f}" for T, P, h in zip(eq["T"], eq["P"], eq["entropy"]))
         )
+    lg = summary.get("langevin")
+    if lg and lg["seeds"]:
+        for row in lg["per_P"]:
+            u, e = row["undershoot"], row["end"]
+            nuts = f", NUTS {row['nuts']['entropy']['mean']:.3f}" if "nuts" in row else ""
+            lines.append(
+                f"Langevin T={lg['T']} P={row['P']} ({lg['seeds']} seeds): entropy min {row['minimum']['entropy']:.3f} "
+                f"at t={number(row['minimum']['t'])}, end {e['mean']:.3f}{nuts}; undershoot {u['mean']:.3f} "
+                f"{stats.fmt_ci(u['ci'], 3)}"
+            )
     for T, th in summary.get("equilibrium_theory", {}).items():
         lines.append(f"theory, T={T}: " + ", ".join(f"P={P:g}: {h:.3f}" for P, h in zip(th["P"], th["posterior"])))
     return lines
