@@ -262,6 +262,7 @@ FIGURE_COMMANDS = {
     "screens_bayes.png": "bayesattn screens --config screens_bayes",
     "plateau.png": "bayesattn plateau",
     "plateau_flow.png": "bayesattn plateau --config plateau_flow",
+    "plateau_full.png": "bayesattn plateau --config plateau_full",
 }
 
 

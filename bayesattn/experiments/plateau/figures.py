@@ -14,6 +14,7 @@ from ... import figstyle
 from ...files import read_json
 
 COLORS = {"gd": "tab:blue", "sgld": "tab:green", "adam": "tab:red", "flow": "tab:purple", "flow_joint": "tab:brown"}
+MAX_COLS = 4
 NAMES = {"gd": "gd", "sgld": "SGLD", "adam": "Adam", "flow": "flow (marginal)", "flow_joint": "flow (joint)"}
 
 
@@ -107,9 +108,17 @@ def draw_all(folder) -> list[Path]:
     if not cases:
         return []
     rows = ["flow"] + (["adam"] if any("adam" in c["methods"] for c in cases) else [])
-    fig, axes = figstyle.subplots(len(rows), len(cases), panel=(4.8, 3.6))
+    # at most MAX_COLS cases side by side; more go on further blocks of rows (not a strip too wide to read)
+    cols = min(MAX_COLS, len(cases))
+    blocks = -(-len(cases) // cols)
+    fig, axes = figstyle.subplots(len(rows) * blocks, cols, panel=(4.8, 3.6))
     for j, case in enumerate(cases):
+        b, col = divmod(j, cols)
         for i, row in enumerate(rows):
-            _panel(axes[i, j], case, theory[case["case"]], row)
+            _panel(axes[b * len(rows) + i, col], case, theory[case["case"]], row)
+    for j in range(len(cases), blocks * cols):  # the last block's empty places
+        b, col = divmod(j, cols)
+        for i in range(len(rows)):
+            axes[b * len(rows) + i, col].remove()
     out = figstyle.save(fig, folder / "figures" / "plateau.png", pdf=True)
     return [out, out.with_suffix(".pdf")]
