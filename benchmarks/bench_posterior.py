@@ -5,7 +5,7 @@
 1. jitted ``log_density`` and jitted ``value_and_grad(log_density)`` at P = 1e3 and P = 1e5 (T = 32, d = 8,
    softmax). The posterior is passed as a jit *argument*, so both P share one compilation. Time per call is
    the median over rounds of many calls after warm-up (``block_until_ready``); the two P are measured in
-   interleaved rounds so that load from other processes hits both alike. The issue's bound: ratio <= 1.3.
+   interleaved rounds so that load from other processes hits both alike. The bound: ratio <= 1.3.
 2. The closed form against jitted ``ba.gp_log_evidence`` (dense n x n Cholesky) at n = 2048 rows
    (T = 16, P = 128, d = 8), same process, same L; the two values are printed to show they agree.
 

@@ -9,7 +9,7 @@ Default: the CPU default's training settings (the sparse experiment's named conf
 one after another through the per-seed program (``vmap=False``), compilation timed apart (a first short run).
 Reported: seed-steps per second of each, the ratio, and the projected wall time of a 16-seed point of the
 config's ``steps``. ``--full`` runs one whole point (vmapped, with the config's early stop) and reports its wall
-time and seeds per second (vmapped): the issue's target is <= 10 min for 16 seeds on 2 cores.
+time and seeds per second (vmapped): the target is <= 10 min for 16 seeds on 2 cores.
 """
 
 from __future__ import annotations

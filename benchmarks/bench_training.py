@@ -3,7 +3,7 @@
     python benchmarks/bench_training.py              # the sweep timing (about 2-3 min on 2 CPU cores)
     python benchmarks/bench_training.py --onset      # also the onset-vs-P measurement against the theory
 
-1. Issue 5's bound: a sweep of 16 values of P x 8 seeds x 5,000 full-batch Adam steps at T = 16, d = 8
+1. The bound: a sweep of 16 values of P x 8 seeds x 5,000 full-batch Adam steps at T = 16, d = 8
    (softmax, canonical prior sigma_A2 = 1, sigma_V2 = 100, sigma2 = 400, P = 100..2000) in <= 5 minutes.
    Wall time of the first call (compilation, data and statistics included) and of a second, cached call
    (default ``runs_per_batch``: runs looped by ``lax.map`` on CPU), and of one call with all runs in one vmap.

@@ -1,4 +1,4 @@
-"""Result files are written atomically (issue 19): a write that fails halfway, or whose rename fails, never
+"""Result files are written atomically: a write that fails halfway, or whose rename fails, never
 leaves a partial or overwritten result file; a rerun of the sweep recomputes the point.
 
 The failures are injected into the two steps of the write: the JSON serialiser (which writes part of the

@@ -1,4 +1,4 @@
-"""Checks of the samplers' plumbing that a wrong number would otherwise slip through (issue 19).
+"""Checks of the samplers' plumbing that a wrong number would otherwise slip through.
 
 - The warm-up state is handed to sampling: at P = 0 the target is exactly N(0, sigma_A2 I); chains started
   30 prior standard deviations out must, after a short warm-up, keep only draws of that Gaussian.

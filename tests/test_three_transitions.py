@@ -1,4 +1,4 @@
-"""Issue 20's figure pipeline: the MCMC-transition estimator against constructed curves, and one small run of
+"""The three-transitions figure pipeline: the MCMC-transition estimator against constructed curves, and one small run of
 the experiment end to end (resumable points, summary, figure)."""
 
 import json

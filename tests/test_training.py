@@ -383,7 +383,7 @@ def test_final_vs_P_onsets_and_theory_reference():
 
 
 # ---------------------------------------------------------------------------------------------------
-# the numbers of issue 5 on the canonical model (fast: 4 seeds; slow: 8 seeds, 5000 steps)
+# the canonical training numbers on the canonical model (fast: 4 seeds; slow: 8 seeds, 5000 steps)
 # ---------------------------------------------------------------------------------------------------
 
 

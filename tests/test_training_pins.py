@@ -1,4 +1,4 @@
-"""Adam's first step, pinned (issue 19): with bias correction, Adam's first update is
+"""Adam's first step, pinned: with bias correction, Adam's first update is
 -lr * g / (|g| + eps), so each coordinate of (L, V) moves by lr times minus the sign of its gradient.
 Checked at two learning rates (neither the default), on both attention maps.
 

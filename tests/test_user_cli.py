@@ -1,4 +1,4 @@
-"""What a new user hit (issue 11) and the phase-diagram review items of issue 10: output paths checked before
+"""What a new user hit, and the phase-diagram review items: output paths checked before
 any work, file modes, bookkeeping after a resume, provenance, one-value options, per-method cache keys and
 one data set per grid point."""
 
@@ -161,7 +161,7 @@ def test_train_says_which_attention(capsys):
     assert "train linear attention, P = 50" in out and "linear: final m =" in out
 
 
-# ----------------------------------------------------------------------------------------------- issue 10
+# -------------------------------------------------------------------------------------------- review items
 def test_cache_key_of_a_point_depends_only_on_its_method():
     cfg = lambda *sets: PhaseDiagram.load_config(None, ["P.values=[300, 1000]", *sets])  # noqa: E731
     ids = lambda c: {m: [point_id(p) for p in pts] for m, pts in build_points(c).items()}  # noqa: E731

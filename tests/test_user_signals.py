@@ -1,5 +1,5 @@
 """Ctrl-C at any moment ends the command with status 130, at once, without a crash or a traceback, and loses no
-finished point (issue 11, item 1). The signal lands during compilation, the theory, MCMC and a file write."""
+finished point. The signal lands during compilation, the theory, MCMC and a file write."""
 
 import json
 import os

@@ -358,7 +358,7 @@ def train_sweep(
     """Train one network per (P, seed), all in one jit program.
 
     runs_per_batch: runs advanced together by ``vmap``; batches of runs are looped by ``lax.map`` in the same
-    program. None: 1 on CPU (XLA:CPU's batched small matmuls made the issue's 128-run sweep ~3x slower per
+    program. None: 1 on CPU (XLA:CPU's batched small matmuls made a 128-run sweep ~3x slower per
     run than a sequential map: 69 s vs 21 s on 2 cores), all runs at once on GPU / TPU.
 
     For seed s: k = fold_in(key, s); data_key, run_key = split(k); the seed's sequences are

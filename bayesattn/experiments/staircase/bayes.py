@@ -1,4 +1,4 @@
-"""What one point of the staircase computes (issue 13; docs/results/staircase.md): in the amount of data, the exact posterior of H heads on
+"""What one point of the staircase computes (docs/results/staircase.md): in the amount of data, the exact posterior of H heads on
 :class:`~bayesattn.MultiLagCopyTask`; in training time, the paper's minimal model on
 :class:`~bayesattn.HighOrderMarkovTask` (:mod:`.staircase_training`); and the simplified ODE
 (:mod:`bayesattn.dynamics.ode`).

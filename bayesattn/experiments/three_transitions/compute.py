@@ -1,4 +1,4 @@
-"""Three transitions (issue 20): the joint mode (Adam on the network), the marginal mode (Adam with the readout
+"""Three transitions: the joint mode (Adam on the network), the marginal mode (Adam with the readout
 integrated out) and the posterior, across T, for softmax and linear attention; and SGLD at temperature tau.
 
 Points (each one JSON file through :func:`bayesattn.sweep.run_sweep`, so a run resumes where it stopped):

@@ -1,4 +1,4 @@
-"""Issue 20's figure, from the saved files of ``bayesattn.experiments.three_transitions`` only, drawn and checked
+"""The three-transitions figure, from the saved files of ``bayesattn.experiments.three_transitions`` only, drawn and checked
 through :mod:`bayesattn.figstyle`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The posterior's transition P from MCMC (issue 20's MCMC points): NUTS on the closed form (``ba.sample``) from a
+"""The posterior's transition P from MCMC (its MCMC points): NUTS on the closed form (``ba.sample``) from a
 cold start (L = 0) and a hot start (the copy pattern), on a P grid around the theory's transition.
 
 Estimator (one per start): the P at which the chain's mean order parameter (softmax m, linear u) crosses a
