@@ -30,7 +30,7 @@ grid = [[4, 2]]
 P = [40]
 dim = 2
 inits = ["cold"]
-theory_P = 3
+theory_P = 2
 [bayes.mcmc]
 num_chains = 1
 num_warmup = 30

@@ -248,23 +248,17 @@ def test_figures_draw_the_latest_record_of_a_point(tmp_path):
     assert [r["result"]["v"] for r in load_run(tmp_path)["theory"]["softmax"]] == ["new"]
 
 
-def _warn_in_worker(_):
-    import warnings
-
-    warnings.warn("a test warning\nover two lines", UserWarning, stacklevel=1)
-    return 0
-
-
 def test_worker_processes_write_warnings_as_one_line():
     """A warning raised in a process-pool worker (runtime.worker_init, as --executor process uses) is one line,
     like the parent's, not Python's two-line form with the source line."""
+    # the worker calls warnings.warn itself (a UserWarning): no module of this suite (which imports JAX) to load
+    # in the parent and in the spawned worker
     code = (
-        "import concurrent.futures as cf, multiprocessing as mp\n"
+        "import concurrent.futures as cf, multiprocessing as mp, warnings\n"
         "from bayesattn.runtime import worker_init\n"
-        "from tests.test_user_cli import _warn_in_worker\n"
         "if __name__ == '__main__':\n"
         "    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context('spawn'), initializer=worker_init) as ex:\n"
-        "        list(ex.map(_warn_in_worker, [0]))\n"
+        "        list(ex.map(warnings.warn, ['a test warning\\nover two lines']))\n"
     )
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
