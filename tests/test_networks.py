@@ -195,9 +195,27 @@ def test_float32_inputs_run_in_float32():
         ({"name": "transformer", "d_in": 2, "positions": "rope", "width": 6, "heads": 2}, "head_dim=3"),
         ({"name": "transformer", "d_in": 2, "norm": "batchnorm"}, "norm"),
         ({"name": "single_layer", "heads": 0}, "heads"),
+        ({"name": "transformer", "vocab": 2, "embed_std": 0.0}, "embed_std=0.0"),
+        ({"name": "mixer", "vocab": 2, "embed_std": -1}, "embed_std=-1"),
         ({"name": "multihead", "decoder": "identity", "d_value": 5, "d_out": 3}, "d_value"),
     ],
 )
 def test_bad_configs_name_parameter_value_and_allowed(config, match):
     with pytest.raises(ValueError, match=match):
         network_config(config)
+
+
+@pytest.mark.parametrize("cls", [TransformerConfig, MixerConfig])
+def test_embedding_scale_and_mlp_biases_leave_the_rest_of_the_initialisation_alone(cls):
+    """embed_std scales the token embedding and nothing else; zero-initialised MLP biases leave the network's
+    function at init unchanged (same key): the same model, with two more trainable arrays."""
+    base = dict(T=6, width=8, layers=1, mlp=12, vocab=3)
+    a = network_from_config(cls(**base), jax.random.key(4))
+    b = network_from_config(cls(**base, embed_std=0.02, mlp_bias=True), jax.random.key(4))
+    np.testing.assert_array_equal(np.asarray(b.embedding.W_E), 0.02 * np.asarray(a.embedding.W_E))
+    same = lambda n: eqx.tree_at(lambda n: n.embedding.W_E, n, jnp.zeros_like(n.embedding.W_E))  # noqa: E731
+    assert jax.tree.structure(same(a)) != jax.tree.structure(same(b))  # b has the biases
+    assert all(np.all(np.asarray(blk.b_in) == 0) and np.all(np.asarray(blk.b_out) == 0) for blk in b.blocks)
+    b_unit = eqx.tree_at(lambda n: n.embedding.W_E, b, a.embedding.W_E)
+    x = jnp.array([0, 2, 1, 1, 0, 2])
+    np.testing.assert_allclose(call(b_unit, x)[0], call(a, x)[0], rtol=1e-12, atol=1e-12)

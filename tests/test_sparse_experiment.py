@@ -157,5 +157,6 @@ def test_mixer_learning_rates_per_arm_make_their_own_points():
     assert len(pts) == 6 * 6 * 16 and all(p["train"]["A"] == "per_seed" and p["train"]["S"] == 16 for p in pts)
     full = Sparse.load_config("sparse_full")
     assert {(16, 3), (32, 2), (16, 4), (32, 3)} <= {tuple(g) for g in full.grid} and full.train.A == "per_seed"
-    # the measured CPU sweep keeps one fixed map, and its points keep the file names they had before the field
-    assert "A" not in Sparse().points(Sparse.load_config("sparse_emergence"))["grid"][0]["train"]
+    # the CPU default, like the replication's grid: a map per seed and the replication's initialisation
+    cpu = Sparse().points(Sparse.load_config("sparse_emergence"))["grid"][0]["train"]
+    assert (cpu["A"], cpu["embed_std"], cpu["mlp_bias"]) == ("per_seed", 0.02, True)

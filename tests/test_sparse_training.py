@@ -77,6 +77,25 @@ def test_full_size_config_is_the_replication():
         8192,
     )
     assert c.batch == 256  # S = 16: 32 tokens per sequence
+    # the replication's initialisation: token embedding 0.02 N(0, 1), like the learned positions; MLP biases
+    for model in ("transformer", "mixer"):
+        net = c.replace(model=model).network_config()
+        assert (net.embed_std, net.mlp_bias) == (0.02, True)
+
+
+def test_points_made_before_the_initialisation_fields_keep_their_names():
+    """The fields added after runs were made (A, embed_std, mlp_bias) leave a point's dict, and so its file name,
+    unchanged at the value those runs had; at any other value they are part of it, and a point's dict reads back."""
+    legacy = SparseTrainConfig(A="fixed", embed_std=1.0, mlp_bias=False)
+    assert not {"A", "embed_std", "mlp_bias"} & set(legacy.point_dict())
+    new = SparseTrainConfig()
+    assert (new.point_dict()["embed_std"], new.point_dict()["mlp_bias"], new.point_dict()["A"]) == (
+        0.02,
+        True,
+        "per_seed",
+    )
+    for c in (legacy, new):
+        assert SparseTrainConfig.from_point(c.point_dict()) == c
 
 
 def _tiny(**kw):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_int, check_positive
 from .attention import AttentionModel, AttentionName, attention_kind, attention_weights
 from .networks import NetworkConfig, compute_dtype, key_mask_of, optional_int, register_network
 
@@ -75,6 +75,7 @@ def _embed_config(cfg):
     for f in ("T", "width", "layers"):
         object.__setattr__(cfg, f, check_int(f, getattr(cfg, f), minimum=1))
     object.__setattr__(cfg, "mlp", optional_int("mlp", cfg.mlp or None))
+    object.__setattr__(cfg, "embed_std", check_positive("embed_std", cfg.embed_std))
     check_choice("norm", cfg.norm, NORMS)
     if cfg.tied and d_out != (cfg.vocab or cfg.d_in):
         raise ValueError(
@@ -96,7 +97,9 @@ class _Embedding(eqx.Module):
         xavier = getattr(cfg, "init", "normal") == "xavier"  # the transformer's init="xavier": orthonormal maps
         if self.tokens:
             self.W_E = (
-                _dense(k1, cfg.vocab, d_embed, "orthogonal") if xavier else jax.random.normal(k1, (cfg.vocab, d_embed))
+                _dense(k1, cfg.vocab, d_embed, "orthogonal")
+                if xavier
+                else cfg.embed_std * jax.random.normal(k1, (cfg.vocab, d_embed))
             )
         else:
             self.W_E = _dense(k1, d_embed, cfg.d_in, "orthogonal" if xavier else "normal")
@@ -131,7 +134,7 @@ class TransformerConfig(NetworkConfig):
     Output: W_U h (untied) or the embedding transposed (``tied``; its first width - T coordinates for onehot
     positions). ``causal``: keys s <= t (decoder-only); False opens every key.
     activation: the MLP's "gelu" or "relu"; mlp_bias: biases in the MLP (zero at init). init: "normal" (dense
-    weights N(0, 1/fan_in), token embedding N(0, 1), positions 0.02 N(0, 1)) or "xavier" (as torch layers with
+    weights N(0, 1/fan_in), token embedding embed_std N(0, 1), positions 0.02 N(0, 1)) or "xavier" (as torch layers with
     xavier_uniform_: dense weights and learned positions Xavier-uniform, the token embedding and the output map
     orthogonal, as in the full transformer of Yueksel et al.).
     """
@@ -155,6 +158,7 @@ class TransformerConfig(NetworkConfig):
     activation: Literal["gelu", "relu"] = "gelu"
     mlp_bias: bool = False
     init: Literal["normal", "xavier"] = "normal"
+    embed_std: float = 1.0
 
     def __post_init__(self):
         _embed_config(self)
@@ -285,7 +289,8 @@ class MixerConfig(NetworkConfig):
     """A causal MLP-Mixer: per layer, token mixing h <- h + M norm(h) with M = tril(W) a learned lower-triangular
     (T, T) matrix (so position t mixes positions s <= t only), then, if ``mlp``, a channel GELU MLP
     h <- h + MLP(norm(h)). Inputs, outputs, ``tied`` as for :class:`TransformerConfig` (learned positions are
-    not needed: M is positional). W starts at the causal running mean (M_ts = 1/(t+1)) plus noise."""
+    not needed: M is positional). W starts at the causal running mean (M_ts = 1/(t+1)) plus init_noise N(0, 1);
+    the token embedding at embed_std N(0, 1); mlp_bias: biases in the channel MLP (zero at init)."""
 
     name: ClassVar[str] = "mixer"
     T: int = 16
@@ -298,6 +303,8 @@ class MixerConfig(NetworkConfig):
     d_out: int | None = None
     tied: bool = False
     init_noise: float = 0.02
+    embed_std: float = 1.0
+    mlp_bias: bool = False
 
     def __post_init__(self):
         _embed_config(self)
@@ -309,6 +316,8 @@ class MixerBlock(eqx.Module):
     norm2: Norm
     W_in: jax.Array | None
     W_out: jax.Array | None
+    b_in: jax.Array | None = None  # (mlp,) with mlp_bias
+    b_out: jax.Array | None = None  # (width,)
 
     def __init__(self, c: MixerConfig, key):
         k = jax.random.split(key, 3)
@@ -318,6 +327,8 @@ class MixerBlock(eqx.Module):
         self.norm2 = Norm(c.norm if c.mlp else "none", c.width)
         self.W_in = _dense(k[1], c.mlp, c.width) if c.mlp else None
         self.W_out = _dense(k[2], c.width, c.mlp) if c.mlp else None
+        if c.mlp and c.mlp_bias:
+            self.b_in, self.b_out = jnp.zeros(c.mlp), jnp.zeros(c.width)
 
     def mixing(self, T: int) -> jax.Array:
         """M = tril(W)[:T, :T]: (T, T), zero above the diagonal."""
@@ -327,7 +338,9 @@ class MixerBlock(eqx.Module):
         M = self.mixing(h.shape[0])
         h = h + M @ self.norm1(h)
         if self.W_in is not None:
-            h = h + jax.nn.gelu(self.norm2(h) @ self.W_in.T) @ self.W_out.T
+            z = self.norm2(h) @ self.W_in.T
+            m = jax.nn.gelu(z if self.b_in is None else z + self.b_in) @ self.W_out.T
+            h = h + (m if self.b_out is None else m + self.b_out)
         return h, M
 
 

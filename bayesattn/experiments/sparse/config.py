@@ -45,8 +45,13 @@ class SparseTrainConfig(Section):
     # its results are taken there, whatever the other seeds of its program do
     stop_after_solved: NonNegativeInt = 100
     dtype: Literal["float32", "float64"] = "float32"
+    # the replication's initialisation: token embedding 0.02 N(0, 1) (as its learned positions), biases in the MLP
+    # (zero at init). Runs before these fields existed had an embedding N(0, 1), 50x the positions, and no biases:
+    # the attention's input was then nearly blind to position, and (8, 3) was unsolved at the CPU default
+    embed_std: PositiveFloat = 0.02
+    mlp_bias: bool = True
     # added after runs were made, with the value those runs had (their points keep their names)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"A": "fixed"}
+    LEGACY_DEFAULTS: ClassVar[dict] = {"A": "fixed", "embed_std": 1.0, "mlp_bias": False}
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -104,8 +109,18 @@ class SparseTrainConfig(Section):
                 positions="learned",
                 vocab=task.vocab,
                 causal=True,
+                mlp_bias=self.mlp_bias,
+                embed_std=self.embed_std,
             )
-        return MixerConfig(T=task.T, width=self.width, layers=1, mlp=self.mlp or None, vocab=task.vocab)
+        return MixerConfig(
+            T=task.T,
+            width=self.width,
+            layers=1,
+            mlp=self.mlp or None,
+            vocab=task.vocab,
+            mlp_bias=self.mlp_bias,
+            embed_std=self.embed_std,
+        )
 
     def config(self) -> dict:
         """The point's dict of this config (:meth:`Section.point_dict`: ``A`` left out when "fixed", the only
