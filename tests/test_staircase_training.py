@@ -218,6 +218,19 @@ def test_training_record_matches_the_general_network():
     assert abs(out["val_loss"][0] - ref) < 1e-5
 
 
+def test_the_teacher_is_as_sharp_as_the_papers_and_old_points_keep_their_names():
+    """The paper's runs sample softmax(logits / 0.1): the default teacher's logits are 10x those of scale 1, for the
+    same U_k. A point made before the field existed (scale 1, one fixed teacher, finite data) keeps its dict."""
+    cfg = TrainingConfig(**_TINY)
+    tokens = jax.nn.one_hot(jnp.arange(cfg.task(2).T) % cfg.vocab, cfg.vocab, dtype=jnp.float64)
+    sharp, soft = cfg.task(2), cfg.replace(scale=1.0).task(2)
+    assert sharp.scale == 10.0
+    np.testing.assert_allclose(sharp.teacher_logits(tokens), 10.0 * soft.teacher_logits(tokens), rtol=1e-12)
+    legacy = TrainingConfig(**_TINY, scale=1.0, teacher="fixed", data="finite")
+    assert not {"scale", "teacher", "data"} & set(legacy.point_dict())
+    assert TrainingConfig(**_TINY).point_dict()["scale"] == 10.0
+
+
 @pytest.mark.parametrize(
     "bad, name",
     [

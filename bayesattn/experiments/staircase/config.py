@@ -75,6 +75,9 @@ class TrainingConfig(Section):
     optimizer: "adamw" (lr, weight_decay) or "sgd" (lr, ``momentum``; torch's heavy ball). Both clip the
     gradient's global norm at ``clip``.
 
+    scale: the teacher's logits are scale m^k U_k x (:class:`~bayesattn.tasks.HighOrderMarkovTask`); 10, the
+    default, is the temperature 0.1 of the paper's runs (its code's first release samples softmax(logits / 0.1); a
+    later refactor of that code left its linear teacher at scale 1, which the runs before this field used).
     teacher: "per_seed" (default): every seed draws its own teacher (the chain's U_k from the run's seed);
     "fixed": one teacher for all seeds, from ``teacher_seed`` (the runs made before this field existed).
     data: "finite" (default): ``train`` sequences drawn once, minibatches of ``batch_size`` of them without
@@ -82,11 +85,12 @@ class TrainingConfig(Section):
     """
 
     # added after runs were made, with the value those runs had (their points keep their names)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"teacher": "fixed", "data": "finite"}
+    LEGACY_DEFAULTS: ClassVar[dict] = {"teacher": "fixed", "data": "finite", "scale": 1.0}
 
     vocab: PositiveInt = 50
     span_lengths: list[PositiveInt] = [2, 2, 2]
     m: float = 1.7
+    scale: PositiveFloat = 10.0
     generated: PositiveInt = 20
     heads: PositiveInt = 3
     model: Literal["minimal", "transformer"] = "minimal"
@@ -142,6 +146,7 @@ class TrainingConfig(Section):
             d=self.vocab,
             span_lengths=tuple(self.span_lengths),
             m=self.m,
+            scale=self.scale,
             seed=self.teacher_of(seed),
         )
 
