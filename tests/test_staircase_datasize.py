@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from bayesattn.experiments.staircase.figures import datasize_figure
-from bayesattn.experiments.staircase.summary import at_best_validation, data_size_table, nearest_teacher_steps
+from bayesattn.experiments.staircase.summary import (
+    at_best_validation,
+    data_size_table,
+    leave_teacher_steps,
+    nearest_teacher_steps,
+)
 from bayesattn.files import write_json_atomic
 
 
@@ -34,6 +39,15 @@ def test_nearest_teacher_steps_never_reached():
     steps = np.arange(5)
     kl = np.tile([0.1, 0.2, 0.3], (5, 1))  # the 1-span teacher is nearest throughout
     assert nearest_teacher_steps(steps, kl) == [None, None]
+
+
+def test_leave_teacher_steps_is_each_kl_curves_lowest_record():
+    steps = np.arange(0, 60, 10)
+    # KL_1 lowest at step 20, KL_2 at step 40, KL_3 still falling at the end (it is not reported: K - 1 curves)
+    kl = np.array([[3, 3, 3], [2, 2.5, 2.6], [1, 2, 2.2], [1.5, 1, 1.8], [2, 0.5, 1], [2.5, 0.9, 0.2]])
+    assert leave_teacher_steps(steps, kl) == [20, 40]
+    kl[:, 1] = np.linspace(3, 0, 6)  # KL_2 lowest at the last record: the model has not left teacher 2
+    assert leave_teacher_steps(steps, kl) == [20, None]
 
 
 def _record(variant, seed, train, *, data="finite", lr=0.08, stages=(100, None, None), final_k=2):

@@ -94,6 +94,20 @@ def nearest_teacher_steps(steps, kl) -> list:
     return [int(steps[np.argmax(nearest >= k)]) if (nearest >= k).any() else None for k in range(2, kl.shape[1] + 1)]
 
 
+def leave_teacher_steps(steps, kl) -> list:
+    """The steps at which the model leaves the teachers with k = 1, ..., K - 1 newest spans: where KL(teacher_k ||
+    model) is lowest over the run (after it the model moves away from teacher_k, towards the older spans), None
+    where that is the run's last record (it has not left yet). kl: (R, K). A reading of the paper's hand-placed
+    stage boundaries (ours: the paper gives no formula); unlike the nearest teacher, it does not hang on
+    differences between KL curves that are within noise of each other early on."""
+    kl = np.asarray(kl)
+    out = []
+    for k in range(kl.shape[1] - 1):
+        i = int(np.argmin(kl[:, k]))
+        out.append(None if i == len(steps) - 1 else int(steps[i]))
+    return out
+
+
 # fields a run of the data-size sweep may change against the main run (everything else equal)
 DATA_FIELDS = ("train", "batch_size", "data")
 
@@ -167,6 +181,9 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             "nearest_teacher_steps": [
                 nearest_teacher_steps(np.asarray(r["result"]["step"]), r["result"]["kl"]) for r in recs
             ],
+            "leave_teacher_steps": [
+                leave_teacher_steps(np.asarray(r["result"]["step"]), r["result"]["kl"]) for r in recs
+            ],
             "wall_s": [r["wall_time_s"] for r in recs],
             "paper_stages": [330, 575],
         }
@@ -197,10 +214,13 @@ def describe(summary: dict) -> list[str]:
     if "train" in summary:
         t = summary["train"]
         nearest = t.get("nearest_teacher_steps", [None] * len(t["stages"]))
-        for v, seed, st, nt in zip(t["variants"], t["seeds"], t["stages"], nearest):
+        leave = t.get("leave_teacher_steps", [None] * len(t["stages"]))
+        for v, seed, st, nt, lt in zip(t["variants"], t["seeds"], t["stages"], nearest, leave):
             line = f"training {v}, seed {seed}: stages by mass at steps {', '.join(number(x) for x in st)}"
             if nt is not None:
                 line += f"; nearest teacher reaches k = 2, 3 at {', '.join(number(x) for x in nt)}"
+            if lt is not None:
+                line += f"; leaves teacher k = 1, 2 at {', '.join(number(x) for x in lt)}"
             lines.append(line)
         lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
