@@ -100,5 +100,25 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def load_results(folder: str | os.PathLike) -> list[dict]:
-    """All records of a folder of point files (any sweep), sorted by file name."""
-    return [read_json(p) for p in sorted(Path(folder).glob("*.json")) if not p.name.startswith(".")]
+    """The records of a folder of point files (any sweep), sorted by file name. In a part's folder of an
+    experiment's run (``<run>/points/<part>``, whose ``<run>/run.json`` lists the point files of the run's config),
+    only the files of that config: points that an earlier config left in the folder are kept on disk (a rerun
+    with that config finds them) but are not the current run's results, so no summary or figure reads them."""
+    folder = Path(folder)
+    files = [p for p in sorted(folder.glob("*.json")) if not p.name.startswith(".")]
+    current = current_point_files(folder)
+    if current is not None:
+        files = [p for p in files if p.name in current]
+    return [read_json(p) for p in files]
+
+
+def current_point_files(folder: str | os.PathLike) -> set[str] | None:
+    """The point file names of the run's current config for the part folder ``folder`` (``<run>/points/<part>``),
+    from ``<run>/run.json``: empty for a part the config does not run; None where the folder is not such a part
+    folder or its run.json does not list them (runs made before the list existed)."""
+    folder = Path(folder)
+    run = folder.parent.parent / "run.json"
+    if folder.parent.name != "points" or not run.is_file():
+        return None
+    listed = read_json(run).get("point_files")
+    return None if listed is None else set(listed.get(folder.name, ()))

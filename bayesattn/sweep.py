@@ -378,6 +378,8 @@ def run_experiment(
                 "experiment": experiment.name,
                 "config": config.to_dict(),
                 "points": {p: len(v) for p, v in parts.items()},
+                # the files of this config's points: what summaries and figures read (files.load_results)
+                "point_files": {p: sorted(f"{point_id(q)}.json" for q in v) for p, v in parts.items()},
                 "versions": package_versions(),
             },
         )

@@ -74,3 +74,24 @@ def test_check_record_names_what_is_wrong(tmp_path):
     assert check_record(a, points[0])[1].startswith("does not parse")
     b.write_text(json.dumps({"point": {"i": 2}, "result": {"v": 3}, "checksum": "0" * 64}))
     assert check_record(b, points[1])[1] == "has a result that does not match its checksum"
+
+
+def test_a_changed_config_reads_only_its_own_points(tmp_path, monkeypatch):
+    """A second config run into the same folder keeps the first one's point files on disk (its rerun finds them)
+    but its summary and everything that reads the folder's results (files.load_results: the figures) see only
+    its own points; a folder without the list (an older run.json) still reads every file."""
+    from bayesattn.files import load_results, read_json
+
+    use_toy(monkeypatch)
+    out = tmp_path / "run"
+    folder = out / "points" / "squares"
+    assert main(["run", "toy", *SETS, "--out", str(out)]) == 0  # squares 0..25
+    first = sorted(p.name for p in folder.glob("*.json"))
+    assert main(["run", "toy", "--set", "n=3", "--set", "seed=7", "--quiet", "--no-figures", "--out", str(out)]) == 0
+    assert len(list(folder.glob("*.json"))) == 6 + 3 and set(first) <= {p.name for p in folder.glob("*.json")}
+    assert sorted(r["result"]["square"] for r in load_results(folder)) == [7, 8, 11]
+    assert read_json(out / "summary.json")["total"] == 7 + 8 + 11
+    run = read_json(out / "run.json")
+    del run["point_files"]
+    (out / "run.json").write_text(json.dumps(run))
+    assert len(load_results(folder)) == 9

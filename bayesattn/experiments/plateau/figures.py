@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from ... import figstyle
-from ...files import read_json
+from ...files import load_results, read_json
 
 COLORS = {"gd": "tab:blue", "sgld": "tab:green", "adam": "tab:red", "flow": "tab:purple", "flow_joint": "tab:brown"}
 MAX_COLS = 4
@@ -100,8 +100,7 @@ def draw_all(folder) -> list[Path]:
         return []
     summary = read_json(summary_file)
     theory = {}
-    for f in sorted((folder / "points" / "theory").glob("*.json")):
-        r = read_json(f)
+    for r in load_results(folder / "points" / "theory"):
         c = r["point"]["case"]
         theory[f"{c['attention']} T={c['T']}"] = r["result"]
     cases = [c for c in summary["cases"] if c["case"] in theory]
