@@ -72,8 +72,8 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
     p.add_argument(
         "--executor",
         choices=EXECUTORS,
-        help="where points run (default: serial, or process with --workers > 1; thread: points overlap in "
-        "this process; dask: a local or remote Dask cluster)",
+        help="where points run (default: the experiment's, 2 threads for phase-diagram and serial for the others; "
+        "process with --workers > 1; thread: points overlap in this process; dask: a local or remote Dask cluster)",
     )
     p.add_argument(
         "--workers",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -242,10 +243,14 @@ def run_command(args) -> int:
         experiment.mcmc_batch = args.batch
     experiment.check(config)
     workers = args.workers
+    executor_kind = args.executor
     if workers is None and args.executor in ("process", "dask") and not args.scheduler:
         workers = getattr(config, "workers", None)  # the config's workers, as --workers alone would use them
     elif workers is None and args.executor is None and not args.scheduler:
         workers = getattr(config, "workers", 1)
+        threads = min(experiment.default_threads, os.cpu_count() or 1)
+        if workers == 1 and threads > 1:  # nothing asked for: the experiment's default executor
+            executor_kind, workers = "thread", threads
     if args.dask_threads and (args.executor != "dask" or args.scheduler):
         raise ValueError(
             "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
@@ -255,8 +260,8 @@ def run_command(args) -> int:
     if args.out is None:
         ignore_results_root(Path(DEFAULT_ROOT))
     _compile_cache(args)
-    kind = args.executor or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
-    with sweep_executor(args.executor, workers, args.scheduler, processes=not args.dask_threads) as executor:
+    kind = executor_kind or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
+    with sweep_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads) as executor:
         print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
         try:
             summary = run_experiment(

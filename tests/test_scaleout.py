@@ -413,8 +413,9 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
     assert not (tmp_path / "summary.json").exists()
 
 
-def test_cli_thread_executor_writes_the_serial_point_files(tmp_path, capsys):
-    """--executor thread (2 threads by default): the MCMC point files of a serial run, executor aside."""
+def test_cli_thread_executor_writes_the_serial_point_files(tmp_path, capsys, monkeypatch):
+    """The phase diagram's default executor, 2 threads where the machine has 2 cores (as --executor thread): the
+    MCMC point files of a serial run, executor aside. On one core the default is serial."""
     argv = [
         "phase-diagram",
         "--methods",
@@ -436,9 +437,13 @@ def test_cli_thread_executor_writes_the_serial_point_files(tmp_path, capsys):
         "--quiet",
         "--no-figures",
     ]
-    assert main(argv + ["--out", str(tmp_path / "serial")]) == 0, capsys.readouterr().err
-    assert main(argv + ["--out", str(tmp_path / "thread"), "--executor", "thread"]) == 0, capsys.readouterr().err
+    assert main(argv + ["--out", str(tmp_path / "serial"), "--executor", "serial"]) == 0, capsys.readouterr().err
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert main(argv + ["--out", str(tmp_path / "thread")]) == 0, capsys.readouterr().err
     assert "executor: thread" in capsys.readouterr().out
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert main(argv + ["--out", str(tmp_path / "serial")]) == 0  # resumed: nothing to compute
+    assert "executor: serial" in capsys.readouterr().out
     names = sorted(p.name for p in (tmp_path / "serial" / "points" / "mcmc").glob("*.json"))
     assert len(names) == 3
     for name in names:

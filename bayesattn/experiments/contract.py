@@ -34,12 +34,17 @@ class Experiment:
     """Base class of an experiment (see the module docstring). Subclasses set the class attributes and
     override ``points``, ``compute`` and ``summarize``; ``describe``, ``figures`` and ``batch`` are optional.
 
-    ``progress`` is set by the runner: True when a point may show its own progress bar (training steps)."""
+    ``progress`` is set by the runner: True when a point may show its own progress bar (training steps).
+    ``default_threads``: the command line's executor when none is asked for (no ``--executor``, ``--workers`` or
+    ``--scheduler``, and the config's ``workers`` at 1): 0 runs the points one after another; N > 0 runs them on N
+    threads of the process (at most the machine's cores), for an experiment whose point files are checked to be
+    the same on every executor."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     Config: ClassVar[type[ExperimentConfig]]
     default_config: ClassVar[str] = "default"
+    default_threads: ClassVar[int] = 0
     progress: bool = False
 
     # --- configs -----------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ class PhaseDiagram(Experiment):
     name = "phase-diagram"
     description = "copy-head transition in P: theory, exact-posterior MCMC and Adam, softmax vs linear attention"
     Config = RunConfig
+    # two threads by default: the points' files are the same on every executor (tests/test_scaleout.py), and on a
+    # 2-core machine the default run takes about two thirds of its serial time (docs/benchmarks.md)
+    default_threads = 2
     mcmc_batch: int = 1  # MCMC points of one shape sampled this many at a time in one program (--batch)
 
     def points(self, config: RunConfig) -> dict[str, list[dict]]:
