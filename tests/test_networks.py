@@ -196,6 +196,7 @@ def test_float32_inputs_run_in_float32():
         ({"name": "transformer", "d_in": 2, "norm": "batchnorm"}, "norm"),
         ({"name": "single_layer", "heads": 0}, "heads"),
         ({"name": "transformer", "vocab": 2, "embed_std": 0.0}, "embed_std=0.0"),
+        ({"name": "multihead", "value_init_scale": -1.0}, "value_init_scale=-1.0"),
         ({"name": "mixer", "vocab": 2, "embed_std": -1}, "embed_std=-1"),
         ({"name": "multihead", "decoder": "identity", "d_value": 5, "d_out": 3}, "d_value"),
     ],
@@ -219,3 +220,14 @@ def test_embedding_scale_and_mlp_biases_leave_the_rest_of_the_initialisation_alo
     b_unit = eqx.tree_at(lambda n: n.embedding.W_E, b, a.embedding.W_E)
     x = jnp.array([0, 2, 1, 1, 0, 2])
     np.testing.assert_allclose(call(b_unit, x)[0], call(a, x)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_value_init_scale_scales_w_v_alone():
+    """value_init_scale: W_V from the same draw at its own scale (0: zero), W_Q as before."""
+    base = MultiHeadConfig(T=4, d_in=3, heads=2, init="xavier", init_scale=1e-3)
+    a = network_from_config(base, jax.random.key(1))
+    b = network_from_config(MultiHeadConfig(**{**base.__dict__, "value_init_scale": 0.5}), jax.random.key(1))
+    z = network_from_config(MultiHeadConfig(**{**base.__dict__, "value_init_scale": 0}), jax.random.key(1))
+    np.testing.assert_array_equal(np.asarray(b.W_Q), np.asarray(a.W_Q))
+    np.testing.assert_allclose(np.asarray(b.W_V), 0.5 / 1e-3 * np.asarray(a.W_V), rtol=1e-12)
+    assert not np.any(np.asarray(z.W_V)) and np.array_equal(np.asarray(z.W_Q), np.asarray(a.W_Q))

@@ -227,7 +227,10 @@ def test_the_teacher_is_as_sharp_as_the_papers_and_old_points_keep_their_names()
     assert sharp.scale == 10.0
     np.testing.assert_allclose(sharp.teacher_logits(tokens), 10.0 * soft.teacher_logits(tokens), rtol=1e-12)
     legacy = TrainingConfig(**_TINY, scale=1.0, teacher="fixed", data="finite")
-    assert not {"scale", "teacher", "data"} & set(legacy.point_dict())
+    assert not {"scale", "teacher", "data", "query_init", "value_init"} & set(legacy.point_dict())
+    small = TrainingConfig(**_TINY, query_init=1e-9, value_init=0.0)
+    assert (small.network().init_scale, small.network().value_init_scale) == (1e-9, 0.0)
+    assert small.point_dict()["value_init"] == 0.0
     assert TrainingConfig(**_TINY).point_dict()["scale"] == 10.0
 
 

@@ -223,7 +223,8 @@ class MultiHeadConfig(NetworkConfig):
     score_scale: the scores are multiplied by it (None: 1; the paper of Yueksel et al. uses 1 / sqrt(d')).
     init: "normal" (W ~ init_scale N(0, 1)) or "xavier" (W_Q, W_V ~ init_scale U(-b, b), b = sqrt(3 / d'):
     Xavier-uniform of a d' x d' projection, the paper's value projection being d' x d' of which the identity
-    decoder keeps the first d_out rows).
+    decoder keeps the first d_out rows). value_init_scale: W_V's own scale in place of init_scale (0: W_V starts
+    at zero); None: init_scale.
     """
 
     name: ClassVar[str] = "multihead"
@@ -239,6 +240,7 @@ class MultiHeadConfig(NetworkConfig):
     init_scale: float = 1e-2
     score_scale: float | None = None
     init: Literal["normal", "xavier"] = "normal"
+    value_init_scale: float | None = None
 
     def __post_init__(self):
         for f in ("T", "d_in", "heads"):
@@ -255,6 +257,11 @@ class MultiHeadConfig(NetworkConfig):
         if self.score_scale is not None:
             object.__setattr__(self, "score_scale", float(check_positive("score_scale", self.score_scale)))
         check_choice("init", self.init, ("normal", "xavier"))
+        if self.value_init_scale is not None:
+            v = self.value_init_scale
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < float("inf")):
+                raise ValueError(f"value_init_scale={v!r}: expected a finite number >= 0 (or None: init_scale)")
+            object.__setattr__(self, "value_init_scale", float(v))
 
     @property
     def width(self) -> int:
@@ -273,13 +280,14 @@ class MultiHeadAttention(eqx.Module):
         c = config
         kq, kv, ko = jax.random.split(key, 3)
         D = c.width
+        v_scale = c.init_scale if c.value_init_scale is None else c.value_init_scale
         if c.init == "xavier":
             b = np.sqrt(3.0 / D)
             self.W_Q = c.init_scale * jax.random.uniform(kq, (c.heads, D, D), minval=-b, maxval=b)
-            self.W_V = c.init_scale * jax.random.uniform(kv, (c.heads, c.d_value, D), minval=-b, maxval=b)
+            self.W_V = v_scale * jax.random.uniform(kv, (c.heads, c.d_value, D), minval=-b, maxval=b)
         else:
             self.W_Q = c.init_scale * jax.random.normal(kq, (c.heads, D, D))
-            self.W_V = c.init_scale * jax.random.normal(kv, (c.heads, c.d_value, D))
+            self.W_V = v_scale * jax.random.normal(kv, (c.heads, c.d_value, D))
         self.W_O = None if c.decoder == "identity" else jax.random.normal(ko, (c.d_out, c.d_value)) / np.sqrt(c.d_value)
         self.config = c
 

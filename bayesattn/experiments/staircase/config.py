@@ -85,7 +85,13 @@ class TrainingConfig(Section):
     """
 
     # added after runs were made, with the value those runs had (their points keep their names)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"teacher": "fixed", "data": "finite", "scale": 1.0}
+    LEGACY_DEFAULTS: ClassVar[dict] = {
+        "teacher": "fixed",
+        "data": "finite",
+        "scale": 1.0,
+        "query_init": 1.0,
+        "value_init": 1.0,
+    }
 
     vocab: PositiveInt = 50
     span_lengths: list[PositiveInt] = [2, 2, 2]
@@ -114,6 +120,10 @@ class TrainingConfig(Section):
     teacher: Literal["per_seed", "fixed"] = "per_seed"
     teacher_seed: NonNegativeInt = 0  # teacher = "fixed" only
     data: Literal["finite", "online"] = "finite"
+    # the minimal model's initial W_Q and W_V, as multiples of their Xavier-uniform draw (1: the paper's default;
+    # its infinite-data config starts W_Q at 1e-9 and W_V at 0)
+    query_init: PositiveFloat = 1.0
+    value_init: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -179,7 +189,8 @@ class TrainingConfig(Section):
             decoder="identity",
             mask="causal",
             init="xavier",
-            init_scale=1.0,
+            init_scale=self.query_init,
+            value_init_scale=self.value_init,
             score_scale=1.0 / math.sqrt(task.d + task.T),
         )
 
