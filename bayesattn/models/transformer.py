@@ -186,6 +186,13 @@ class TransformerConfig(NetworkConfig):
         return self.width - self.T if self.positions == "onehot" else self.width
 
 
+def _mlp(block, x, act):
+    """A block's MLP: act(x W_in^T + b_in) W_out^T + b_out, the biases where the block has them (mlp_bias)."""
+    z = x @ block.W_in.T
+    m = act(z if block.b_in is None else z + block.b_in) @ block.W_out.T
+    return m if block.b_out is None else m + block.b_out
+
+
 class Block(eqx.Module):
     W_Q: jax.Array  # (H dh, width)
     W_K: jax.Array
@@ -228,9 +235,7 @@ class Block(eqx.Module):
         h = h + out if pre else self.norm1(h + out)
         if self.W_in is not None:
             act = jax.nn.relu if c.activation == "relu" else jax.nn.gelu
-            z = (self.norm2(h) if pre else h) @ self.W_in.T
-            m = act(z if self.b_in is None else z + self.b_in) @ self.W_out.T
-            m = m if self.b_out is None else m + self.b_out
+            m = _mlp(self, self.norm2(h) if pre else h, act)
             h = h + m if pre else self.norm2(h + m)
         return h, alpha
 
@@ -338,9 +343,7 @@ class MixerBlock(eqx.Module):
         M = self.mixing(h.shape[0])
         h = h + M @ self.norm1(h)
         if self.W_in is not None:
-            z = self.norm2(h) @ self.W_in.T
-            m = jax.nn.gelu(z if self.b_in is None else z + self.b_in) @ self.W_out.T
-            h = h + (m if self.b_out is None else m + self.b_out)
+            h = h + _mlp(self, self.norm2(h), jax.nn.gelu)
         return h, M
 
 
