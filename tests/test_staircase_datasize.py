@@ -11,6 +11,7 @@ from bayesattn.experiments.staircase.summary import (
     data_size_table,
     leave_teacher_steps,
     nearest_teacher_steps,
+    seed_statistics,
 )
 from bayesattn.files import write_json_atomic
 
@@ -128,3 +129,20 @@ def test_describe_names_each_training_run_and_prints_plain_numbers():
         in lines
     )
     assert any(line.startswith("training sgd, seed 0") for line in lines)
+
+
+def test_seed_statistics_are_censored_medians_per_variant():
+    # five seeds of "main" (one never leaves teacher 2 within its 1000 steps), three of "sgd" (too few: no entry)
+    variants = ["main"] * 5 + ["sgd"] * 3
+    leave = [[300, 500], [320, 560], [280, None], [350, 600], [310, 590]] + [[100, 200]] * 3
+    stages = [[100, 400, 700]] * 5 + [[50, None, None]] * 3
+    out = seed_statistics(variants, leave, stages, [1000] * 8)
+    assert set(out) == {"main"}
+    m = out["main"]
+    assert m["seeds"] == 5 and m["budget"] == 1000
+    assert m["leave_teacher"][0]["median"] == 310.0
+    assert m["leave_teacher"][1]["median"] == 590.0  # 500, 560, 590, 600 and the censored 1000
+    assert m["leave_teacher"][1]["censored"] == 1
+    lo, hi = m["leave_teacher"][0]["ci"]
+    assert 280 <= lo <= 310 <= hi <= 350
+    assert m["stages_by_mass"][2] == {**m["stages_by_mass"][2], "median": 700.0, "ci": [700.0, 700.0]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import stats
 from ...bayes.theory.common import first_crossing
 from ..contract import number
 from .bayes import LAG_OBSERVABLE
@@ -108,6 +109,34 @@ def leave_teacher_steps(steps, kl) -> list:
     return out
 
 
+MIN_SEEDS = 4  # fewer seeds get no interval: a bootstrap of two or three values is little more than their range
+
+
+def seed_statistics(variants: list, leave: list, stages: list, budgets: list) -> dict:
+    """Per variant run with :data:`MIN_SEEDS` or more seeds: the median step at which the model leaves teacher
+    k = 1, 2, ... and at which each span is held by mass, each with its bootstrap interval
+    (:func:`bayesattn.stats.median_interval`; a seed that has not left a teacher, or not reached a span, within its
+    run is censored at its budget)."""
+    out = {}
+    for v in dict.fromkeys(variants):
+        idx = [i for i, w in enumerate(variants) if w == v]
+        if len(idx) < MIN_SEEDS:
+            continue
+        budget = min(budgets[i] for i in idx)
+        out[v] = {
+            "seeds": len(idx),
+            "budget": budget,
+            "leave_teacher": [
+                stats.median_interval([leave[i][k] for i in idx], budget) for k in range(len(leave[idx[0]]))
+            ],
+            "stages_by_mass": [
+                stats.median_interval([stages[i][k] for i in idx], budget) for k in range(len(stages[idx[0]]))
+            ],
+            "statistics": f"median over seeds, {stats.BOOTSTRAP}; {stats.CENSOR_RULE}",
+        }
+    return out
+
+
 # fields a run of the data-size sweep may change against the main run (everything else equal)
 DATA_FIELDS = ("train", "batch_size", "data")
 
@@ -187,6 +216,10 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             "wall_s": [r["wall_time_s"] for r in recs],
             "paper_stages": [330, 575],
         }
+        t = summary["train"]
+        t["seed_statistics"] = seed_statistics(
+            t["variants"], t["leave_teacher_steps"], t["stages"], [r["point"]["train"]["steps"] for r in recs]
+        )
         if all("train_loss" in r["result"] for r in recs):
             summary["data_sizes"] = data_size_table(recs)
     if "theory" in records:
@@ -198,6 +231,11 @@ def summarize(records: dict[str, list[dict]]) -> dict:
         res = records["ode"][0]["result"]
         summary["ode"] = {"stages": res["stages"], "plateaus": res["plateaus"]}
     return summary
+
+
+def _median_text(m: dict) -> str:
+    med = "not within the run" if m["median"] is None else number(m["median"])
+    return med + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], 0)}")
 
 
 def describe(summary: dict) -> list[str]:
@@ -222,6 +260,13 @@ def describe(summary: dict) -> list[str]:
             if lt is not None:
                 line += f"; leaves teacher k = 1, 2 at {', '.join(number(x) for x in lt)}"
             lines.append(line)
+        for v, st in t.get("seed_statistics", {}).items():
+            med = (
+                "; ".join(f"leaves teacher {k + 1} at {_median_text(m)}" for k, m in enumerate(st["leave_teacher"]))
+                + "; spans held by mass at "
+                + ", ".join(_median_text(m) for m in st["stages_by_mass"])
+            )
+            lines.append(f"training {v}, {st['seeds']} seeds, median [95% bootstrap]: {med}")
         lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
         n = "online" if r["n"] is None else f"n = {r['n']}"
