@@ -8,6 +8,7 @@ exactly when its result would. Every method at one P uses the same data set (:fu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -109,7 +110,7 @@ def mcmc_point(point: dict) -> dict:
     prior, att, P = cfg.make_prior(), point["attention"], int(point["P"])
     data = point_data(cfg.make_task(), cfg.seed, P)
     post = Posterior(data, attention=att, prior=prior)
-    alpha = jax.jit(jax.vmap(jax.vmap(post.attention_weights)))
+    alpha = functools.partial(_draw_attention, post)
     test_error = held_out_error(cfg, post, P)
     inits = {}
     for i, init in enumerate(cfg.mcmc.inits):
@@ -127,19 +128,33 @@ def mcmc_point(point: dict) -> dict:
     return {"data": data_record(data), "inits": inits}
 
 
-def held_out_error(cfg: RunConfig, post: Posterior, P: int):
-    """L -> the squared error per query row and output coordinate of the readout's posterior mean at L, on
-    MCMC_TEST_SEQUENCES held-out sequences of grid point P (key stream TEST)."""
-    test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
-    rows = np.flatnonzero(np.asarray(test.task.query_mask))
-    Xt, Yt = jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows]
+# One compiled program each for every MCMC point of a run: the posterior and the data are arguments (a posterior is
+# a pytree whose task and attention are static), so points that differ in P or in their data share a compilation.
+@jax.jit
+def _draw_attention(post: Posterior, L: jax.Array) -> jax.Array:
+    """The attention weights of draws L: (chains, draws, *L_shape)."""
+    return jax.vmap(jax.vmap(post.attention_weights))(L)
 
-    @jax.jit
+
+@jax.jit
+def _held_out_errors(post: Posterior, Xt: jax.Array, Yt: jax.Array, rows: jax.Array, Ls: jax.Array) -> jax.Array:
+    """Per draw L of Ls: the mean squared error of the readout's posterior mean at L on (Xt, Yt), query rows only."""
+
     def error(L):
         mean, _ = post.predict(L, Xt)
         return jnp.mean((mean[:, rows] - Yt) ** 2)
 
-    return error
+    return jax.lax.map(error, Ls)
+
+
+def held_out_error(cfg: RunConfig, post: Posterior, P: int):
+    """Draws Ls -> the squared error per query row and output coordinate of the readout's posterior mean at each L,
+    on MCMC_TEST_SEQUENCES held-out sequences of grid point P (key stream TEST)."""
+    test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
+    rows = np.flatnonzero(np.asarray(test.task.query_mask))
+    return functools.partial(
+        _held_out_errors, post, jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows], jnp.asarray(rows)
+    )
 
 
 def chain_summary(s, alpha, att: str, test_error=None) -> dict:
@@ -153,7 +168,7 @@ def chain_summary(s, alpha, att: str, test_error=None) -> dict:
     if test_error is not None:
         Ls = np.asarray(s.L).reshape((-1,) + np.asarray(s.L).shape[2:])
         thin = Ls[np.linspace(0, len(Ls) - 1, min(MCMC_TEST_DRAWS, len(Ls))).astype(int)]
-        errs = np.asarray(jax.lax.map(test_error, jnp.asarray(thin)))
+        errs = np.asarray(test_error(jnp.asarray(thin)))
         summ["test_error"] = {
             "mean": float(errs.mean()),
             "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
@@ -236,7 +251,7 @@ def mcmc_points(points: list[dict]) -> list[dict]:
     att, Ps = points[0]["attention"], [int(p["P"]) for p in points]
     datas = [point_data(cfg.make_task(), cfg.seed, P) for P in Ps]
     posts = [Posterior(d, attention=att, prior=cfg.make_prior()) for d in datas]
-    alphas = [jax.jit(jax.vmap(jax.vmap(post.attention_weights))) for post in posts]
+    alphas = [functools.partial(_draw_attention, post) for post in posts]
     errors = [held_out_error(cfg, post, P) for post, P in zip(posts, Ps)]
     inits: list[dict] = [{} for _ in points]
     for i, init in enumerate(cfg.mcmc.inits):
