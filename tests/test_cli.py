@@ -90,6 +90,20 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
     assert point["result"]["data"]["n"] == point["point"]["P"] * 8  # cyclic: every one of the T = 8 rows
     text = capsys.readouterr().out
     assert "softmax: theory:" in text and "linear: theory:" in text
+    # the sampler's diagnostics: the worst R-hat and ESS of each attention's order parameter over its point files
+    for att, x in (("softmax", "m"), ("linear", "u")):
+        groups = [
+            g[x]
+            for f in (out / "points" / "mcmc").glob(f"mcmc-{att}-*.json")
+            for g in json.loads(f.read_text())["result"]["inits"].values()
+        ]
+        dg = summary["mcmc_diagnostics"][att]
+        assert dg["observable"] == x and dg["chain_groups"] == len(groups) == 2 * len(
+            summary["transitions"][att]["mcmc"]["cold"]["P"]
+        )
+        assert dg["r_hat_max"] == max(g["r_hat"] for g in groups)
+        assert dg["ess_bulk_min"] == min(g["ess_bulk"] for g in groups)
+        assert f"{att}: mcmc diagnostics of {x}" in text
     assert not (out / "figures").exists() or not any((out / "figures").iterdir())
     # figures are drawn from saved results alone
     assert main(["figures", str(out)]) == 0
@@ -109,6 +123,20 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
     assert main(["phase-diagram", *SMALL, "--out", str(out), "--no-figures"]) == 0
     again = json.loads((out / "summary.json").read_text())
     assert again["points_computed"] == 0 and again["points_resumed"] == sum(summary["points"].values())
+
+
+def test_mcmc_diagnostics_flag_a_point_over_the_thresholds():
+    from bayesattn.experiments.copy_head.summary import ESS_MIN, R_HAT_MAX, mcmc_diagnostics
+
+    def rec(P, r_hat, ess, div=0):
+        group = {"m": {"r_hat": r_hat, "ess_bulk": ess}, "diagnostics": {"num_divergent": div}}
+        return {"point": {"attention": "softmax", "P": P}, "result": {"inits": {"cold": group, "hot": group}}}
+
+    good = mcmc_diagnostics([rec(100, 1.0, 500.0), rec(200, 1.01, 300.0)])["softmax"]
+    assert good["met"] and good["r_hat_max"] == 1.01 and good["ess_bulk_min"] == 300.0 and good["chain_groups"] == 4
+    assert good["r_hat_max_at"] == {"P": 200, "init": "cold"}
+    for bad in (rec(300, R_HAT_MAX + 0.01, 500.0), rec(300, 1.0, ESS_MIN - 1), rec(300, 1.0, 500.0, div=1)):
+        assert not mcmc_diagnostics([rec(100, 1.0, 500.0), bad])["softmax"]["met"]
 
 
 # slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite

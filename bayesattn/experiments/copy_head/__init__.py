@@ -4,7 +4,7 @@ by side (docs/model.md, docs/theory.md).
 
 A run writes, under its output folder::
 
-    run.json, summary.json       config, transitions per attention and method, key rules, provenance, times
+    run.json, summary.json       config, transitions per attention and method, MCMC diagnostics, key rules, times
     points/theory/*.json         one file per attention: phase curve, landscapes, planes
     points/mcmc/*.json           one file per (attention, P): data record, cold / hot chains, diagnostics
     points/adam/*.json           one file per (attention, P): data record, Adam from small and hot init

@@ -1,5 +1,5 @@
-"""The phase diagram's summary, from the saved records alone: the transition per attention and method, and the
-printed lines (:func:`describe`)."""
+"""The phase diagram's summary, from the saved records alone: the transition per attention and method, the
+sampler's diagnostics against fixed thresholds, and the printed lines (:func:`describe`)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,49 @@ def summarize(cfg, records: dict[str, list[dict]]) -> dict:
             )
             if recs:
                 trans[a][method] = empirical_transition(recs, method, a)
-    return {
+    out = {
         "seed": cfg.seed,
         "key_streams": {"data": DATA, "mcmc": MCMC, "adam": ADAM, "rules": KEY_RULES},
         "transitions": trans,
     }
+    if records.get("mcmc"):
+        out["mcmc_diagnostics"] = mcmc_diagnostics(records["mcmc"])
+    return out
+
+
+# The thresholds every MCMC point of a phase diagram is held to, on its attention's order parameter: split R-hat at
+# most R_HAT_MAX and bulk ESS at least ESS_MIN (Stan's classic rules, for the default's 2 chains per start), and no
+# divergent transition after warm-up. A faster sampler or setting is compared with the default at these thresholds.
+R_HAT_MAX = 1.05
+ESS_MIN = 100.0
+
+
+def mcmc_diagnostics(records: list[dict]) -> dict:
+    """Per attention: the worst split R-hat and the smallest bulk ESS of its order parameter over every MCMC point
+    and start, where they occur, the divergences after warm-up, and whether the thresholds are met."""
+    out: dict = {}
+    for a in dict.fromkeys(r["point"]["attention"] for r in records):
+        x = ORDER_PARAMETER[a]
+        rows = [
+            (float(res[x]["r_hat"]), float(res[x]["ess_bulk"]), int(r["point"]["P"]), init, res)
+            for r in records
+            if r["point"]["attention"] == a
+            for init, res in r["result"]["inits"].items()
+        ]
+        worst_r, worst_e = max(rows, key=lambda t: t[0]), min(rows, key=lambda t: t[1])
+        divergent = sum(int(t[4].get("diagnostics", {}).get("num_divergent", 0)) for t in rows)
+        out[a] = {
+            "observable": x,
+            "r_hat_max": worst_r[0],
+            "r_hat_max_at": {"P": worst_r[2], "init": worst_r[3]},
+            "ess_bulk_min": worst_e[1],
+            "ess_bulk_min_at": {"P": worst_e[2], "init": worst_e[3]},
+            "divergent": divergent,
+            "chain_groups": len(rows),
+            "thresholds": {"r_hat_max": R_HAT_MAX, "ess_bulk_min": ESS_MIN, "divergent": 0},
+            "met": bool(worst_r[0] <= R_HAT_MAX and worst_e[1] >= ESS_MIN and divergent == 0),
+        }
+    return out
 
 
 def final_values(result: dict, method: str, x: str) -> np.ndarray:
@@ -85,4 +123,15 @@ def describe(summary: dict) -> list[str]:
                     lo, hi = v["rise_between"]
                     where = f"largest rise {v['rise']:+.2f} between P = {lo:.0f} and {hi:.0f}"
                 lines.append(f"{a}: {method} ({init} start): {span}; {where}")
+    diagnostics = summary.get("mcmc_diagnostics", {})
+    for a in [a for a in summary["transitions"] if a in diagnostics]:
+        dg = diagnostics[a]
+        r_at, e_at = dg["r_hat_max_at"], dg["ess_bulk_min_at"]
+        lines.append(
+            f"{a}: mcmc diagnostics of {dg['observable']} over {dg['chain_groups']} chain groups: max R-hat "
+            f"{dg['r_hat_max']:.3f} (P = {r_at['P']}, {r_at['init']}), min bulk ESS {dg['ess_bulk_min']:.0f} "
+            f"(P = {e_at['P']}, {e_at['init']}), {dg['divergent']} divergent; thresholds R-hat <= "
+            f"{dg['thresholds']['r_hat_max']}, ESS >= {dg['thresholds']['ess_bulk_min']:.0f}, no divergence: "
+            + ("met" if dg["met"] else "NOT met")
+        )
     return lines
