@@ -137,6 +137,15 @@ def test_mcmc_diagnostics_flag_a_point_over_the_thresholds():
     assert good["r_hat_max_at"] == {"P": 200, "init": "cold"}
     for bad in (rec(300, R_HAT_MAX + 0.01, 500.0), rec(300, 1.0, ESS_MIN - 1), rec(300, 1.0, 500.0, div=1)):
         assert not mcmc_diagnostics([rec(100, 1.0, 500.0), bad])["softmax"]["met"]
+    nan = mcmc_diagnostics([rec(100, 1.0, 500.0), rec(300, float("nan"), float("nan"))])["softmax"]
+    assert not nan["met"] and nan["r_hat_max"] is None and nan["ess_bulk_min"] is None
+    assert nan["r_hat_max_at"] == {"P": 300, "init": "cold"}
+    # a group without diagnostics (a result made by other code) is counted, not read
+    bare = rec(400, 1.0, 500.0)
+    bare["result"]["inits"]["hot"] = {"m": {"mean": 0.1}}
+    part = mcmc_diagnostics([bare])["softmax"]
+    assert part["chain_groups"] == 1 and part["chain_groups_without_diagnostics"] == 1 and part["met"]
+    assert mcmc_diagnostics([{"point": bare["point"], "result": {"inits": {"cold": {"m": {}}}}}]) == {}
 
 
 # slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite

@@ -41,26 +41,38 @@ ESS_MIN = 100.0
 
 def mcmc_diagnostics(records: list[dict]) -> dict:
     """Per attention: the worst split R-hat and the smallest bulk ESS of its order parameter over every MCMC point
-    and start, where they occur, the divergences after warm-up, and whether the thresholds are met."""
+    and start, where they occur, the divergences after warm-up, and whether the thresholds are met. A chain group
+    without both diagnostics (a result made by other code) is left out and counted; a non-finite value fails."""
     out: dict = {}
     for a in dict.fromkeys(r["point"]["attention"] for r in records):
         x = ORDER_PARAMETER[a]
-        rows = [
-            (float(res[x]["r_hat"]), float(res[x]["ess_bulk"]), int(r["point"]["P"]), init, res)
-            for r in records
-            if r["point"]["attention"] == a
-            for init, res in r["result"]["inits"].items()
-        ]
+        rows, missing = [], 0
+        for r in records:
+            if r["point"]["attention"] != a:
+                continue
+            for init, res in r["result"]["inits"].items():
+                entry = res.get(x, {})
+                if entry.get("r_hat") is None or entry.get("ess_bulk") is None:
+                    missing += 1
+                    continue
+                r_hat, ess = float(entry["r_hat"]), float(entry["ess_bulk"])
+                # non-finite: the worst possible value, so that it is the one reported and it fails
+                r_hat = r_hat if np.isfinite(r_hat) else np.inf
+                ess = ess if np.isfinite(ess) else -np.inf
+                rows.append((r_hat, ess, int(r["point"]["P"]), init, res))
+        if not rows:
+            continue
         worst_r, worst_e = max(rows, key=lambda t: t[0]), min(rows, key=lambda t: t[1])
         divergent = sum(int(t[4].get("diagnostics", {}).get("num_divergent", 0)) for t in rows)
         out[a] = {
             "observable": x,
-            "r_hat_max": worst_r[0],
+            "r_hat_max": float(worst_r[0]) if np.isfinite(worst_r[0]) else None,
             "r_hat_max_at": {"P": worst_r[2], "init": worst_r[3]},
-            "ess_bulk_min": worst_e[1],
+            "ess_bulk_min": float(worst_e[1]) if np.isfinite(worst_e[1]) else None,
             "ess_bulk_min_at": {"P": worst_e[2], "init": worst_e[3]},
             "divergent": divergent,
             "chain_groups": len(rows),
+            "chain_groups_without_diagnostics": missing,
             "thresholds": {"r_hat_max": R_HAT_MAX, "ess_bulk_min": ESS_MIN, "divergent": 0},
             "met": bool(worst_r[0] <= R_HAT_MAX and worst_e[1] >= ESS_MIN and divergent == 0),
         }
@@ -100,6 +112,10 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
     return out
 
 
+def _num(v, digits: int) -> str:
+    return "not finite" if v is None else f"{v:.{digits}f}"
+
+
 def describe(summary: dict) -> list[str]:
     """The printed summary: one line per attention and method."""
     lines = []
@@ -129,7 +145,7 @@ def describe(summary: dict) -> list[str]:
         r_at, e_at = dg["r_hat_max_at"], dg["ess_bulk_min_at"]
         lines.append(
             f"{a}: mcmc diagnostics of {dg['observable']} over {dg['chain_groups']} chain groups: max R-hat "
-            f"{dg['r_hat_max']:.3f} (P = {r_at['P']}, {r_at['init']}), min bulk ESS {dg['ess_bulk_min']:.0f} "
+            f"{_num(dg['r_hat_max'], 3)} (P = {r_at['P']}, {r_at['init']}), min bulk ESS {_num(dg['ess_bulk_min'], 0)} "
             f"(P = {e_at['P']}, {e_at['init']}), {dg['divergent']} divergent; thresholds R-hat <= "
             f"{dg['thresholds']['r_hat_max']}, ESS >= {dg['thresholds']['ess_bulk_min']:.0f}, no divergence: "
             + ("met" if dg["met"] else "NOT met")
