@@ -239,6 +239,7 @@ FIGURE_COMMANDS = {
     "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
     "sparse_heatmap.png": "bayesattn sparse",
+    "sparse_anchor.png": "bayesattn sparse --config sparse_anchor",
     "sparse_heads.png": "bayesattn sparse",
     "sparse_mixer.png": "bayesattn sparse",
     "sparse_bayes_summed.png": "bayesattn sparse",
