@@ -235,6 +235,7 @@ FIGURE_COMMANDS = {
     "three_transitions.png": "bayesattn three-transitions",
     "staircase_bayes.png": "bayesattn staircase",
     "staircase_training.png": "bayesattn staircase",
+    "staircase_full_training.png": "bayesattn staircase --config staircase_full --parts train --set train_only=main",
     "staircase_T64.png": "bayesattn staircase --config staircase_T64",
     "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
