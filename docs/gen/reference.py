@@ -243,6 +243,7 @@ FIGURE_COMMANDS = {
     "sparse_anchor.png": "bayesattn sparse --config sparse_anchor",
     "sparse_heads.png": "bayesattn sparse",
     "sparse_mixer.png": "bayesattn sparse",
+    "sparse_mixer_cpu.png": "bayesattn sparse --config sparse_mixer_cpu",
     "sparse_bayes_summed.png": "bayesattn sparse",
     "sparse_bayes_normalized.png": "bayesattn sparse --config sparse_bayes_normalized",
     "dynlab_ch_spikes.png": "bayesattn dynlab --config clustering_head",
