@@ -44,6 +44,17 @@ def check_positive(name: str, value: Any) -> float:
     return v
 
 
+def check_nonnegative(name: str, value: Any) -> float:
+    """:func:`check_positive` with 0 allowed."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r}: expected a finite number >= 0") from None
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name}={value!r}: expected a finite number >= 0")
+    return v
+
+
 def check_choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
     if value not in allowed:

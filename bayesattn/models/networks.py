@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_choice, check_int, check_positive
+from .._validate import check_choice, check_int, check_nonnegative, check_positive
 from .attention import AttentionModel, AttentionName, attention_kind, attention_weights
 
 MaskKind = Literal["full", "causal"]
@@ -259,9 +259,9 @@ class MultiHeadConfig(NetworkConfig):
         check_choice("init", self.init, ("normal", "xavier"))
         if self.value_init_scale is not None:
             v = self.value_init_scale
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < float("inf")):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ValueError(f"value_init_scale={v!r}: expected a finite number >= 0 (or None: init_scale)")
-            object.__setattr__(self, "value_init_scale", float(v))
+            object.__setattr__(self, "value_init_scale", check_nonnegative("value_init_scale", v))
 
     @property
     def width(self) -> int:

@@ -12,7 +12,6 @@ key each step, for :func:`sgld`'s noise) and ``value=`` (the loss, for ``optax.c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -22,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validate import check_choice, check_int, check_positive
+from .._validate import check_choice, check_int, check_nonnegative, check_positive
 
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 DECAYS = ("constant", "cosine", "exponential", "plateau")
@@ -109,9 +108,7 @@ class OptimizerConfig:
                     f"weight_decay={self.weight_decay!r} with optimizer={self.name!r}: expected None "
                     "(decoupled weight decay is adamw's)"
                 )
-            if not (math.isfinite(float(self.weight_decay)) and float(self.weight_decay) >= 0):
-                raise ValueError(f"weight_decay={self.weight_decay!r}: expected a finite number >= 0")
-            object.__setattr__(self, "weight_decay", float(self.weight_decay))
+            object.__setattr__(self, "weight_decay", check_nonnegative("weight_decay", self.weight_decay))
         if self.momentum is not None:
             if self.name != "sgd":
                 raise ValueError(

@@ -240,8 +240,8 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
     seed a dot and the mean a line: (a) the best validation loss's excess over the teacher's entropy; (b) at that
     step (early stopping), the spans held by a head with mass >= 0.5 (not the nearest teacher: at the paper's
     temperature its argmin jumps on noise while the KL curves are close), with the exact posterior's P_k of the
-    multi-lag copy task on the same axis where the run has them; (c) the final training and validation losses beside the teacher's entropy (below it: memorised). None without a
-    data-size sweep."""
+    multi-lag copy task on the same axis where the run has them; (c) the final training and validation losses
+    beside the teacher's entropy (below it: memorised). None without a data-size sweep."""
     from matplotlib.lines import Line2D
 
     path = Path(run_dir) / "summary.json"
