@@ -19,6 +19,12 @@ from scipy import stats
 # a label cut by the figure's edge, overlapping labels or text below 8 pt fails the test instead of warning.
 os.environ.setdefault("BAYESATTN_FIGURE_CHECK", "error")
 
+# The suite compiles several hundred small programs, most of which then run for milliseconds: XLA is asked for
+# little optimisation (JAX's jax_disable_most_optimizations), which shortens the compilations, in this process and
+# in the processes it starts. Numbers change only by rounding (tests/test_runtime.py compares a log density and
+# its gradient with the fully optimised program's); set JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test what users run.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
 # The suite's compiled programs go to one persistent cache shared by its worker processes (never the user's
 # ~/.cache): the command line, called in-process by many tests, would switch the cache on anyway, and tests that
 # compile the same program in the other worker load it instead. A compiled program is the same whether compiled or
