@@ -51,6 +51,7 @@ _WHERE = {
             "sample",
             "sample_joint",
             "initial_positions",
+            "branch_starts",
             "joint_model",
             "tempered_smc",
             "METHODS",

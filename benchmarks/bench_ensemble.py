@@ -13,7 +13,10 @@ Sections
   against the flop count of one value-and-grad (``flops_per_grad``) at the measured float64 matmul peak of
   this process. T = 32 starts cold; T = 64 starts
   hot (P = 1000 is inside its coexistence window, docs/theory.md, where the copy branch is the stable one; a
-  cold many-chain start can stay on the metastable branch, which is no speed comparison).
+  cold many-chain start can stay on the metastable branch, which is no speed comparison). ``--branch-starts``
+  adds each ChEES run again from the theory's stable branch (``bayesattn.branch_starts`` with
+  ``phase_curve``'s m at this P; the theory's time is printed apart) with each of ``--branch-warmup`` warm-up
+  lengths (default: ``--ess-warmup``).
 - grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
   K = 1, 4, 16, 64, 256 at T = 32 and 64, against the flop count: the K chains' contractions with the
   statistics are one matrix-matrix product.
@@ -107,6 +110,8 @@ def bench_ess(args, peak):
                 rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
                     post, jax.random.key(args.seed + 2), **chees, **few
                 )
+            if args.branch_starts:
+                rows |= branch_rows(args, post, K, n, m_branch(args, T))
         base = rows["nuts (4 x 1000)"]
         print(
             f"\n[ess] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: ideal value-and-grad "
@@ -123,6 +128,32 @@ def bench_ess(args, peak):
                 f"{per / ideal:.1f} |",
                 flush=True,
             )
+
+
+def m_branch(args, T):
+    """The theory's stable-branch copy weight at (T, P, sigma2), printed with the time it took."""
+    t0 = time.perf_counter()
+    pc = ba.theory.phase_curve(ba.CopyTask(T=T, d=8), ba.Prior(1.0, 100.0, args.sigma2), "softmax", [float(args.P)])
+    m = float(pc.stable["m"][0])
+    print(f"[ess] T = {T}: theory's stable branch m = {m:.4f} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    return m
+
+
+def branch_rows(args, post, K, n, m):
+    """ChEES K x (W + n) from branch starts, for each W of --branch-warmup, every chain adapting and each
+    --warmup-chains."""
+    init = ba.branch_starts(post, jax.random.key(args.seed + 3), K, m)
+    rows = {}
+    for W in args.branch_warmup or [args.ess_warmup]:
+        chees = dict(method="chees", num_chains=K, num_warmup=W, num_samples=n, init=init)
+        name = f"chees (K = {K} x ({W} + {n})), branch starts"
+        rows[name] = run(post, jax.random.key(args.seed + 2), **chees)
+        for w in args.warmup_chains:
+            few = dict(warmup_chains=w, spread_steps=args.spread_steps)
+            rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
+                post, jax.random.key(args.seed + 2), **chees, **few
+            )
+    return rows
 
 
 def bench_grad(args, peak):
@@ -261,6 +292,8 @@ def main(argv=None):
         help="ChEES rows that adapt on this many chains, then copy them to all K (ess; none: only full warm-ups)",
     )
     ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (ess)")
+    ap.add_argument("--branch-starts", action="store_true", help="ChEES again from the theory's branch (ess)")
+    ap.add_argument("--branch-warmup", type=int, nargs="+", default=[], help="warm-up lengths from the branch")
     ap.add_argument(
         "--ess-draws", type=int, default=None, help="ChEES draws per chain (ess; default max(100, 16000 / K))"
     )

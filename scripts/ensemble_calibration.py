@@ -10,6 +10,9 @@ shows here, where a single pair of runs hides it in its noise.
 
 Usage: python scripts/ensemble_calibration.py [--P 1000] [--sigma2 400] [--runs 8] [--chains 16] [--warmup 500]
        [--draws 1000] [--warmup-chains W] [--spread-steps 20] [--init cold]
+
+``--init branch`` starts both samplers' chains on the theory's stable branch (``bayesattn.branch_starts`` with
+``phase_curve``'s m at this P), new starting points for every run.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def main(argv=None):
         "--warmup-chains", type=int, default=None, help="ChEES chains that adapt (default all; then copied to K)"
     )
     ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (--warmup-chains)")
-    ap.add_argument("--init", default="cold", choices=("cold", "hot", "prior"), help="start of both samplers")
+    ap.add_argument("--init", default="cold", choices=("cold", "hot", "prior", "branch"), help="start of both samplers")
     a = ap.parse_args(argv)
     if a.runs < 2:
         ap.error(f"--runs={a.runs}: expected an integer >= 2 (a spread needs two runs)")
@@ -51,10 +54,17 @@ def main(argv=None):
         "nuts 4 x (500 + 1000)": dict(num_chains=4, num_warmup=500, num_samples=1000),
     }
     print(f"T = {a.T}, P = {a.P}, sigma2 = {a.sigma2}, init {a.init}, {a.runs} runs per sampler", flush=True)
+    init = lambda key, kw: a.init  # noqa: E731
+    if a.init == "branch":
+        pc = ba.theory.phase_curve(post.task, post.prior, "softmax", [float(a.P)])
+        m0 = float(pc.stable["m"][0])
+        print(f"theory's stable branch: m = {m0:.5f}", flush=True)
+        init = lambda key, kw: ba.branch_starts(post, jax.random.fold_in(key, 1), kw["num_chains"], m0)  # noqa: E731
     stats = {}
     for name, kw in samplers.items():
         t0 = time.perf_counter()
-        rows = [ba.sample(post, jax.random.key(1000 + s), init=a.init, **kw).summary()["m"] for s in range(a.runs)]
+        keys = [jax.random.key(1000 + s) for s in range(a.runs)]
+        rows = [ba.sample(post, key, init=init(key, kw), **kw).summary()["m"] for key in keys]
         mu, se = np.array([r["mean"] for r in rows]), np.array([r["se"] for r in rows])
         stats[name] = (mu.mean(), mu.std(ddof=1) / np.sqrt(a.runs))
         print(

@@ -227,3 +227,48 @@ def test_few_chain_warmup_copies_the_adapted_chains_and_spreads_them():
             assert np.all(grads[:2] > 0) and np.all(grads[2:] == 0)
         else:
             assert np.unique(pos, axis=0).shape[0] == 6 and np.all(grads > 0)
+
+
+# ----------------------------------------------------------------------------------------------- branch starts
+@pytest.mark.parametrize("boundary", ["cyclic", "causal"])
+def test_branch_starts_put_the_copy_weight_on_every_source_and_draw_the_rest_from_the_prior(boundary):
+    """Every query row of every chain puts exactly m on its source (rows with only their source as a key put 1);
+    the other logits are prior draws N(0, sigma_A2) (KS against the normal), and no two chains are equal."""
+    task = ba.CopyTask(T=8, d=4, boundary=boundary)
+    post = ba.Posterior(task.sample(jax.random.key(0), 20), "softmax", ba.Prior(2.0, 100.0, 400.0))
+    L = ba.branch_starts(post, jax.random.key(1), 300, 0.37)
+    alpha = np.asarray(jax.vmap(post.attention_weights)(L))
+    src = np.asarray(task.target_pattern) > 0
+    keys = np.asarray(task.key_mask).sum(axis=1)
+    for t in np.flatnonzero(np.asarray(task.query_mask)):
+        want = 1.0 if keys[t] == 1 else 0.37
+        np.testing.assert_allclose(alpha[:, t][:, src[t]], want, rtol=1e-12)
+    rest = L[:, ~np.broadcast_to(src, (8, 8))].ravel()
+    assert stats.kstest(rest / math.sqrt(2.0), "norm").pvalue > 1e-3
+    assert np.unique(L.reshape(300, -1), axis=0).shape[0] == 300
+
+
+@pytest.mark.parametrize(
+    "attention, heads, m, match",
+    [("linear", 1, 0.3, "attention='linear'"), ("softmax", 2, 0.3, "heads=2"), ("softmax", 1, 1.0, "m=1.0")],
+)
+def test_branch_starts_bad_input(attention, heads, m, match):
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 5)
+    post = ba.Posterior(data, attention, ba.Prior(1.0, 10.0, 10.0), heads=heads)
+    with pytest.raises(ValueError, match=match):
+        ba.branch_starts(post, jax.random.key(0), 4, m)
+
+
+def test_chees_from_branch_starts_samples_the_law_of_a_cold_start():
+    """ChEES from the theory's stable branch (phase_curve's m) and from a cold start on the same data
+    (beta = 5, T = 8, the program of the tests above): the draws of m follow one law (two-sample KS on
+    ESS-thinned draws), so starting on the branch leaves no trace of its starting point."""
+    post = copy_posterior(8, 8, 1000, "softmax", 800.0)
+    m0 = float(ba.theory.phase_curve(post.task, post.prior, "softmax", [1000.0]).stable["m"][0])
+    cold = ba.sample(post, jax.random.key(2), method="chees", **ENS)
+    branch = ba.sample(
+        post, jax.random.key(3), method="chees", **ENS, init=ba.branch_starts(post, jax.random.key(4), 16, m0)
+    )
+    a, b = ess_thin(cold.order_parameters["m"]), ess_thin(branch.order_parameters["m"])
+    assert stats.ks_2samp(a, b).pvalue > 1e-3, (a.mean(), b.mean(), m0)
+    assert branch.diagnostics["m"]["r_hat"] < 1.05 and branch.diagnostics["num_divergent"] == 0

@@ -7,7 +7,7 @@ from .modes import ModeWeights, branch_evidences, mode_weights
 from .posterior import Posterior, Prior, SufficientStats, gp_log_evidence, joint_log_density, sufficient_statistics
 from .samplers import tempered_smc
 from .samples import Samples
-from .sampling import BACKENDS, METHODS, SAMPLER_INITS, initial_positions, sample
+from .sampling import BACKENDS, METHODS, SAMPLER_INITS, branch_starts, initial_positions, sample
 
 __all__ = [
     "theory",
@@ -21,6 +21,7 @@ __all__ = [
     "sample",
     "sample_joint",
     "initial_positions",
+    "branch_starts",
     "joint_model",
     "tempered_smc",
     "METHODS",

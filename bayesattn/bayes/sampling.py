@@ -46,14 +46,32 @@ import jax
 from .._batching import default_batch
 from .._validate import check_int
 from .posterior import Posterior
-from .samplers import BACKENDS, METHODS, SAMPLER_INITS, SAMPLERS, get_sampler, hot_pattern, initial_positions
+from .samplers import (
+    BACKENDS,
+    METHODS,
+    SAMPLER_INITS,
+    SAMPLERS,
+    branch_starts,
+    get_sampler,
+    hot_pattern,
+    initial_positions,
+)
 from .samplers.base import prepare_job
 from .samples import Samples, check_counts
 
 Method = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]
 Backend = Literal["blackjax", "numpyro"]
 
-__all__ = ["sample", "initial_positions", "hot_pattern", "METHODS", "BACKENDS", "SAMPLER_INITS", "SAMPLERS"]
+__all__ = [
+    "sample",
+    "initial_positions",
+    "branch_starts",
+    "hot_pattern",
+    "METHODS",
+    "BACKENDS",
+    "SAMPLER_INITS",
+    "SAMPLERS",
+]
 
 
 def sample(

@@ -19,7 +19,7 @@ from .ensemble import CHEES, ENSEMBLE_METHODS, MEADS
 from .mala import MALA
 from .numpyro_nuts import NUMPYRO_NUTS
 from .smc import SMC, tempered_smc
-from .starts import SAMPLER_INITS, hot_pattern, initial_positions
+from .starts import SAMPLER_INITS, branch_starts, hot_pattern, initial_positions
 from .window_hmc import HMC, NUTS
 
 SAMPLERS: dict[tuple[str, str], Sampler] = {
@@ -52,6 +52,7 @@ __all__ = [
     "SamplerJob",
     "get_sampler",
     "hot_pattern",
+    "branch_starts",
     "initial_positions",
     "tempered_smc",
 ]

@@ -32,6 +32,39 @@ def hot_pattern(posterior: Posterior) -> np.ndarray:
     return np.broadcast_to(hot_logits(pat, mask, kind, scale), posterior.L_shape).copy()
 
 
+def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: float) -> np.ndarray:
+    """Starting points (num_chains, T, T) on a branch of the order-parameter theory: one softmax head whose copy
+    weight is ``m`` in every query row (``m = phase_curve(...).stable["m"]`` for the stable branch).
+
+    The theory integrates each row's non-source logits over the prior (docs/theory.md), so every chain draws all
+    its logits from the prior N(0, sigma_A2) and then sets each query row's source logit to
+    logit(m) + logsumexp(the row's other allowed logits): the row puts exactly ``m`` on its source, and the chains
+    differ in everything else. Pass the result as ``init`` to :func:`bayesattn.sample`.
+    """
+    task, kind = posterior.task, posterior.attention_kind
+    if not kind.normalised or posterior.heads != 1:
+        raise ValueError(
+            f"attention={posterior.attention!r}, heads={posterior.heads}: branch starts are written for one "
+            "softmax head (the theory's row law); expected attention='softmax' with heads=1"
+        )
+    num_chains = check_int("num_chains", num_chains, minimum=1)
+    m = float(m)
+    if not 0.0 < m < 1.0:
+        raise ValueError(f"m={m!r}: expected a copy weight strictly between 0 and 1")
+    T = posterior.T
+    L = math.sqrt(posterior.prior.sigma_A2) * np.asarray(jax.random.normal(key, (num_chains, T, T), jnp.float64))
+    allowed = np.asarray(posterior.key_mask, bool)
+    source = np.asarray(task.target_pattern, np.float64) > 0
+    rows = np.flatnonzero(np.asarray(task.query_mask, bool))
+    others = np.where(allowed & ~source, L, -np.inf)[:, rows]  # (chains, rows, T)
+    src_cols = source[rows].argmax(axis=1)
+    with np.errstate(divide="ignore"):
+        h = math.log(m / (1.0 - m)) + np.logaddexp.reduce(others, axis=-1)
+    # a row whose only allowed key is its source (a causal first row) puts weight 1 there whatever its logit
+    L[:, rows, src_cols] = np.where(np.isfinite(h), h, L[:, rows, src_cols])
+    return L
+
+
 def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chains: int) -> jax.Array:
     """Starting points (num_chains, *L_shape): "cold" (L = 0, uniform softmax attention), "hot"
     (:func:`hot_pattern`), "prior" (an independent prior draw per chain), or an array of shape L_shape
