@@ -250,7 +250,12 @@ def test_branch_starts_put_the_copy_weight_on_every_source_and_draw_the_rest_fro
 
 @pytest.mark.parametrize(
     "attention, heads, m, match",
-    [("linear", 1, 0.3, "attention='linear'"), ("softmax", 2, 0.3, "heads=2"), ("softmax", 1, 1.0, "m=1.0")],
+    [
+        ("linear", 1, 0.3, "attention='linear'"),
+        ("softmax", 2, 0.3, "heads=2"),
+        ("softmax", 1, 1.0, "m=1.0"),
+        ("softmax", 1, "x", "m='x'"),
+    ],
 )
 def test_branch_starts_bad_input(attention, heads, m, match):
     data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 5)

@@ -48,9 +48,13 @@ def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: floa
             "softmax head (the theory's row law); expected attention='softmax' with heads=1"
         )
     num_chains = check_int("num_chains", num_chains, minimum=1)
-    m = float(m)
-    if not 0.0 < m < 1.0:
+    try:
+        ok = 0.0 < float(m) < 1.0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(f"m={m!r}: expected a copy weight strictly between 0 and 1")
+    m = float(m)
     T = posterior.T
     L = math.sqrt(posterior.prior.sigma_A2) * np.asarray(jax.random.normal(key, (num_chains, T, T), jnp.float64))
     allowed = np.asarray(posterior.key_mask, bool)
