@@ -100,18 +100,13 @@ def bench_ess(args, peak):
                 post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500, num_samples=1000, init=init
             )
         }
+        m = m_branch(args, T) if args.branch_starts else None
         for K in args.chains:
             n = args.ess_draws or max(100, 16000 // K)
             chees = dict(method="chees", num_chains=K, num_warmup=args.ess_warmup, num_samples=n, init=init)
-            name = f"chees (K = {K} x ({args.ess_warmup} + {n}))"
-            rows[name] = run(post, jax.random.key(args.seed + 2), **chees)
-            for w in args.warmup_chains:  # the same run with a few-chain warm-up
-                few = dict(warmup_chains=w, spread_steps=args.spread_steps)
-                rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
-                    post, jax.random.key(args.seed + 2), **chees, **few
-                )
-            if args.branch_starts:
-                rows |= branch_rows(args, post, K, n, m_branch(args, T))
+            rows |= chees_rows(args, post, f"chees (K = {K} x ({args.ess_warmup} + {n}))", chees)
+            if m is not None:
+                rows |= branch_rows(args, post, K, n, m)
         base = rows["nuts (4 x 1000)"]
         print(
             f"\n[ess] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: ideal value-and-grad "
@@ -130,6 +125,18 @@ def bench_ess(args, peak):
             )
 
 
+def chees_rows(args, post, name, chees):
+    """The ChEES run ``chees`` (keyword arguments of ``ba.sample``) and the same run with each few-chain warm-up
+    of --warmup-chains, one row each."""
+    rows = {name: run(post, jax.random.key(args.seed + 2), **chees)}
+    for w in args.warmup_chains:
+        few = dict(warmup_chains=w, spread_steps=args.spread_steps)
+        rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
+            post, jax.random.key(args.seed + 2), **chees, **few
+        )
+    return rows
+
+
 def m_branch(args, T):
     """The theory's stable-branch copy weight at (T, P, sigma2), printed with the time it took."""
     t0 = time.perf_counter()
@@ -146,13 +153,7 @@ def branch_rows(args, post, K, n, m):
     rows = {}
     for W in args.branch_warmup or [args.ess_warmup]:
         chees = dict(method="chees", num_chains=K, num_warmup=W, num_samples=n, init=init)
-        name = f"chees (K = {K} x ({W} + {n})), branch starts"
-        rows[name] = run(post, jax.random.key(args.seed + 2), **chees)
-        for w in args.warmup_chains:
-            few = dict(warmup_chains=w, spread_steps=args.spread_steps)
-            rows[f"{name}, {w} adapt + {args.spread_steps} spread"] = run(
-                post, jax.random.key(args.seed + 2), **chees, **few
-            )
+        rows |= chees_rows(args, post, f"chees (K = {K} x ({W} + {n})), branch starts", chees)
     return rows
 
 

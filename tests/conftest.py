@@ -21,7 +21,7 @@ os.environ.setdefault("BAYESATTN_FIGURE_CHECK", "error")
 
 # The suite compiles several hundred small programs, most of which then run for milliseconds: XLA is asked for
 # little optimisation (JAX's jax_disable_most_optimizations), which shortens the compilations, in this process and
-# in the processes it starts. Numbers change only by rounding (tests/test_runtime.py compares a log density and
+# in the processes it starts. Numbers change only by rounding (tests/test_optimisation_level.py compares a log density and
 # its gradient with the fully optimised program's); set JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test what users run.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 

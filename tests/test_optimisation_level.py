@@ -1,6 +1,6 @@
 """The suite runs with little XLA optimisation (tests/conftest.py): the numbers it checks are those of the fully
 optimised programs users run, up to rounding. Checked here on the closed form's log density and gradient, computed
-in this process and in a fresh process at JAX's default optimisation level."""
+in two fresh processes, one at the suite's level and one at JAX's default level."""
 
 from __future__ import annotations
 

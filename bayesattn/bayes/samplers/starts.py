@@ -49,12 +49,11 @@ def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: floa
         )
     num_chains = check_int("num_chains", num_chains, minimum=1)
     try:
-        ok = 0.0 < float(m) < 1.0
+        weight = float(m)
     except (TypeError, ValueError):
-        ok = False
-    if not ok:
+        weight = math.nan
+    if not 0.0 < weight < 1.0:
         raise ValueError(f"m={m!r}: expected a copy weight strictly between 0 and 1")
-    m = float(m)
     T = posterior.T
     L = math.sqrt(posterior.prior.sigma_A2) * np.asarray(jax.random.normal(key, (num_chains, T, T), jnp.float64))
     allowed = np.asarray(posterior.key_mask, bool)
@@ -63,7 +62,7 @@ def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: floa
     others = np.where(allowed & ~source, L, -np.inf)[:, rows]  # (chains, rows, T)
     src_cols = source[rows].argmax(axis=1)
     with np.errstate(divide="ignore"):
-        h = math.log(m / (1.0 - m)) + np.logaddexp.reduce(others, axis=-1)
+        h = math.log(weight / (1.0 - weight)) + np.logaddexp.reduce(others, axis=-1)
     # a row whose only allowed key is its source (a causal first row) puts weight 1 there whatever its logit
     L[:, rows, src_cols] = np.where(np.isfinite(h), h, L[:, rows, src_cols])
     return L

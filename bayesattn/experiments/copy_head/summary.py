@@ -46,7 +46,7 @@ def mcmc_diagnostics(records: list[dict]) -> dict:
     out: dict = {}
     for a in dict.fromkeys(r["point"]["attention"] for r in records):
         x = ORDER_PARAMETER[a]
-        rows, missing = [], 0
+        rows, missing, divergent = [], 0, 0
         for r in records:
             if r["point"]["attention"] != a:
                 continue
@@ -59,11 +59,11 @@ def mcmc_diagnostics(records: list[dict]) -> dict:
                 # non-finite: the worst possible value, so that it is the one reported and it fails
                 r_hat = r_hat if np.isfinite(r_hat) else np.inf
                 ess = ess if np.isfinite(ess) else -np.inf
-                rows.append((r_hat, ess, int(r["point"]["P"]), init, res))
+                rows.append((r_hat, ess, int(r["point"]["P"]), init))
+                divergent += int(res.get("diagnostics", {}).get("num_divergent", 0))
         if not rows:
             continue
         worst_r, worst_e = max(rows, key=lambda t: t[0]), min(rows, key=lambda t: t[1])
-        divergent = sum(int(t[4].get("diagnostics", {}).get("num_divergent", 0)) for t in rows)
         out[a] = {
             "observable": x,
             "r_hat_max": float(worst_r[0]) if np.isfinite(worst_r[0]) else None,
