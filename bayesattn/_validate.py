@@ -55,6 +55,27 @@ def check_nonnegative(name: str, value: Any) -> float:
     return v
 
 
+def check_between(name: str, value: Any, low: float, high: float, *, closed: str = "neither") -> float:
+    """A finite number in the interval from ``low`` to ``high``; ``closed`` says which ends belong to it:
+    ``"neither"`` (low, high), ``"low"`` [low, high), ``"high"`` (low, high] or ``"both"`` [low, high]."""
+    if closed not in ("neither", "low", "high", "both"):
+        raise ValueError(f"closed={closed!r}: expected one of 'neither', 'low', 'high', 'both'")
+    low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
+    interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+    message = f"{name}={value!r}: expected a number in {interval}"
+    if isinstance(value, bool):
+        raise ValueError(message)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    above = v >= low if low_in else v > low
+    below = v <= high if high_in else v < high
+    if not (math.isfinite(v) and above and below):
+        raise ValueError(message)
+    return v
+
+
 def check_choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
     if value not in allowed:

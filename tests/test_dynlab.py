@@ -144,8 +144,8 @@ def test_modular_addition_labels():
     [
         ({"pi": [0.5, 0.4]}, "sum"),
         ({"pi": [1.2, -0.2]}, "non-negative"),
-        ({"lam": 1.0}, "lambda"),
-        ({"lam": -0.1}, "lambda"),
+        ({"lam": 1.0}, "lam"),
+        ({"lam": -0.1}, "lam"),
         ({"optimizer": "sgd2"}, "optimizer"),
     ],
 )

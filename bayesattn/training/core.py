@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validate import check_choice, check_int, check_nonnegative, check_positive
+from .._validate import check_between, check_choice, check_int, check_nonnegative, check_positive
 
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 DECAYS = ("constant", "cosine", "exponential", "plateau")
@@ -95,10 +95,8 @@ class OptimizerConfig:
         check_choice("decay", self.decay, DECAYS)
         if self.decay_steps is not None:
             object.__setattr__(self, "decay_steps", check_int("decay_steps", self.decay_steps, minimum=1))
-        if not 0.0 <= float(self.final_factor) <= 1.0:
-            raise ValueError(f"final_factor={self.final_factor!r}: expected a number in [0, 1]")
-        if not 0.0 < float(self.plateau_factor) < 1.0:
-            raise ValueError(f"plateau_factor={self.plateau_factor!r}: expected a number in (0, 1)")
+        object.__setattr__(self, "final_factor", check_between("final_factor", self.final_factor, 0, 1, closed="both"))
+        object.__setattr__(self, "plateau_factor", check_between("plateau_factor", self.plateau_factor, 0, 1))
         object.__setattr__(self, "plateau_patience", check_int("plateau_patience", self.plateau_patience, minimum=1))
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive("clip", self.clip))
@@ -115,9 +113,7 @@ class OptimizerConfig:
                     f"momentum={self.momentum!r} with optimizer={self.name!r}: expected None "
                     "(heavy-ball momentum is sgd's)"
                 )
-            if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
-                raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
-            object.__setattr__(self, "momentum", float(self.momentum))
+            object.__setattr__(self, "momentum", check_between("momentum", self.momentum, 0, 1, closed="low"))
         if self.name == "langevin" and (self.decay == "plateau" or self.clip is not None):
             raise ValueError(
                 f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..._validate import check_int, check_positive
+from ..._validate import check_between, check_int, check_positive
 from ..posterior import Posterior
 from ..program import compiled_program, split_posterior
 from ..samples import Samples, assemble_samples, key_data, problem_config
@@ -210,10 +210,7 @@ class Sampler:
                 opts[name] = check_positive(name, opts[name])
         for name in FRACTION_OPTIONS:
             if name in opts:
-                v = check_positive(name, opts[name])
-                if v >= 1:
-                    raise ValueError(f"{name}={v}: expected a number in (0, 1)")
-                opts[name] = v
+                opts[name] = check_between(name, opts[name], 0, 1)
         return opts
 
     def sample(self, job: SamplerJob) -> Samples:

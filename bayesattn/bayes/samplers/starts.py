@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_choice, check_int
+from ..._validate import check_between, check_choice, check_int
 from ...models.attention import hot_logits
 from ..posterior import Posterior
 
@@ -48,12 +48,7 @@ def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: floa
             "softmax head (the theory's row law); expected attention='softmax' with heads=1"
         )
     num_chains = check_int("num_chains", num_chains, minimum=1)
-    try:
-        weight = float(m)
-    except (TypeError, ValueError):
-        weight = math.nan
-    if not 0.0 < weight < 1.0:
-        raise ValueError(f"m={m!r}: expected a copy weight strictly between 0 and 1")
+    weight = check_between("m", m, 0, 1)
     T = posterior.T
     L = math.sqrt(posterior.prior.sigma_A2) * np.asarray(jax.random.normal(key, (num_chains, T, T), jnp.float64))
     allowed = np.asarray(posterior.key_mask, bool)

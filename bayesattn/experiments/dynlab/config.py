@@ -5,9 +5,9 @@ task's posterior-mean attention entropy against P). No JAX here."""
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import ChainsSection, PriorSection
@@ -74,7 +74,7 @@ class FDConfig(Section):
     """One focus-dilution run: a Markov chain P = lam I + (1 - lam) 1 pi^T, one layer, one head, GD or Adam."""
 
     pi: list[float] = [0.75, 0.19, 0.05, 0.01]  # this toolkit's choice (the paper's stationary law is not available)
-    lam: float = 0.5
+    lam: Annotated[float, Field(ge=0, lt=1)] = 0.5
     T: int = 16
     n: PositiveInt = 256
     d: PositiveInt = 8
@@ -104,8 +104,6 @@ class FDConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if not 0.0 <= self.lam < 1.0:
-            raise ValueError(f"lam={self.lam}: expected 0 <= lambda < 1")
         if self.T < 2:
             raise ValueError(f"T={self.T}: expected an integer >= 2")
         if self.record_every > self.steps:

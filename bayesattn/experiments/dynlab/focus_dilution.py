@@ -27,7 +27,7 @@ import numpy as np
 import optax
 
 from ..._batching import seed_blocks
-from ..._validate import check_int
+from ..._validate import check_between, check_int
 from ...diagnostics.dynamics import detect_stages, effective_rank, first_nonfinite
 from .config import FDConfig, geometric_pi  # noqa: F401 (geometric_pi: part of this module's interface)
 
@@ -43,9 +43,7 @@ def check_markov(pi, lam: float) -> np.ndarray:
         raise ValueError(f"pi={pi.tolist()}: expected non-negative entries (a stationary law)")
     if abs(pi.sum() - 1.0) > 1e-6:
         raise ValueError(f"pi={pi.tolist()}: entries sum to {pi.sum():.6g}, expected 1")
-    lam = float(lam)
-    if not (0.0 <= lam < 1.0):
-        raise ValueError(f"lam={lam}: expected 0 <= lambda < 1")
+    check_between("lam", lam, 0, 1, closed="low")
     return pi
 
 

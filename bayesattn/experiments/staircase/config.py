@@ -109,7 +109,7 @@ class TrainingConfig(Section):
     optimizer: Literal["adamw", "sgd"] = "adamw"
     lr: PositiveFloat = 0.08
     weight_decay: float = 0.01  # adamw only
-    momentum: float = 0.0  # sgd only
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0  # sgd only
     clip: PositiveFloat = 1.0
     plateau: bool = False
     patience: int = 10  # torch's meaning (reduce after patience + 1 bad steps)
@@ -131,8 +131,6 @@ class TrainingConfig(Section):
             raise ValueError(f"batch_size={self.batch_size}: expected an integer <= train={self.train}")
         if self.probe > self.val:
             raise ValueError(f"probe={self.probe}: expected an integer <= val={self.val}")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum={self.momentum!r}: expected a number in [0, 1)")
         if self.momentum and self.optimizer != "sgd":
             raise ValueError(
                 f"momentum={self.momentum!r} with optimizer={self.optimizer!r}: expected 0 (momentum "
