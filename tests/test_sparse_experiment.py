@@ -69,7 +69,11 @@ def test_difficulty_and_bayes_summary():
     # the unsolved seed is censored at the budget: the median of (10, 30, 100)
     assert d["solved"] == 2 and d["t_median"] == 30 and (d["t_min"], d["t_max"]) == (10, 30)
     assert d["solve_ci"] == pytest.approx([0.2076, 0.9385], abs=1e-4) and d["t_ci"][0] <= 30 <= d["t_ci"][1]
-    assert difficulty({**res, "t_star": [10, None, None]}, budget=100)["t_median"] is None  # >= the budget
+    # over the solved seeds only (the replication's convention): the median of (10, 30)
+    assert d["t_median_solved"] == 20
+    few = difficulty({**res, "t_star": [10, None, None]}, budget=100)
+    assert few["t_median"] is None and few["t_median_solved"] == 10  # censored: >= the budget
+    assert difficulty({**res, "t_star": [None, None, None]}, budget=100)["t_median_solved"] is None
     recs = [
         {"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
         for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]
