@@ -3,9 +3,10 @@
     bayesattn list                                   every experiment and its named configs
     bayesattn run EXPERIMENT [--config NAME|PATH] [--set section.key=value ...] [--out DIR]
                              [--executor serial|thread|process|dask] [--workers N] [--scheduler tcp://HOST:PORT]
-                             [--dask-threads] [--wait] [--no-figures] [--quiet]
+                             [--dask-threads] [--wait] [--reuse DIR] [--no-figures] [--quiet]
     bayesattn figures DIR                            redraw a result folder's figures from its files
     bayesattn check DIR                              verify a result folder, computing nothing
+    bayesattn archive DIR --to STORE                 keep a folder's finished points in a point store (--reuse)
     bayesattn phase-diagram [...]                    the main job: ``run phase-diagram`` with its short options
     bayesattn EXPERIMENT [...]                       ``run EXPERIMENT``, with ``--parts`` where it has parts
     bayesattn sample | train ...                     one exact-posterior sample / one training run at one point
@@ -94,6 +95,15 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
         "--wait",
         action="store_true",
         help="when another run is writing into the same folder, wait for it instead of stopping",
+    )
+    p.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="take finished points from DIR before computing: another run's folder or a point store "
+        "(`bayesattn archive`), e.g. reference/points/sparse_anchor; a file is taken only when it holds exactly "
+        "the point asked for and its checksum matches (repeatable)",
     )
     p.add_argument("--no-figures", action="store_true", help="skip drawing figures")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -242,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cp.add_argument("dir", help="a result folder")
     cp.set_defaults(func=_command("check_command"))
+
+    ar = sub.add_parser(
+        "archive",
+        help="copy a result folder's finished points into a point store (compressed, to keep under git)",
+        description="Copy the finished point files of a result folder (those of its config) into a point store, "
+        "gzip-compressed, so that a long run can go on elsewhere: `bayesattn run ... --reuse STORE` takes them "
+        "back, checked point by point. Records already in the store are left as they are.",
+    )
+    ar.add_argument("dir", help="a result folder (written by `bayesattn run`)")
+    ar.add_argument("--to", required=True, metavar="STORE", help="the point store: a folder outside DIR")
+    ar.set_defaults(func=_command("archive_command"))
 
     sp = sub.add_parser(
         "sample",

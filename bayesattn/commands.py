@@ -273,6 +273,7 @@ def run_command(args) -> int:
                 progress=not args.quiet,
                 figures=not args.no_figures,
                 wait=args.wait,
+                reuse=args.reuse,
             )
         except SweepError as e:
             print(f"bayesattn: {e}", file=sys.stderr)
@@ -328,6 +329,19 @@ def check_command(args) -> int:
         + ("complete" if not bad else f"{bad} point files missing or damaged; rerun the same command to compute them")
     )
     return 0 if not bad else 1
+
+
+def archive_command(args) -> int:
+    """``bayesattn archive DIR --to STORE``."""
+    from .store import archive_points
+
+    c = archive_points(args.dir, args.to)
+    print(
+        f"bayesattn: {args.to}: {c['written']} point files written, {c['unchanged']} unchanged"
+        + (f"; {c['missing']} not computed yet" if c["missing"] else "")
+        + (f"; {c['damaged']} damaged in {args.dir}, not copied (`bayesattn check {args.dir}`)" if c["damaged"] else "")
+    )
+    return 0
 
 
 DEFAULT_ROOT = "results"  # where a run writes without --out: results/<config name>, relative to the current folder

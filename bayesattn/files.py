@@ -8,6 +8,7 @@ read-only mid-run) removes its temporary file and raises an ``OSError`` that nam
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -83,6 +84,14 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     return write_atomic(path, lambda f: f.write(blob))
 
 
+def write_json_gz_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as compact gzip-compressed JSON, atomically: the form of a point store's files
+    (:func:`bayesattn.sweep.archive_points`). The gzip header carries no time stamp, so equal data give equal
+    bytes (a store under git changes only where a record does)."""
+    blob = gzip.compress(json.dumps(to_jsonable(data), separators=(",", ":")).encode(), compresslevel=9, mtime=0)
+    return write_atomic(path, lambda f: f.write(blob))
+
+
 def write_jsonl_atomic(path: str | os.PathLike, rows: list) -> Path:
     """Write one JSON object per line, atomically."""
     blob = "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows).encode()
@@ -90,13 +99,17 @@ def write_jsonl_atomic(path: str | os.PathLike, rows: list) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file; ValueError naming the file when it does not parse (a truncated or garbled file)."""
+    """Parse a JSON file, gzip-compressed when its name ends in ``.gz``; ValueError naming the file when it does
+    not parse (a truncated or garbled file)."""
     path = Path(path)
-    with open(path) as f:
-        try:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt") as f:
+                return json.load(f)
+        with open(path) as f:
             return json.load(f)
-        except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not text
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except (ValueError, EOFError, gzip.BadGzipFile) as e:  # JSONDecodeError, bytes that are not text, a cut gzip
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 def load_results(folder: str | os.PathLike) -> list[dict]:

@@ -49,6 +49,20 @@ def code_version() -> dict[str, Any]:
     return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
 
 
+@functools.cache
+def cpu_model() -> str:
+    """The processor's model name ("unknown" where the system does not say): a float32 training's last bits, and
+    so a long training's path, may differ between CPUs (vector widths, fused multiply-adds), so records say which
+    one computed them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def provenance() -> dict[str, Any]:
     """What produced a result: code version (git), platform, JAX backend and devices, package versions."""
     import jax
@@ -57,6 +71,7 @@ def provenance() -> dict[str, Any]:
         **code_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "cpu": cpu_model(),
         "hostname": platform.node(),
         "jax_backend": jax.default_backend(),
         "jax_devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],

@@ -180,6 +180,28 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
     ]
 
 
+def _take_reused(
+    points: Sequence[dict], paths: list[Path], kept: dict[int, dict], stores: list[Path], warn: Callable
+) -> int:
+    """Copy into ``paths`` the missing points' complete records found in ``stores`` (checked as
+    :func:`check_record` checks a resumed file); fills ``kept``; returns how many were taken."""
+    taken = 0
+    for i, path in enumerate(paths):
+        if i in kept:
+            continue
+        for store in stores:
+            found = [f for f in (store / path.name, store / f"{path.name}.gz") if f.is_file()]
+            rec, problem = (None, "") if not found else check_record(found[0], points[i])
+            if rec is not None:
+                write_json_atomic(path, rec)
+                kept[i] = rec
+                taken += 1
+                break
+            if found:
+                warn(f"{found[0]} {problem}; not taken, the point is looked for further or computed")
+    return taken
+
+
 def _tasks(points: Sequence[dict], todo: list[int], batch: Batch | None) -> list[list[int]]:
     """Indices of the points of each call: one point each, or batch groups of at most ``batch.size``."""
     if batch is None or batch.size <= 1:
@@ -205,6 +227,7 @@ def run_sweep(
     batch: Batch | None = None,
     stats: dict | None = None,
     warn: Callable[[str], None] | None = None,
+    reuse: Sequence[str | os.PathLike] = (),
 ) -> list[dict]:
     """Compute ``compute(point)`` for every point not already on disk; return all records in ``points`` order.
 
@@ -223,7 +246,13 @@ def run_sweep(
     A point file that does not parse, holds another point than its name says, or whose result does not match
     its checksum (a copy cut short, bit rot) is moved aside to ``<name>.json.corrupt`` with one warning that
     names it (``warn``; default: a line on stderr), and its point is computed again. ``stats``, when given, is
-    filled with the counts: ``resumed`` (finished files kept), ``computed``, ``damaged`` (the names set aside).
+    filled with the counts: ``resumed`` (finished files kept), ``reused``, ``computed``, ``damaged`` (the names
+    set aside).
+
+    ``reuse``: folders of finished point files of other runs or machines, read only (a point store under git:
+    :func:`bayesattn.store.archive_points`). A point missing from ``out_dir`` is taken from the first of them
+    that holds its file (``<point_id>.json`` or ``.json.gz``), and only when that file holds exactly this point
+    and its result matches its checksum; a file that does not is named in one warning and left alone.
     """
     workers = check_int("workers", workers, minimum=1)
     out = Path(out_dir)
@@ -244,9 +273,11 @@ def run_sweep(
                 aside = set_aside(path)
                 damaged.append(path.name)
                 warn(f"{path} {problem}; moved to {aside.name}, computing its point again")
+    resumed = len(kept)
+    reused = _take_reused(points, paths, kept, [Path(d) for d in reuse], warn)
     todo = [i for i in range(len(points)) if i not in kept]
     if stats is not None:
-        stats.update(resumed=len(kept), computed=len(todo), damaged=damaged)
+        stats.update(resumed=resumed, reused=reused, computed=len(todo), damaged=damaged)
     failures_path = out / FAILURES
     failures_path.unlink(missing_ok=True)  # it described an earlier run, whose failed points are retried now
     failures: list[dict] = []
@@ -353,19 +384,26 @@ def run_experiment(
     figures: bool = True,
     wait: bool = False,
     log: Callable[[str], None] = print,
+    reuse: Sequence[str | os.PathLike] = (),
 ) -> dict:
     """Run an experiment of the contract (:class:`bayesattn.experiments.contract.Experiment`) into ``out_dir``:
     every missing point of every part through :func:`run_sweep`, then ``summary.json`` and the figures.
 
     Checked before any work: the config (``experiment.check``), the folder (created, writable: ValueError naming
     it) and its lock (FolderInUse when another run writes there, unless ``wait``). ``run.json`` records the
-    experiment and its config, so that ``bayesattn check`` and ``figures`` can read the folder back. Points that
-    fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds the
-    experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
-    ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own times, whichever run
-    computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and ``provenance``."""
+    experiment and its config, so that ``bayesattn check`` and ``figures`` can read the folder back. ``reuse``:
+    result folders or point stores whose finished points are taken before computing (:func:`run_sweep`; a
+    part's files are looked for in ``<dir>/points/<part>`` and ``<dir>/<part>``; checked to exist first). Points
+    that fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds
+    the experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
+    ``points_reused``, ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own
+    times, whichever run computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and ``provenance``."""
     experiment.check(config)
     parts = {part: pts for part, pts in experiment.points(config).items() if pts}
+    reuse = [Path(d) for d in reuse]
+    for d in reuse:
+        if not d.is_dir():
+            raise ValueError(f"--reuse={str(d)!r}: not a folder (expected a result folder or a point store)")
     out = prepare_output_dir(out_dir, "--out")
     with folder_lock(out, wait=wait):
         t0 = time.perf_counter()
@@ -399,6 +437,7 @@ def run_experiment(
                     desc=part,
                     batch=experiment.batch(config, part),
                     stats=stats[part],
+                    reuse=[d / "points" / part if (d / "points" / part).is_dir() else d / part for d in reuse],
                 )
             except SweepError as e:
                 errors.append(e)
@@ -418,6 +457,7 @@ def run_experiment(
             **summary,
             "points": {p: len(r) for p, r in records.items()},
             "points_resumed": sum(s["resumed"] for s in stats.values()),
+            "points_reused": sum(s["reused"] for s in stats.values()),
             "points_computed": sum(s["computed"] for s in stats.values()),
             "points_damaged": [d for s in stats.values() for d in s["damaged"]],
             "compute_time_s": float(sum(compute.values())),
