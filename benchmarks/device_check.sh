@@ -1,25 +1,71 @@
 #!/usr/bin/env bash
-# One prepared run on a GPU machine (the `device` tool of this workplace): times the samplers, the training
-# sweep and the default phase diagram there. Needs blackjax as a wheel in .whl/ (the image has jax, numpyro,
-# optax, matplotlib, tqdm). Writes logs to $OUT. Each step has its own time limit; their sum is 550 s, so the
-# whole fits one device command (10 min) and a 15-minute device budget with the machine's start. Left out for
-# time (run them by hand when more device time is lent): bench_sampling.py --only draws / --only grad, and
-# bench_scaleout.py --only batch.
+# One prepared run on a GPU machine (the `device` tool of this workplace), in order of value, under one time
+# budget (DEVICE_BUDGET_S, default 555 s: one device command is at most 10 min):
+#   0. smoke: the package imports, sees the GPU and trains 20 full-size steps (fails fast: exit 3);
+#   1. the sparse anchors (16, 4) and (32, 3) at full size, 16 seeds each in programs of 8 seeds;
+#   2. Mixer vs transformer at full size, S = 16, s = 3 and 4, both arms at the replication's lr 3e-4;
+#   3. ChEES with K = 1024 chains (all adapting, and 64 adapting then copied) against the NUTS default;
+#   4. the staircase at the paper's size, one seed; 5. the default phase diagram (no figures).
+# Each step gets what is left of the budget (at most its own cap) and is skipped under 30 s; runs are
+# resumable (a step cut off keeps its finished points). After every step the results and logs are packed into
+# $OUT/device.tgz (the device tool brings back at most 8 files), and $OUT/times.txt lists each step's time.
+# Needs blackjax and pydantic as wheels in .whl/ (the image has jax, numpyro, optax, equinox, matplotlib, tqdm).
+#   DEVICE_REHEARSAL=1 bash benchmarks/device_check.sh   # the same steps at toy sizes, on a CPU, in ~3 min
+# Not run here (left for a longer lease): the lr sweep of step 2 (1e-4 and 1e-3), s = 5..8, the staircase's 8
+# seeds, bench_sampling.py and bench_scaleout.py --only batch.
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
+export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD" BAYESATTN_CACHE_DIR=/tmp/bayesattn_cache
 OUT=${OUT:-/tmp/device_out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  python3 -c "import jax, numpyro, optax, blackjax; print('jax', jax.__version__, jax.devices(), 'numpyro', numpyro.__version__, 'optax', optax.__version__, 'blackjax', blackjax.__version__)"
-  nproc; } 2>&1 | tee "$OUT/env.txt"
-step() { local name=$1 limit=$2; shift 2; echo "=== $name"; local t0=$(date +%s)
-         timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"; echo "=== $name: $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"; }
-step chains_gpu 60 python3 benchmarks/bench_chains.py --T 32 --chains 4,64,512,4096
-step training_gpu 60 python3 benchmarks/bench_training.py
-step sparse_full_gpu 120 python3 benchmarks/bench_sparse.py --config sparse_full --S 16 --s 3 --full  # the anchor: 16/16, median t* 815
-step staircase_full_gpu 90 python3 -m bayesattn.cli staircase --config staircase_full --parts train --set train_seeds=1 --quiet --no-figures --out /tmp/stair   # the paper's size, one seed: its time sizes the 8-seed run
-step ensemble_grad_gpu 40 python3 benchmarks/bench_ensemble.py --only grad --T 32 64 --K 1 16 256 1024   # per chain-gradient vs K
-step ensemble_gpu 100 python3 benchmarks/bench_ensemble.py --only ess --T 32 --chains 1024 --warmup-chains 64   # ChEES K = 1024 (all adapting, and 64 adapting) vs the NUTS default, ESS/s of m
-step default_gpu 80 python3 -m bayesattn.cli phase-diagram --quiet --no-figures --out /tmp/pd
-cp /tmp/pd/summary.json "$OUT/default_summary.json" 2>/dev/null
+W=/tmp/device_work; R=$W/results; mkdir -p "$R" "$W/logs"
+PY=${PYTHON:-python3}
+START=$(date +%s); BUDGET=${DEVICE_BUDGET_S:-555}
+if [ "${DEVICE_REHEARSAL:-0}" = 1 ]; then  # toy sizes: checks the commands, not the numbers
+  TOY=(--set train.steps=200 --set train.tokens_per_step=512 --set train.width=16 --set train.mlp=32 --set train.record_every=50)
+  ANCHOR=(--set seeds=2 --set seeds_per_program=1); MIXER=(--set seeds=2 --set seeds_per_program=2)
+  ENS=(--T 8 --chains 16 --warmup-chains 4 --ess-draws 100 --ess-warmup 100); STAIR=(--set train.steps=20 --set train.batch_size=100); SMOKE_STEPS=20
+else
+  TOY=(); ANCHOR=(--set seeds_per_program=8); MIXER=(); ENS=(--T 32 --chains 1024 --warmup-chains 64); STAIR=(); SMOKE_STEPS=20
+  [ -d .whl ] && { $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; }
+fi
+pack() { tar czf "$OUT/device.tgz.part" -C "$W" . && mv "$OUT/device.tgz.part" "$OUT/device.tgz"; }
+step() {  # step NAME CAP_S COMMAND...: runs within min(CAP_S, what is left), logs to logs/NAME.txt
+  local name=$1 cap=$2; shift 2
+  local left=$(( BUDGET - ($(date +%s) - START) - 15 )) limit
+  limit=$(( cap < left ? cap : left ))
+  if [ "$limit" -lt 30 ]; then echo "=== $name: skipped (${left} s left)" | tee -a "$OUT/times.txt"; return; fi
+  echo "=== $name (limit $limit s)"; local t0=$(date +%s)
+  timeout "$limit" "$@" > "$W/logs/$name.txt" 2>&1; local rc=$?
+  tail -n 25 "$W/logs/$name.txt" | tr '\r' '\n' | tail -n 25
+  echo "=== $name: rc $rc, $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"; pack; return $rc
+}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  $PY -c "import jax, numpyro, optax, blackjax, equinox, pydantic; print('jax', jax.__version__, jax.devices(), 'numpyro', numpyro.__version__, 'optax', optax.__version__, 'blackjax', blackjax.__version__, 'equinox', equinox.__version__, 'pydantic', pydantic.__version__)"
+  nproc; git log -1 --format='commit %H' 2>/dev/null; } 2>&1 | tee "$W/logs/env.txt" "$OUT/env.txt"
 
+step smoke 90 $PY - "$SMOKE_STEPS" "${DEVICE_REHEARSAL:-0}" <<'EOF' || { echo "smoke failed: stopping"; exit 3; }
+import sys, time
+import jax
+from bayesattn.experiments.sparse import Sparse
+from bayesattn.experiments.sparse.training import train_seeds
+steps, toy = int(sys.argv[1]), sys.argv[2] == "1"
+cfg = Sparse.load_config("sparse_anchor").train_config(S=16, s=4)
+if toy:
+    cfg = cfg.replace(width=16, mlp=32, tokens_per_step=512)
+cfg = cfg.replace(steps=steps, record_every=10, stop_after_solved=0)
+for n in (1, 8):
+    t0 = time.perf_counter(); train_seeds(cfg, list(range(n)), record_attention=False); t1 = time.perf_counter()
+    r = train_seeds(cfg, list(range(n)), record_attention=False); t2 = time.perf_counter()
+    print(f"{jax.devices()[0]} seeds={n}: compile+{steps} steps {t1 - t0:.1f} s; {steps} steps {t2 - t1:.2f} s "
+          f"= {n * steps / (t2 - t1):.0f} seed-steps/s")
+EOF
+
+step sparse_anchor 270 $PY -m bayesattn.cli run sparse --config sparse_anchor --set 'grid=[[16,4],[32,3]]' \
+  "${ANCHOR[@]}" "${TOY[@]}" --no-figures --out "$R/sparse_anchor_gpu"
+step mixer 170 $PY -m bayesattn.cli run sparse --config sparse_mixer_vs_transformer --set 'mixer_s=[3,4]' \
+  --set 'mixer_lr.transformer=[3e-4]' --set 'mixer_lr.mixer=[3e-4]' "${MIXER[@]}" "${TOY[@]}" --no-figures \
+  --out "$R/mixer_gpu"
+step ensemble 90 $PY benchmarks/bench_ensemble.py --only ess "${ENS[@]}"
+step staircase 60 $PY -m bayesattn.cli staircase --config staircase_full --parts train --set train_only=main \
+  --set train_seeds=1 "${STAIR[@]}" --quiet --no-figures --out "$R/staircase_full_gpu"
+step phase_diagram 80 $PY -m bayesattn.cli run phase-diagram --quiet --no-figures --out "$R/phase_diagram_gpu"
+echo "total $(( $(date +%s) - START )) s" | tee -a "$OUT/times.txt"
