@@ -77,3 +77,20 @@ def provenance() -> dict[str, Any]:
         "jax_devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
         "versions": package_versions(),
     }
+
+
+COMPUTED_ON_KEYS = ("git_commit", "git_dirty", "cpu", "jax_backend", "jax_devices")
+
+
+def computed_on(records: list[dict]) -> list[dict[str, Any]]:
+    """Where a summary's points were computed: the distinct combinations of commit, CPU, JAX backend and devices
+    and the jax and jaxlib versions over the point records (each record's own ``provenance`` and ``versions``),
+    with the number of points of each, most points first. A summary made from points computed elsewhere (a GPU
+    run summarised on a laptop, points taken with ``--reuse``) names their machines here, not only its own."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in records:
+        prov, versions = r.get("provenance") or {}, r.get("versions") or {}
+        row = {k: prov.get(k) for k in COMPUTED_ON_KEYS} | {k: versions.get(k) for k in ("jax", "jaxlib")}
+        key = repr(sorted(row.items()))
+        groups.setdefault(key, {**row, "points": 0})["points"] += 1
+    return sorted(groups.values(), key=lambda g: -g["points"])

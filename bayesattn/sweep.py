@@ -46,7 +46,7 @@ from .files import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from .provenance import package_versions, provenance
+from .provenance import computed_on, package_versions, provenance
 from .runtime import folder_lock, prepare_output_dir, worker_init
 
 __all__ = [
@@ -397,7 +397,8 @@ def run_experiment(
     that fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds
     the experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
     ``points_reused``, ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own
-    times, whichever run computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and ``provenance``."""
+    times, whichever run computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and
+    ``provenance`` (this process's) and ``computed_on`` (the points' own machines and commits: :func:`computed_on`)."""
     experiment.check(config)
     parts = {part: pts for part, pts in experiment.points(config).items() if pts}
     reuse = [Path(d) for d in reuse]
@@ -464,6 +465,7 @@ def run_experiment(
             "compute_time_s_by_part": compute,
             "versions": prov.pop("versions"),
             "provenance": prov,
+            "computed_on": computed_on([r for recs in records.values() for r in recs]),
         }
 
         def finish(**extra):

@@ -71,8 +71,11 @@ def test_difficulty_and_bayes_summary():
     assert d["solve_ci"] == pytest.approx([0.2076, 0.9385], abs=1e-4) and d["t_ci"][0] <= 30 <= d["t_ci"][1]
     # over the solved seeds only (the replication's convention): the median of (10, 30)
     assert d["t_median_solved"] == 20
+    # its bootstrap interval resamples the solved seeds alone: every resampled median lies within [10, 30]
+    assert 10 <= d["t_ci_solved"][0] <= 20 <= d["t_ci_solved"][1] <= 30 and d["t_ci_solved"] != d["t_ci"]
     few = difficulty({**res, "t_star": [10, None, None]}, budget=100)
     assert few["t_median"] is None and few["t_median_solved"] == 10  # censored: >= the budget
+    assert few["t_ci_solved"] is None  # one solved seed: no interval
     assert difficulty({**res, "t_star": [None, None, None]}, budget=100)["t_median_solved"] is None
     recs = [
         {"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}

@@ -126,3 +126,34 @@ def test_bad_store_arguments_are_named(tmp_path, monkeypatch, capsys):
     assert _run(["--out", str(tmp_path / "run")], capsys)[0] == 0
     assert main(["archive", str(tmp_path / "run"), "--to", str(tmp_path / "run" / "store")]) == 2
     assert "inside the result folder" in capsys.readouterr().err
+
+
+def test_summary_names_the_machines_its_points_were_computed_on(tmp_path, monkeypatch):
+    """A summary made here from points computed elsewhere says where they were computed (computed_on), beside
+    its own process's provenance."""
+    monkeypatch.setitem(copy_head.COMPUTE, "mcmc", _fake_mcmc)
+    cfg = PhaseDiagram.load_config(None, ["methods=mcmc", "attention=softmax", "P.values=[100, 200, 300]"])
+    quiet = dict(progress=False, figures=False, log=lambda *_: None)
+    here = run_experiment(PhaseDiagram(), cfg, tmp_path / "run", **quiet)
+    assert here["computed_on"] == [
+        {
+            **{k: here["provenance"][k] for k in ("git_commit", "git_dirty", "cpu", "jax_backend", "jax_devices")},
+            "jax": here["versions"]["jax"],
+            "jaxlib": here["versions"]["jaxlib"],
+            "points": 3,
+        }
+    ]
+    store = tmp_path / "store"
+    archive_points(tmp_path / "run", store)
+    # two of the stored points say they came from a GPU machine at another commit (the checksum covers results)
+    for f in sorted((store / "mcmc").iterdir())[:2]:
+        rec = read_json(f)
+        rec["provenance"].update(git_commit="0" * 40, jax_backend="gpu", jax_devices=["gpu:NVIDIA H200"])
+        rec["versions"]["jax"] = "0.11.2"
+        write_json_gz_atomic(f, rec)
+    monkeypatch.setitem(copy_head.COMPUTE, "mcmc", _no_mcmc)
+    summary = run_experiment(PhaseDiagram(), cfg, tmp_path / "again", **quiet, reuse=[store])
+    gpu, cpu = summary["computed_on"]
+    assert (gpu["points"], gpu["jax_backend"], gpu["git_commit"], gpu["jax"]) == (2, "gpu", "0" * 40, "0.11.2")
+    assert (cpu["points"], cpu["jax_backend"]) == (1, here["provenance"]["jax_backend"])
+    assert summary["provenance"] == here["provenance"]  # the summarising process: this one

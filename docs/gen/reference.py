@@ -241,9 +241,13 @@ FIGURE_COMMANDS = {
     "sparse_emergence.png": "bayesattn sparse",
     "sparse_heatmap.png": "bayesattn sparse",
     "sparse_anchor.png": "bayesattn sparse --config sparse_anchor",
+    "sparse_anchor_gpu.png": "bayesattn sparse --config sparse_anchor --set 'grid=[[16,4],[32,3]]' "
+    "--set seeds_per_program=8 (a GPU)",
     "sparse_heads.png": "bayesattn sparse",
     "sparse_mixer.png": "bayesattn sparse",
     "sparse_mixer_cpu.png": "bayesattn sparse --config sparse_mixer_cpu",
+    "sparse_mixer_full.png": "bayesattn sparse --config sparse_mixer_vs_transformer --set 'mixer_s=[3,4]' "
+    "--set 'mixer_lr.transformer=[3e-4]' --set 'mixer_lr.mixer=[3e-4]' (a GPU)",
     "sparse_bayes_summed.png": "bayesattn sparse",
     "sparse_bayes_normalized.png": "bayesattn sparse --config sparse_bayes_normalized",
     "dynlab_ch_spikes.png": "bayesattn dynlab --config clustering_head",
