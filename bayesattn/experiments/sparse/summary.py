@@ -61,8 +61,8 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
     """Solved seeds with the 95% Wilson interval of the solve rate; the median t* over all seeds with unsolved seeds
     censored at ``budget`` (default: the result's "budget", else its "steps_run") and its 95% bootstrap interval;
     the median, its 95% bootstrap interval and the range of t* over solved seeds only (``t_median_solved``,
-    ``t_ci_solved``: the convention of the replication's tables, which leave unsolved seeds out); mean plateau, mean final IoU, and the median escape
-    step from ln 2 (first stored step with loss < ln 2 - 0.05)."""
+    ``t_ci_solved``: the convention of the replication's tables, which leave unsolved seeds out); mean plateau,
+    mean final IoU, and the median escape step from ln 2 (first stored step with loss < ln 2 - 0.05)."""
     ts = [t for t in result["t_star"] if t is not None]
     if budget is None:
         budget = result.get("budget") or result.get("steps_run") or max(ts, default=1)
@@ -71,7 +71,7 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
     esc = [e for e in esc if e is not None]
     rate = stats.solve_rate(len(ts), len(result["t_star"]))
     med = stats.median_interval(result["t_star"], budget)
-    med_solved = stats.median_interval(ts, budget) if ts else {"ci": None}  # no seed censored among these
+    med_solved = stats.median_interval(ts, budget)  # no seed is censored among these
     return {
         "solved": len(ts),
         "seeds": len(result["t_star"]),
@@ -80,7 +80,7 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
         "escape_median": float(np.median(esc)) if esc else None,
         "t_median": med["median"],
         "t_ci": med["ci"],
-        "t_median_solved": float(np.median(ts)) if ts else None,
+        "t_median_solved": med_solved["median"],
         "t_ci_solved": med_solved["ci"],
         "budget": budget,
         "t_min": min(ts) if ts else None,
