@@ -1,4 +1,5 @@
-"""Result files: plain-JSON conversion, the one atomic write, reads that name the file they fail on.
+"""Result files: plain-JSON conversion, the one atomic write, reads that name the file they fail on, and the point
+files of a sweep (:func:`point_id` names them, :func:`check_record` checks one, :func:`set_aside` moves a damaged one).
 
 Every result file of the package goes through :func:`write_atomic`: the bytes go to a temporary file in the
 same folder, are fsync-ed, and the temporary file is renamed over the target, so a reader (or a run killed at
@@ -135,3 +136,45 @@ def current_point_files(folder: str | os.PathLike) -> set[str] | None:
         return None
     listed = read_json(run).get("point_files")
     return None if listed is None else set(listed.get(folder.name, ()))
+
+
+# ------------------------------------------------------------------------------------------ point files
+def point_id(point: dict) -> str:
+    """Readable, unique file stem of a point: 'method-attention-P=..-<hash>'."""
+    blob = json.dumps(to_jsonable(point), sort_keys=True)
+    digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
+    parts = [str(point[k]) for k in ("method", "attention") if k in point]
+    parts += [f"{k}={point[k]}" for k in ("T", "P", "sigma_A2") if k in point]
+    stem = "-".join(parts).replace("/", "_").replace(" ", "")
+    return f"{stem}-{digest}" if stem else digest
+
+
+# ----------------------------------------------------------------------------------------------- damaged files
+DAMAGED = ".corrupt"  # suffix of a set-aside damaged point file
+
+
+def check_record(path: Path, point: dict) -> tuple[dict | None, str | None]:
+    """(the record, None) when ``path`` is a complete record of ``point``; (None, what is wrong) otherwise: it
+    does not parse, is not a point record, holds another point, or its result does not match its checksum."""
+    try:
+        rec = read_json(path)
+    except (OSError, ValueError) as e:
+        return None, f"does not parse ({str(e).removeprefix(str(path) + ': ')})"
+    if not isinstance(rec, dict) or "point" not in rec or "result" not in rec:
+        return None, "is not a point record (no 'point' and 'result')"
+    if rec["point"] != to_jsonable(point):
+        return None, "holds another point than its name says"
+    if "checksum" in rec and rec["checksum"] != checksum(rec["result"]):
+        return None, "has a result that does not match its checksum"
+    return rec, None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged file to ``<name>.corrupt`` (``.corrupt.1``, ... when that exists); returns the new path."""
+    aside = path.with_name(path.name + DAMAGED)
+    k = 0
+    while aside.exists():
+        k += 1
+        aside = path.with_name(f"{path.name}{DAMAGED}.{k}")
+    os.replace(path, aside)
+    return aside

@@ -22,8 +22,6 @@ one line, or waits.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
-import json
 import os
 import platform
 import sys
@@ -38,10 +36,13 @@ from . import runtime
 from ._batching import Batch
 from ._validate import check_int
 from .files import (
+    check_record,
     checksum,
     clear_stale_temps,
     load_results,
+    point_id,
     read_json,
+    set_aside,
     to_jsonable,
     write_json_atomic,
     write_jsonl_atomic,
@@ -65,47 +66,6 @@ __all__ = [
     "verify",
     "write_json_atomic",
 ]
-
-
-def point_id(point: dict) -> str:
-    """Readable, unique file stem of a point: 'method-attention-P=..-<hash>'."""
-    blob = json.dumps(to_jsonable(point), sort_keys=True)
-    digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
-    parts = [str(point[k]) for k in ("method", "attention") if k in point]
-    parts += [f"{k}={point[k]}" for k in ("T", "P", "sigma_A2") if k in point]
-    stem = "-".join(parts).replace("/", "_").replace(" ", "")
-    return f"{stem}-{digest}" if stem else digest
-
-
-# ----------------------------------------------------------------------------------------------- damaged files
-DAMAGED = ".corrupt"  # suffix of a set-aside damaged point file
-
-
-def check_record(path: Path, point: dict) -> tuple[dict | None, str | None]:
-    """(the record, None) when ``path`` is a complete record of ``point``; (None, what is wrong) otherwise: it
-    does not parse, is not a point record, holds another point, or its result does not match its checksum."""
-    try:
-        rec = read_json(path)
-    except (OSError, ValueError) as e:
-        return None, f"does not parse ({str(e).removeprefix(str(path) + ': ')})"
-    if not isinstance(rec, dict) or "point" not in rec or "result" not in rec:
-        return None, "is not a point record (no 'point' and 'result')"
-    if rec["point"] != to_jsonable(point):
-        return None, "holds another point than its name says"
-    if "checksum" in rec and rec["checksum"] != checksum(rec["result"]):
-        return None, "has a result that does not match its checksum"
-    return rec, None
-
-
-def set_aside(path: Path) -> Path:
-    """Rename a damaged file to ``<name>.corrupt`` (``.corrupt.1``, ... when that exists); returns the new path."""
-    aside = path.with_name(path.name + DAMAGED)
-    k = 0
-    while aside.exists():
-        k += 1
-        aside = path.with_name(f"{path.name}{DAMAGED}.{k}")
-    os.replace(path, aside)
-    return aside
 
 
 # ----------------------------------------------------------------------------------------------- the sweep
