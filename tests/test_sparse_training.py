@@ -175,3 +175,24 @@ def test_early_stop_is_per_seed_and_independent_of_the_other_seeds():
     assert stop == alone["stop_step"][0] and ts + 20 <= stop < ts + 20 + cfg.record_every
     np.testing.assert_array_equal(alone["attention"][0], both["attention"][0])
     np.testing.assert_array_equal(alone["loss"][0, :stop], both["loss"][0, :stop])
+
+
+def test_automaton_pool_size_and_layers_reach_the_task_the_network_and_the_point():
+    """``n_rules`` sizes each seed's pool, ``layers`` the network; at their old values (256, 1) the point's dict
+    leaves them out, so points made before the fields existed keep their names."""
+    import jax
+
+    from bayesattn.experiments.sparse.training import seed_tasks
+
+    old = _tiny(task="cellular_automaton", k=1)
+    assert "n_rules" not in old.config() and "layers" not in old.config()
+    cfg = old.replace(n_rules=3, layers=2, k=2)
+    assert cfg.config()["n_rules"] == 3 and cfg.config()["layers"] == 2
+    assert cfg.network_config().layers == 2 and cfg.make_task().n_rules == 3 and cfg.T == 48
+    pools, sup = seed_tasks(cfg, jax.random.key(0), [0, 1])
+    assert pools.shape == (2, 3, 4, 4, 4) and sup.shape == (2, 48, 48)
+    r = train_seeds(cfg.replace(tokens_per_step=96, steps=10, record_every=5, probe=4), [0], vmap=True)
+    assert r["loss"].shape == (1, 10) and np.all(np.isfinite(r["loss"]))
+    assert np.all((r["acc"] >= 0) & (r["acc"] <= 1)) and r["attention"].shape == (1, 48, 48)
+    # the accuracy counts the last state's 16 cells (of 2 sequences per step): multiples of 1 / 32
+    assert np.allclose(r["acc"] * 32, np.round(r["acc"] * 32))

@@ -24,13 +24,15 @@ class SparseTrainConfig(Section):
     task: Literal["linear_map", "cellular_automaton"] = "linear_map"
     S: PositiveInt = 16
     s: PositiveInt = 3
-    k: PositiveInt = 1  # cellular automaton: applications of the rule
+    k: PositiveInt = 1  # cellular automaton: applications of the rule (k + 1 states of 16 cells)
+    n_rules: PositiveInt = 256  # cellular automaton: the pool of rule tables one table per sequence is drawn from
     # "per_seed": every seed trains on its own map A (linear map) or pool of rule tables (automaton), drawn from
     # the seed's key (TASK_STREAM); "fixed": one A / pool for all seeds, drawn from task_seed
     A: Literal["per_seed", "fixed"] = "per_seed"
     task_seed: NonNegativeInt = 0
     model: Literal["transformer", "mixer"] = "transformer"
     width: PositiveInt = 64
+    layers: PositiveInt = 1  # blocks of attention (mixing) and MLP
     heads: PositiveInt = 8
     head_dim: PositiveInt | None = None
     mlp: NonNegativeInt = 256
@@ -51,7 +53,7 @@ class SparseTrainConfig(Section):
     embed_std: PositiveFloat = 0.02
     mlp_bias: bool = True
     # added after runs were made, with the value those runs had (their points keep their names)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"A": "fixed", "embed_std": 1.0, "mlp_bias": False}
+    LEGACY_DEFAULTS: ClassVar[dict] = {"A": "fixed", "embed_std": 1.0, "mlp_bias": False, "n_rules": 256, "layers": 1}
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -80,7 +82,7 @@ class SparseTrainConfig(Section):
 
         if self.task == "linear_map":
             return SparseLinearMapTask(S=self.S, s=self.s, seed=self.task_seed)
-        return CellularAutomatonTask(k=self.k, seed=self.task_seed)
+        return CellularAutomatonTask(k=self.k, n_rules=self.n_rules, seed=self.task_seed)
 
     @property
     def T(self) -> int:
@@ -100,7 +102,7 @@ class SparseTrainConfig(Section):
             return TransformerConfig(
                 T=task.T,
                 width=self.width,
-                layers=1,
+                layers=self.layers,
                 heads=self.heads,
                 head_dim=self.head_dim,
                 mlp=self.mlp or None,
@@ -115,7 +117,7 @@ class SparseTrainConfig(Section):
         return MixerConfig(
             T=task.T,
             width=self.width,
-            layers=1,
+            layers=self.layers,
             mlp=self.mlp or None,
             vocab=task.vocab,
             mlp_bias=self.mlp_bias,

@@ -5,9 +5,11 @@ batches every step, cross-entropy on the second half only, and the emergence met
 Metrics (all from the saved histories, so they can be recomputed):
 
 - t*: the first step k (1-based optimizer step) at which the mean of the training accuracy of steps k-9..k
-  (second half only) exceeds 0.95 (:func:`t_star`); None when it never does. A seed is *solved* when t* exists.
-- IoU: for every query row, the top-s keys of its attention (mean over heads, over a fixed probe batch; for the
-  Mixer |M|) against the row's true support, |top & supp| / |top | supp|, averaged over rows (:func:`support_iou`).
+  exceeds 0.95 (:func:`t_star`); None when it never does. A seed is *solved* when t* exists. The accuracy is that
+  of the last state: the second half of the map's sequence, the automaton's last state x_k (its first states
+  cannot be predicted until the sequence has shown which table of the pool it follows; the loss counts them all).
+- IoU: for every query row, the top-s keys of its attention (the first layer's, mean over heads, over a fixed
+  probe batch; for the Mixer |M|) against the row's true support, |top & supp| / |top | supp|, averaged over rows (:func:`support_iou`).
 - attention entropy: mean over heads and query rows of -sum alpha log alpha (Mixer: of |M| normalised per row).
 - plateau: the median loss over the middle half of the steps before t* (unsolved: the last half of training),
   against ln 2 for the binary task.
@@ -126,6 +128,9 @@ def _programs(cfg: SparseTrainConfig):
     rows = jnp.asarray(task.query_rows)
     opt = optimizer(cfg)
     B = cfg.batch
+    # the accuracy (and so t*) is that of the last state's rows: x1 of the map (every query row), the automaton's
+    # x_k (its 16 cells): the earlier states of a trajectory cannot all be predicted before its table is inferred
+    acc_rows = task.cells if cfg.task == "cellular_automaton" else len(task.query_rows)
 
     def sample(key, arr, n):
         if cfg.task == "linear_map":
@@ -138,8 +143,8 @@ def _programs(cfg: SparseTrainConfig):
         logp = jax.nn.log_softmax(logits[:, rows].astype(jnp.float32), axis=-1)
         tgt = tokens[:, rows + 1]
         nll = -jnp.take_along_axis(logp, tgt[..., None], axis=-1)[..., 0]
-        acc = jnp.mean(jnp.argmax(logp, -1) == tgt)
-        return jnp.mean(nll), acc
+        hit = jnp.argmax(logp, -1) == tgt
+        return jnp.mean(nll), jnp.mean(hit[:, -acc_rows:])
 
     def step(static, arr, carry, key):
         params, state = carry
