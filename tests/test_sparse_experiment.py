@@ -77,6 +77,10 @@ def test_difficulty_and_bayes_summary():
     assert few["t_median"] is None and few["t_median_solved"] == 10  # censored: >= the budget
     assert few["t_ci_solved"] is None  # one solved seed: no interval
     assert difficulty({**res, "t_star": [None, None, None]}, budget=100)["t_median_solved"] is None
+    assert "in_context_gain" not in d  # the map has no states to compare
+    ca = difficulty({**res, "state_loss": [[1.4, 1.0, 0.2], [1.2, 0.9, 0.4], [1.0, 1.0, 1.0]]}, budget=100)
+    assert ca["state_loss"] == pytest.approx([1.2, 29 / 30, 1.6 / 3])
+    assert ca["in_context_gain"] == pytest.approx((1.2 + 0.8 + 0.0) / 3)
     recs = [
         {"point": {"S": 8, "s": 2, "P": P, "init": i}, "result": {"mass": m}}
         for P, i, m in [(10, "cold", 0.2), (10, "hot", 0.3), (100, "cold", 0.7), (100, "hot", 0.9)]

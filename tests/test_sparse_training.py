@@ -196,3 +196,31 @@ def test_automaton_pool_size_and_layers_reach_the_task_the_network_and_the_point
     assert np.all((r["acc"] >= 0) & (r["acc"] <= 1)) and r["attention"].shape == (1, 48, 48)
     # the accuracy counts the last state's 16 cells (of 2 sequences per step): multiples of 1 / 32
     assert np.allclose(r["acc"] * 32, np.round(r["acc"] * 32))
+    # the loss per predicted state (x_1, x_2), on the probe: near ln 4 for an untrained model, and equal to the same
+    # cross-entropy computed here by hand from the network's logits on the same probe sequences
+    assert r["state_loss"].shape == (1, 2) and np.all(np.abs(r["state_loss"] - np.log(4)) < 0.3)
+
+
+def test_state_loss_matches_a_hand_computed_cross_entropy():
+    """The probe's loss per state is the cross-entropy of the rows predicting x_1, x_2, computed here term by term
+    from the network's logits on the same probe sequences. A learning rate of 1e-9 keeps the trained network at its
+    initialisation (to ~1e-8), which is rebuilt here from the seed's init key."""
+    import jax
+
+    from bayesattn.experiments.sparse.training import seed_tasks
+    from bayesattn.models.transformer import Transformer
+    from bayesattn.tasks.sparse import ca_tokens
+
+    cfg = _tiny(task="cellular_automaton", k=2, n_rules=2, tokens_per_step=96, steps=10, record_every=10, probe=6)
+    cfg = cfg.replace(lr=1e-9)
+    key = jax.random.key(3)
+    r = train_seeds(cfg, [0], key, vmap=False)
+    task = cfg.make_task()
+    pools, _ = seed_tasks(cfg, key, [0])
+    net = Transformer(cfg.network_config(), jax.random.split(jax.random.fold_in(key, 0))[0])
+    tok = ca_tokens(jax.random.fold_in(key, 2**31 - 1), 6, jax.numpy.asarray(pools[0]), task.cells, task.k)
+    logits, _ = jax.vmap(net)(tok)
+    logp, tok = np.asarray(jax.nn.log_softmax(logits, -1), np.float64), np.asarray(tok)
+    rows = [range(16 * (j + 1) - 1, 16 * (j + 2) - 1) for j in range(2)]  # the rows predicting x_1, x_2
+    ref = [-np.mean([logp[b, t, tok[b, t + 1]] for b in range(6) for t in rows[j]]) for j in range(2)]
+    np.testing.assert_allclose(r["state_loss"][0], ref, rtol=1e-5)

@@ -26,7 +26,8 @@ def train_block(points: list[dict], progress: bool = False) -> list[dict]:
     seeds): the whole block trains in one vmapped program, whichever of its seeds are asked for, so that a seed's
     result depends on its seed and its config alone. Per seed, each cut at the seed's own stop step: t*, plateau,
     final IoU / entropy, the histories every KEEP_EVERY steps (accuracy as the 10-step trailing mean), the final
-    head-mean attention and the seed's row supports (its own map A when ``A = "per_seed"``)."""
+    head-mean attention and the seed's row supports (its own map A when ``A = "per_seed"``); the automaton's loss
+    per predicted state."""
     p0 = points[0]
     cfg = SparseTrainConfig.from_point(p0["train"])
     ((block, _),) = seed_blocks([p["seed"] for p in points], p0["seeds_per_program"])
@@ -77,6 +78,8 @@ def train_block(points: list[dict], progress: bool = False) -> list[dict]:
                 "attention": r["attention"][i].tolist(),
                 "support": np.asarray(r["row_supports"][i]).tolist(),
                 "A": cfg.A,
+                # the automaton's loss per predicted state at the stop step (x_1 .. x_k, on the probe sequences)
+                **({"state_loss": r["state_loss"][i].tolist()} if cfg.task == "cellular_automaton" else {}),
             }
         )
     return out

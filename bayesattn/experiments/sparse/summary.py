@@ -48,6 +48,7 @@ def group_seeds(records: list[dict]) -> list[dict]:
                         "iou": [x["records"]["iou"] for x in res],
                         "entropy": [x["records"]["entropy"] for x in res],
                     },
+                    **({"state_loss": [x["state_loss"] for x in res]} if all("state_loss" in x for x in res) else {}),
                     "attention_seed0": res[0]["attention"],
                     "support": res[0]["support"],
                 },
@@ -88,7 +89,17 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
         "t_star": list(result["t_star"]),
         "plateau": float(np.mean(result["plateau"])),
         "iou": float(np.mean(result["iou_final"])),
+        **_state_loss(result),
     }
+
+
+def _state_loss(result: dict) -> dict:
+    """The automaton's mean loss per predicted state over the seeds (at their stop steps) and its in-context gain,
+    the fall from the first state to the last: 0 when nothing is inferred from the sequence (a pool of one table)."""
+    if "state_loss" not in result:
+        return {}
+    sl = np.asarray(result["state_loss"], np.float64)  # (seeds, states)
+    return {"state_loss": sl.mean(axis=0).tolist(), "in_context_gain": float(np.mean(sl[:, 0] - sl[:, -1]))}
 
 
 def _label(row: dict, field: str) -> str:
@@ -203,6 +214,11 @@ def describe(summary: dict) -> list[str]:
                 f"{part}: {e['model']} S={e['S']} s={e['s']} H={e['heads']} head_dim={e['head_dim']}{lr} A={e['A']}: "
                 f"solved {e['solved']}/{e['seeds']} {stats.fmt_ci(e['solve_ci'])}, median t* {_t(e)}, "
                 f"plateau {e['plateau']:.3f}, IoU {e['iou']:.2f}"
+                + (
+                    f", loss x_1 -> x_k {e['state_loss'][0]:.3f} -> {e['state_loss'][-1]:.3f}"
+                    if "state_loss" in e
+                    else ""
+                )
             )
     for c in summary.get("comparisons", []):
         ah, bh = c["a_helps"], c["b_helps"]

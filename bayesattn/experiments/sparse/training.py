@@ -158,10 +158,16 @@ def _programs(cfg: SparseTrainConfig):
         return params, state, loss, acc
 
     def probe(static, params, key, arr, n):
+        """The first layer's attention (H, T, T), mean over n probe sequences, and their loss per predicted state
+        (states,): the automaton's x_1 .. x_k (the fall from the first to the last is what the sequence teaches
+        about its table), the map's x1."""
         net = eqx.combine(params, static)
-        _, attn = jax.vmap(net)(sample(key, arr, n))  # (P, layers, H, T, T)
+        tokens = sample(key, arr, n)
+        logits, attn = jax.vmap(net)(tokens)  # (P, T, vocab), (P, layers, H, T, T)
         w = jnp.abs(attn[:, 0]) if cfg.model == "mixer" else attn[:, 0]
-        return jnp.mean(w, axis=0)  # (H, T, T)
+        logp = jax.nn.log_softmax(logits[:, rows].astype(jnp.float32), axis=-1)
+        nll = -jnp.take_along_axis(logp, tokens[:, rows + 1][..., None], axis=-1)[..., 0]
+        return jnp.mean(w, axis=0), jnp.mean(nll.reshape(n, -1, acc_rows), axis=(0, 2))
 
     return chunk, probe, opt
 
@@ -200,7 +206,8 @@ def train_seeds(
 
     Returns per seed: "loss", "acc" (per step, the whole program's steps: cut them at "stop_step"), "t_star",
     "plateau", "stop_step", records every ``record_every`` steps ("record_step", "iou", "entropy"), the
-    attention at the seed's stop step ("attention", (T, T) head mean; "attention_heads"), "row_supports",
+    attention at the seed's stop step ("attention", (T, T) head mean; "attention_heads") and the probe's loss per
+    predicted state there ("state_loss": the automaton's x_1 .. x_k, the map's x1), "row_supports",
     "steps_run" (the program's)."""
     seeds = [check_int("seed", s, minimum=0) for s in seeds]
     key = jax.random.key(0) if key is None else key
@@ -233,13 +240,14 @@ def train_seeds(
             return tuple(stack([o[j] for o in outs]) for j in range(4))
 
         def probe_fn(p):
-            return jnp.stack([probe1(static, take(p, i), probe_key, arrays_j[i], cfg.probe) for i in range(len(seeds))])
+            outs = [probe1(static, take(p, i), probe_key, arrays_j[i], cfg.probe) for i in range(len(seeds))]
+            return tuple(stack([o[j] for o in outs]) for j in range(2))
 
     n, R = len(seeds), cfg.record_every
     loss, acc, rec_step, iou, ent = [], [], [], [], []
-    attn = None
+    attn = state_loss = None
     stop: list[int | None] = [None] * n
-    snap: list = [None] * n  # each seed's attention (H, T, T) at its stop step
+    snap: list = [None] * n  # each seed's (attention (H, T, T), loss per state) at its stop step
     done, t0 = 0, time.perf_counter()
     while done < cfg.steps and not all(x is not None for x in stop):
         m = min(R, cfg.steps - done)
@@ -249,7 +257,7 @@ def train_seeds(
         acc.append(np.asarray(a, np.float64))
         done += m
         if record_attention:
-            attn = np.asarray(probe_fn(params), np.float64)  # (n, H, T, T)
+            attn, state_loss = (np.asarray(a, np.float64) for a in probe_fn(params))  # (n, H, T, T), (n, states)
             mean = attn.mean(axis=1)
             rec_step.append(done)
             iou.append([support_iou(mean[i], sups[i], rows) for i in range(n)])
@@ -262,7 +270,7 @@ def train_seeds(
                 ts = t_star(acc_all[i])
                 if ts is not None and done >= ts + cfg.stop_after_solved:
                     stop[i] = done
-                    snap[i] = None if attn is None else attn[i]
+                    snap[i] = None if attn is None else (attn[i], state_loss[i])
     loss_all, acc_all = np.concatenate(loss, axis=1), np.concatenate(acc, axis=1)
     stop_step = [done if x is None else x for x in stop]
     ts = [t_star(acc_all[i, : stop_step[i]]) for i in range(n)]
@@ -279,8 +287,9 @@ def train_seeds(
         "task_arrays": arrays,
     }
     if record_attention:
-        heads = np.stack([attn[i] if snap[i] is None else snap[i] for i in range(n)])
+        heads = np.stack([attn[i] if snap[i] is None else snap[i][0] for i in range(n)])
         out.update(
+            state_loss=np.stack([state_loss[i] if snap[i] is None else snap[i][1] for i in range(n)]),
             record_step=np.asarray(rec_step),
             iou=np.asarray(iou).T,
             entropy=np.asarray(ent).T,
