@@ -162,6 +162,15 @@ def test_clustering_head_bad_input(kwargs, match):
         ch.ClusterConfig.load(kwargs)
 
 
+def test_dynlab_config_without_an_optimizer_is_refused_naming_the_field():
+    """No optimizer used to reach the settings' check and fail there with an IndexError (found by the config
+    mutation property test); it is a one-line error that names the field."""
+    from bayesattn.experiments.dynlab.config import DynlabConfig
+
+    with pytest.raises(ValueError, match="optimizers=\\[\\]"):
+        DynlabConfig.load({"name": "x", "experiment": "focus_dilution", "optimizers": []}, source="test")
+
+
 def test_model_matches_a_numpy_forward():
     cfg = ch.ClusterConfig(n_train=32, batch_size=32)
     m = ch.ClusterNet(jax.random.key(0), 3, 12, 2, 32)

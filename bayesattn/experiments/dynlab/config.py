@@ -197,7 +197,7 @@ class DynlabConfig(ExperimentConfig):
     seeds_per_program: PositiveInt = 8
     base: dict = {}
     settings: list[dict] = [{}]
-    optimizers: list[Literal["gd", "adam"]] = ["gd"]
+    optimizers: Annotated[list[Literal["gd", "adam"]], Field(min_length=1)] = ["gd"]
     options: ClusterOptions = ClusterOptions()
     equilibrium: EquilibriumSection | None = None
     langevin: LangevinSection | None = None
