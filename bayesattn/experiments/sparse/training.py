@@ -9,7 +9,8 @@ Metrics (all from the saved histories, so they can be recomputed):
   of the last state: the second half of the map's sequence, the automaton's last state x_k (its first states
   cannot be predicted until the sequence has shown which table of the pool it follows; the loss counts them all).
 - IoU: for every query row, the top-s keys of its attention (the first layer's, mean over heads, over a fixed
-  probe batch; for the Mixer |M|) against the row's true support, |top & supp| / |top | supp|, averaged over rows (:func:`support_iou`).
+  probe batch; for the Mixer |M|) against the row's true support, |top & supp| / |top | supp|, averaged over rows
+  (:func:`support_iou`).
 - attention entropy: mean over heads and query rows of -sum alpha log alpha (Mixer: of |M| normalised per row).
 - plateau: the median loss over the middle half of the steps before t* (unsolved: the last half of training),
   against ln 2 for the binary task.
@@ -128,23 +129,27 @@ def _programs(cfg: SparseTrainConfig):
     rows = jnp.asarray(task.query_rows)
     opt = optimizer(cfg)
     B = cfg.batch
-    # the accuracy (and so t*) is that of the last state's rows: x1 of the map (every query row), the automaton's
-    # x_k (its 16 cells): the earlier states of a trajectory cannot all be predicted before its table is inferred
-    acc_rows = task.cells if cfg.task == "cellular_automaton" else len(task.query_rows)
+    # the query rows of one predicted state: the map's x1 (every query row), one of the automaton's x_1 .. x_k (its
+    # 16 cells). The accuracy (and so t*) is the last state's: a trajectory's earlier states cannot all be predicted
+    # before its table is inferred
+    state_rows = task.cells if cfg.task == "cellular_automaton" else len(task.query_rows)
 
     def sample(key, arr, n):
         if cfg.task == "linear_map":
             return linear_map_tokens(key, n, arr)
         return ca_tokens(key, n, arr, task.cells, task.k)
 
+    def row_loss(logits, tokens):
+        """(negative log-likelihood, hit) of every query row's next token: (B, rows) each."""
+        logp = jax.nn.log_softmax(logits[:, rows].astype(jnp.float32), axis=-1)
+        tgt = tokens[:, rows + 1]
+        return -jnp.take_along_axis(logp, tgt[..., None], axis=-1)[..., 0], jnp.argmax(logp, -1) == tgt
+
     def loss_acc(params, static, tokens):
         net = eqx.combine(params, static)
         logits, _ = jax.vmap(net)(tokens)  # (B, T, vocab)
-        logp = jax.nn.log_softmax(logits[:, rows].astype(jnp.float32), axis=-1)
-        tgt = tokens[:, rows + 1]
-        nll = -jnp.take_along_axis(logp, tgt[..., None], axis=-1)[..., 0]
-        hit = jnp.argmax(logp, -1) == tgt
-        return jnp.mean(nll), jnp.mean(hit[:, -acc_rows:])
+        nll, hit = row_loss(logits, tokens)
+        return jnp.mean(nll), jnp.mean(hit[:, -state_rows:])
 
     def step(static, arr, carry, key):
         params, state = carry
@@ -165,9 +170,8 @@ def _programs(cfg: SparseTrainConfig):
         tokens = sample(key, arr, n)
         logits, attn = jax.vmap(net)(tokens)  # (P, T, vocab), (P, layers, H, T, T)
         w = jnp.abs(attn[:, 0]) if cfg.model == "mixer" else attn[:, 0]
-        logp = jax.nn.log_softmax(logits[:, rows].astype(jnp.float32), axis=-1)
-        nll = -jnp.take_along_axis(logp, tokens[:, rows + 1][..., None], axis=-1)[..., 0]
-        return jnp.mean(w, axis=0), jnp.mean(nll.reshape(n, -1, acc_rows), axis=(0, 2))
+        nll, _ = row_loss(logits, tokens)
+        return jnp.mean(w, axis=0), jnp.mean(nll.reshape(n, -1, state_rows), axis=(0, 2))
 
     return chunk, probe, opt
 
