@@ -336,3 +336,47 @@ def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tm
     path.write_text('name = "v"\n[train_variants.bad]\nmomentum = 0.9\n')
     with pytest.raises(ValueError, match="momentum"):
         Staircase.load_config(path)
+
+
+def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatch):
+    """The experiment's training point with an artifacts folder: killed after its second part (in the save that
+    follows it), it leaves its state there, and the rerun goes on from that part and returns the uninterrupted
+    run's records bit for bit (the reference: train_minimal in one compiled program); the file is removed at the
+    end. The SGD transformer, so that momentum and the LayerNorm's parameters cross the cuts."""
+    from bayesattn.experiments.staircase import bayes, training
+
+    cfg = TrainingConfig(
+        **{**_TINY, "steps": 30}, model="transformer", width=12, mlp=8, optimizer="sgd", lr=0.2, momentum=0.9
+    )
+    point = {"method": "train", "variant": "t", "train": cfg.config(), "seed": 3}
+    monkeypatch.setattr(training, "PART_STEPS", 10**6)
+    whole = training.train_minimal(cfg, 3)
+    monkeypatch.setattr(training, "PART_STEPS", 9)  # parts of 9 steps: cuts at steps 9, 18, 27
+    real_save, saved = training.save_loop_state, []
+
+    def save_then_die(path, state, records, fingerprint):
+        real_save(path, state, records, fingerprint)
+        saved.append(int(state.step))
+        if len(saved) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "save_loop_state", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        bayes.train_point(point, artifacts=tmp_path)
+    files = list(tmp_path.glob("train-*.npz"))
+    assert saved == [9, 18] and len(files) == 1
+    started_from = []
+    real_load = training.load_loop_state
+
+    def load(path, like, fingerprint):
+        got = real_load(path, like, fingerprint)
+        started_from.append(int(got[0].step))
+        return got
+
+    monkeypatch.setattr(training, "save_loop_state", real_save)
+    monkeypatch.setattr(training, "load_loop_state", load)
+    again = bayes.train_point(point, artifacts=tmp_path)
+    assert started_from == [18]
+    for k in ("step", "val_loss", "train_loss", "mass_last", "mass_rows", "kl"):
+        np.testing.assert_array_equal(again[k], whole[k])
+    assert not list(tmp_path.glob("train-*"))

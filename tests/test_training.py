@@ -508,3 +508,91 @@ def test_on_record_reports_each_record_step_and_changes_nothing():
     assert [int(b.max()) for b in batched] == [10, 20, 30, 40]
     with tr.StepProgress(40, "test", enabled=False) as bar:
         assert bar.callback is None
+
+
+def _noisy_quadratic():
+    target = jnp.asarray([1.0, -2.0, 0.5])
+
+    def loss_fn(p, key):
+        return jnp.sum((p - target) ** 2) + 0.1 * jnp.sum(jax.random.normal(key, p.shape) * p)
+
+    return loss_fn, lambda p: {"p": p, "norm": jnp.sum(p**2)}
+
+
+@pytest.mark.parametrize("part_steps", [1, 7, 20, 35, 1000])
+def test_run_in_parts_is_run_loop_bit_for_bit(part_steps):
+    """run_loop_in_parts against run_loop, the reference path: the same records and final state whatever the cut,
+    with a stochastic loss (per-step keys) and Adam's state carried across parts; a plan with uneven records too."""
+    loss_fn, record = _noisy_quadratic()
+    key = jax.random.key(5)
+    for plan in (tr.Plan.make(40, 5), tr.Plan.make(43, 10, log_records=6)):
+        st_ref, ref, _ = jax.jit(lambda k: tr.run_loop(jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, k))(key)
+        st, recs = tr.run_loop_in_parts(
+            jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, key, part_steps=part_steps
+        )
+        assert list(recs["step"]) == list(plan.record_steps)
+        for k in ref:
+            np.testing.assert_array_equal(recs[k], np.asarray(ref[k]))
+        np.testing.assert_array_equal(np.asarray(st.params), np.asarray(st_ref.params))
+        assert int(st.step) == plan.steps
+
+
+def test_run_in_parts_resumes_where_it_was_killed(tmp_path):
+    """A run killed after its second part and started again with the saved file computes what the uninterrupted
+    run computes; the file names its run, and a file of another run, a damaged one or a state at a step that is
+    no cut is refused (set aside with a warning, or a ValueError)."""
+    from bayesattn.training.checkpoints import load_loop_state, save_loop_state
+
+    loss_fn, record = _noisy_quadratic()
+    key, plan, f = jax.random.key(2), tr.Plan.make(60, 5), tmp_path / "run.npz"
+    whole = tr.run_loop_in_parts(jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, key, part_steps=15)[1]
+    saves = []
+
+    def save(st, r):
+        save_loop_state(f, st, r, "run A")
+        saves.append(int(st.step))
+        if len(saves) == 2:
+            raise KeyboardInterrupt  # killed between parts
+
+    with pytest.raises(KeyboardInterrupt):
+        tr.run_loop_in_parts(jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, key, part_steps=15, save=save)
+    assert saves == [15, 30]
+    resumed_from = []
+
+    def resume(like):
+        got = load_loop_state(f, like, "run A")
+        resumed_from.append(None if got is None else int(got[0].step))
+        return got
+
+    _, again = tr.run_loop_in_parts(
+        jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, key, part_steps=15, resume=resume
+    )
+    assert resumed_from == [30]
+    for k in whole:
+        np.testing.assert_array_equal(again[k], whole[k])
+
+    like = tr.loop_steps(loss_fn, optax.adam(0.1), record, key).start(jnp.zeros(3))
+    with pytest.warns(UserWarning, match="another run"):
+        assert load_loop_state(f, like, "run B") is None
+    assert not f.exists() and (tmp_path / "run.npz.corrupt").exists()
+    f.write_bytes(b"not a zip file")
+    with pytest.warns(UserWarning, match="cannot be read"):
+        assert load_loop_state(f, like, "run A") is None
+    save_loop_state(f, like._replace(step=jnp.asarray(7)), {"step": np.zeros(1, int)}, "run A")
+    with pytest.raises(ValueError, match="step 7"):
+        tr.run_loop_in_parts(
+            jnp.zeros(3),
+            loss_fn,
+            optax.adam(0.1),
+            plan,
+            record,
+            key,
+            part_steps=15,
+            resume=lambda like: load_loop_state(f, like, "run A"),
+        )
+    with pytest.raises(ValueError, match="part_steps"):
+        tr.run_loop_in_parts(jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, key, part_steps=0)
+    with pytest.raises(ValueError, match="checkpoint"):
+        tr.run_loop_in_parts(
+            jnp.zeros(3), loss_fn, optax.adam(0.1), tr.Plan.make(20, 5, checkpoints=3), record, key, part_steps=5
+        )

@@ -3,7 +3,7 @@ runs compared with the theory."""
 
 from .analysis import emergence_vs_P, final_vs_P, training_curves
 from .checkpoints import load_checkpoint, save_checkpoint
-from .core import OptimizerConfig, Plan, StepProgress, run_loop, sgld
+from .core import OptimizerConfig, Plan, StepProgress, loop_steps, run_loop, run_loop_in_parts, sgld
 from .fitting import fit, fit_sweep, sequence_loss
 from .loop import train, train_sweep
 from .objective import marginal_objective, training_objective
@@ -32,6 +32,8 @@ __all__ = [
     "load_checkpoint",
     "Plan",
     "run_loop",
+    "run_loop_in_parts",
+    "loop_steps",
     "StepProgress",
     "sgld",
     "marginal_objective",

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._json import to_plain
@@ -99,3 +101,64 @@ def load_checkpoint(path: str | os.PathLike, like: eqx.Module | NetworkConfig | 
                 f"file, the network expects {w['path']} {tuple(w['shape'])} {w['dtype']}"
             )
     return eqx.tree_deserialise_leaves(path, like)
+
+
+# ----------------------------------------------------------------------------------------------- a run in parts
+LOOP_FORMAT = "bayesattn-loop-1"
+
+
+def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: str) -> Path:
+    """Write a run's state between two parts (:func:`~bayesattn.training.core.run_loop_in_parts`) to one ``.npz``:
+    every leaf of ``state`` (a :class:`~bayesattn.training.core.LoopState`), the records so far and a header
+    (``fingerprint``, which names the run; the step; each leaf's shape and dtype). Written to a temporary name and
+    renamed, so a killed process leaves the previous file whole."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    leaves = [np.asarray(x) for x in jax.tree.leaves(state)]
+    header = {
+        "format": LOOP_FORMAT,
+        "fingerprint": fingerprint,
+        "step": int(state.step),
+        "leaves": [[list(x.shape), str(x.dtype)] for x in leaves],
+        "records": sorted(records),
+    }
+    arrays = {f"state_{i}": x for i, x in enumerate(leaves)}
+    arrays.update({f"record_{k}": np.asarray(v) for k, v in records.items()})
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, header=np.asarray(json.dumps(header)), **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def load_loop_state(path: str | os.PathLike, like, fingerprint: str):
+    """(state, records) written by :func:`save_loop_state` for the run ``fingerprint``, in the structure of ``like``
+    (the run's initial state); None when there is no file. A file that cannot be read, is of another run or whose
+    arrays do not match ``like``'s is moved aside (``<name>.corrupt``) with a warning naming it and why, and None is
+    returned: the run then starts from its beginning."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    want = [np.asarray(x) for x in jax.tree.leaves(like)]
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(str(z["header"]))
+            problem = None
+            if header.get("format") != LOOP_FORMAT:
+                problem = f"format {header.get('format')!r}, expected {LOOP_FORMAT!r}"
+            elif header.get("fingerprint") != fingerprint:
+                problem = f"it is of another run ({header.get('fingerprint')!r}, expected {fingerprint!r})"
+            elif header["leaves"] != [[list(x.shape), str(x.dtype)] for x in want]:
+                problem = "its arrays do not match the run's state (shapes or dtypes)"
+            else:
+                leaves = [z[f"state_{i}"] for i in range(len(want))]
+                records = {k: z[f"record_{k}"] for k in header["records"]}
+    except (OSError, ValueError, KeyError) as e:
+        problem = f"it cannot be read ({type(e).__name__}: {e})"
+    if problem is not None:
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        warnings.warn(f"{path}: {problem}; moved to {aside.name}, the run starts from its beginning", stacklevel=2)
+        return None
+    treedef = jax.tree.structure(like)
+    return jax.tree.unflatten(treedef, [jnp.asarray(x) for x in leaves]), records

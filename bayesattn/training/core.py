@@ -222,6 +222,33 @@ def run_loop(
     Returns (final LoopState, records: dict with a leading axis over ``plan.record_steps`` (and "step"),
     checkpoints: params with a leading axis over ``plan.checkpoint_steps``, or None).
     """
+    step_fns = loop_steps(loss_fn, opt, record_fn, key, bound)
+    rec_steps = np.asarray(plan.record_steps)
+    n_ck = len(plan.checkpoint_steps)
+    slot = {s: i for i, s in enumerate(plan.checkpoint_steps)}
+    slots = np.asarray([slot.get(int(s), n_ck) for s in rec_steps])  # n_ck: a scratch slot, dropped
+    buf = jax.tree.map(lambda p: jnp.zeros((n_ck + 1, *p.shape), p.dtype), params) if n_ck else None
+    state = step_fns.start(params)
+    first = step_fns.record(state)
+    buf = write_slot(buf, slots[0], params)
+    (state, buf), recs = run_segments(step_fns, state, buf, np.diff(rec_steps), slots[1:], on_record)
+    recs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
+    ckpts = None if buf is None else jax.tree.map(lambda b: b[:n_ck], buf)
+    return state, recs, ckpts
+
+
+class LoopSteps(NamedTuple):
+    """The pieces of :func:`run_loop`: ``start(params) -> LoopState``, ``body(i, state) -> state`` (one step) and
+    ``record(state) -> dict`` (with "step")."""
+
+    start: Callable
+    body: Callable
+    record: Callable
+
+
+def loop_steps(loss_fn: Callable, opt, record_fn: Callable, key: jax.Array, bound: float = DIVERGENCE_BOUND):
+    """:class:`LoopSteps` of a run (arguments as :func:`run_loop`'s): every step's keys come from its step count
+    alone, so a run cut into parts computes what it computes in one piece."""
     value_and_grad = jax.value_and_grad(loss_fn)
     opt = optax.with_extra_args_support(opt)
 
@@ -239,23 +266,24 @@ def run_loop(
         failed_at = jnp.where(healthy & ~ok, state.step, state.failed_at)
         return LoopState(keep(new_params, state.params), keep(new_opt, state.opt_state), state.step + 1, failed_at)
 
+    def start(params):
+        return LoopState(params, opt.init(params), jnp.asarray(0), jnp.asarray(-1))
+
     def record(state):
         return {"step": state.step, **record_fn(state.params)}
 
-    rec_steps = np.asarray(plan.record_steps)
-    n_ck = len(plan.checkpoint_steps)
-    slot = {s: i for i, s in enumerate(plan.checkpoint_steps)}
-    slots = np.asarray([slot.get(int(s), n_ck) for s in rec_steps])  # n_ck: a scratch slot, dropped
-    buf = jax.tree.map(lambda p: jnp.zeros((n_ck + 1, *p.shape), p.dtype), params) if n_ck else None
+    return LoopSteps(start, body, record)
 
-    def write(buf, i, params):
-        return None if buf is None else jax.tree.map(lambda b, p: b.at[i].set(p), buf, params)
 
-    state = LoopState(params, opt.init(params), jnp.asarray(0), jnp.asarray(-1))
-    first = record(state)
-    buf = write(buf, slots[0], params)
+def write_slot(buf, i, params):
+    """``buf`` (a stack of parameter pytrees, or None) with ``params`` written at index ``i``."""
+    return None if buf is None else jax.tree.map(lambda b, p: b.at[i].set(p), buf, params)
 
-    lengths = np.diff(rec_steps)
+
+def run_segments(step_fns: LoopSteps, state, buf, lengths, slots, on_record=None):
+    """Advance ``state`` by ``lengths[j]`` steps for each record j (a ``lax.scan`` over the records), recording
+    after each and writing the parameters into ``buf`` at ``slots[j]``; returns ((state, buf), records)."""
+    lengths = np.asarray(lengths)
     # equal segments (no log-spaced records): a static trip count; a count read from xs made a train_sweep
     # 1.47x slower than the loop this one replaced, the static count 1.17x (benchmarks/bench_training.py --loop)
     static_length = int(lengths[0]) if np.all(lengths == lengths[0]) else None
@@ -264,15 +292,79 @@ def run_loop(
         state, buf = carry
         length, i = xs
         # the trip count comes from xs, not from the (possibly vmapped) state: the loop stays unbatched
-        state = jax.lax.fori_loop(0, length if static_length is None else static_length, body, state)
+        state = jax.lax.fori_loop(0, length if static_length is None else static_length, step_fns.body, state)
         if on_record is not None:
             jax.debug.callback(on_record, state.step)
-        return (state, write(buf, i, state.params)), record(state)
+        return (state, write_slot(buf, i, state.params)), step_fns.record(state)
 
-    (state, buf), recs = jax.lax.scan(segment, (state, buf), (jnp.asarray(lengths), jnp.asarray(slots[1:])))
-    recs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
-    ckpts = None if buf is None else jax.tree.map(lambda b: b[:n_ck], buf)
-    return state, recs, ckpts
+    return jax.lax.scan(segment, (state, buf), (jnp.asarray(lengths), jnp.asarray(slots)))
+
+
+def part_bounds(record_steps, part_steps: int) -> list[int]:
+    """Indices into ``record_steps`` where :func:`run_loop_in_parts` cuts a run: the first record, then each record
+    at least ``part_steps`` steps after the last cut, and the last record."""
+    rec = np.asarray(record_steps)
+    bounds = [0]
+    for i in range(1, len(rec)):
+        if rec[i] - rec[bounds[-1]] >= part_steps or i == len(rec) - 1:
+            bounds.append(i)
+    return bounds
+
+
+def run_loop_in_parts(
+    params,
+    loss_fn: Callable,
+    opt,
+    plan: Plan,
+    record_fn: Callable,
+    key: jax.Array,
+    *,
+    part_steps: int,
+    save: Callable[[LoopState, dict], None] | None = None,
+    resume: Callable[[LoopState], tuple[LoopState, dict] | None] | None = None,
+    bound: float = DIVERGENCE_BOUND,
+    on_record: Callable[[Any], None] | None = None,
+):
+    """:func:`run_loop` cut into parts at record steps (:func:`part_bounds`), each part one compiled call (parts of
+    the same shape share one compilation), so that a long run can be saved between parts and go on from there.
+
+    save(state, records): called after every part but the last, with the :class:`LoopState` and the records so far
+    (numpy arrays, a leading axis over the records done). resume(initial state) -> (state, records) or None: a
+    saved part to go on from, whose step must be one of this plan's cuts (ValueError otherwise). A run resumed from
+    a saved part computes exactly what it computes uninterrupted: the same part programs run on the same states,
+    and every step's keys come from its step count. Plans with checkpoint steps are not supported (ValueError).
+
+    Returns (final LoopState, records as :func:`run_loop`'s, as numpy arrays)."""
+    if plan.checkpoint_steps:
+        raise ValueError("plan: run_loop_in_parts keeps no checkpoints; expected a plan without checkpoint steps")
+    part_steps = check_int("part_steps", part_steps, minimum=1)
+    step_fns = loop_steps(loss_fn, opt, record_fn, key, bound)
+    rec = np.asarray(plan.record_steps)
+    bounds = part_bounds(rec, part_steps)
+    state = step_fns.start(params)
+    got = None if resume is None else resume(state)
+    if got is None:
+        recs = jax.tree.map(lambda a: np.asarray(a)[None], jax.jit(step_fns.record)(state))
+        done = 0
+    else:
+        state, recs = got
+        step = int(state.step)
+        cuts = [int(rec[b]) for b in bounds[1:-1]]
+        if step not in cuts:
+            raise ValueError(f"resume: a saved state at step {step}; this run is cut at steps {cuts}")
+        done = cuts.index(step) + 1
+    compiled: dict[tuple, Callable] = {}
+    for a, b in zip(bounds[done:], bounds[done + 1 :]):
+        lengths = tuple(int(x) for x in np.diff(rec[a : b + 1]))
+        if lengths not in compiled:
+            compiled[lengths] = jax.jit(
+                lambda st, L=lengths: run_segments(step_fns, st, None, L, np.zeros(len(L), int), on_record)
+            )
+        (state, _), part = compiled[lengths](state)
+        recs = jax.tree.map(lambda r, p: np.concatenate([r, np.asarray(p)]), recs, part)
+        if save is not None and b != bounds[-1]:
+            save(state, recs)
+    return state, recs
 
 
 class StepProgress:

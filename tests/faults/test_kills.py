@@ -223,3 +223,35 @@ def test_real_experiment_killed_mid_run_equals_an_uninterrupted_run(tmp_path, ex
     _kill_and_resume(argv, out, [4.0])
     assert _results(out) == _results(ref)
     assert not list(out.rglob("*.tmp"))
+
+
+def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path):
+    """SIGKILL of a long staircase training run once it has saved its state after a part (artifacts/train-*.npz):
+    the rerun goes on from there (the file is then removed) and its point equals an uninterrupted run's."""
+    base = [
+        *TINY["staircase"],
+        "--set",
+        'parts=["train"]',
+        "--set",
+        "train.steps=3000",
+        "--set",
+        "train.record_every=100",
+        "--quiet",
+        "--no-figures",
+    ]
+    ref, out = tmp_path / "ref", tmp_path / "killed"
+    r = subprocess.run(_cli(*base, "--out", str(ref)), capture_output=True, text=True, env=ENV, timeout=600)
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen(
+        _cli(*base, "--out", str(out)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not list(out.glob("artifacts/train-*.npz")):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before a kill could land"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list(out.glob("artifacts/train-*.npz")) and not list(out.glob("points/train/*.json"))
+    _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
+    assert _results(out) == _results(ref)
+    assert not list(out.glob("artifacts/train-*")) and not list(out.rglob("*.tmp"))

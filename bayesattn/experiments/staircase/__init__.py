@@ -8,6 +8,7 @@ A run writes, under its output folder::
     points/theory/*.json     one file per (H, ratio): the H-head theory on the MCMC grid (softmax)
     points/train/*.json      one file per training run and seed: records over steps, stage times
     points/ode/*.json        the ODE trajectory
+    artifacts/train-*.npz    a training run's state after its last finished part, while it runs (resumable)
     summary.json             transitions P_k per (attention, H, ratio, init), stage times
 """
 
@@ -24,6 +25,7 @@ class Staircase(Experiment):
     description = "the multi-head staircase: posterior stages in P, the paper's training stages, the ODE"
     Config = StaircaseConfig
     default_config = "staircase"
+    artifacts = None  # set by the runner: where a training run keeps its state between parts (resumable)
 
     def points(self, cfg: StaircaseConfig) -> dict[str, list[dict]]:
         # a point holds only what it depends on, so the same point computed under another grid is reused
@@ -77,7 +79,7 @@ class Staircase(Experiment):
         from . import bayes
 
         if point["method"] == "train":
-            return bayes.train_point(point, progress=self.progress)
+            return bayes.train_point(point, progress=self.progress, artifacts=self.artifacts)
         return {"mcmc": bayes.mcmc_point, "theory": bayes.theory_point, "ode": bayes.ode_point}[point["method"]](point)
 
     def summarize(self, config, records):

@@ -23,12 +23,16 @@ a finite set of ``train`` sequences (default) or fresh sequences every step (``d
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...training.core import Plan, StepProgress, run_loop
+from ...training.checkpoints import load_loop_state, save_loop_state
+from ...training.core import Plan, StepProgress, run_loop_in_parts
 from .config import TrainingConfig
 from .models import minimal_logits
 
@@ -65,7 +69,10 @@ def forward_fn(cfg: TrainingConfig, static):
     return forward
 
 
-def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False) -> dict:
+PART_STEPS = 500  # a run is compiled in parts of this many steps; with a ``resume`` file it is saved after each
+
+
+def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume: Path | None = None) -> dict:
     """One run (the minimal model or the transformer variant, ``cfg.model``): data, init and minibatches from
     ``seed``, the teacher from ``cfg.teacher_of(seed)`` (the run's seed by default: one teacher per seed).
     ``cfg.data = "finite"``: ``cfg.train`` sequences, minibatches of ``batch_size`` without replacement;
@@ -73,7 +80,11 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False) -> dic
     (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
     (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
     loss), "teacher_seed", "failed_at": int (-1: healthy)}. ``progress``: a bar over the steps, updated at every
-    record step from inside the one compiled run."""
+    record step from inside the compiled parts.
+
+    The run is compiled in parts of about PART_STEPS steps (:func:`~bayesattn.training.core.run_loop_in_parts`).
+    ``resume``: a file that holds the run's state after its last finished part (written after every part, removed
+    when the run ends); a run killed in between goes on from there and computes what it computes uninterrupted."""
     task = cfg.task(seed)
     q0 = task.burn_in - 1
     k_data, k_val, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
@@ -122,10 +133,22 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False) -> dic
 
     plan = Plan.make(cfg.steps, cfg.record_every)
     opt = cfg.optimizer_transform()
+    fingerprint = json.dumps({"train": cfg.config(), "seed": seed}, sort_keys=True, default=str)
     with StepProgress(cfg.steps, f"train seed {seed}", enabled=progress) as bar:
-        run = jax.jit(lambda p, k: run_loop(p, loss_fn, opt, plan, record, k, on_record=bar.callback))
-        state, recs, _ = run(params, k_run)
-        jax.block_until_ready(recs)
+        state, recs = run_loop_in_parts(
+            params,
+            loss_fn,
+            opt,
+            plan,
+            record,
+            k_run,
+            part_steps=PART_STEPS,
+            save=None if resume is None else lambda st, r: save_loop_state(resume, st, r, fingerprint),
+            resume=None if resume is None else lambda like: load_loop_state(resume, like, fingerprint),
+            on_record=bar.callback,
+        )
+    if resume is not None:
+        resume.unlink(missing_ok=True)
     out = {k: np.asarray(v, np.float64) for k, v in recs.items()}
     out["step"] = np.asarray(recs["step"], int)
     out["teacher_entropy"] = ent
