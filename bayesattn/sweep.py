@@ -47,7 +47,7 @@ from .files import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from .provenance import computed_on, package_versions, provenance
+from .provenance import code_version, computed_on, package_versions, provenance
 from .runtime import folder_lock, prepare_output_dir, worker_init
 
 __all__ = [
@@ -103,6 +103,8 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
 
     A computation that raises gives ("error", {error, traceback, host}) for each of its points, so that the sweep
     goes on; interrupts (BaseException) pass through. A record carries the checksum of its result."""
+    # before the computation: a record names the code this process runs, not a commit made while it computed
+    prov = provenance()
     t0 = time.perf_counter()
     try:
         results = compute(points) if many else [compute(points[0])]
@@ -117,7 +119,6 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
         }
         return [("error", fail) for _ in points]
     wall = (time.perf_counter() - t0) / len(points)
-    prov = provenance()
     versions = prov.pop("versions")
     prov["executor"] = executor
     if many:
@@ -215,6 +216,7 @@ def run_sweep(
     and its result matches its checksum; a file that does not is named in one warning and left alone.
     """
     workers = check_int("workers", workers, minimum=1)
+    code_version()  # read once per process, now: the commit of the code loaded, whatever is committed while it runs
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clear_stale_temps(out)  # half-written by a killed run (results, failures.jsonl)
@@ -304,12 +306,16 @@ def run_sweep(
                     }
                     completed = cf.as_completed(futures)
                 for fut in completed:
-                    idx = futures[fut]
+                    idx = futures.pop(fut)
                     try:
                         outcomes = fut.result()
                     except Exception:  # noqa: BLE001 -- a lost task: reported, left for the rerun
                         outcomes = lost(idx)
                     finish(idx, outcomes)
+                    if _is_dask(executor):
+                        # its result is on disk: released, a worker that dies later does not make the scheduler
+                        # compute it again to restore the lost copy
+                        fut.release()
             finally:
                 if own:
                     executor.shutdown(wait=True, cancel_futures=True)

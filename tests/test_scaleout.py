@@ -415,7 +415,7 @@ def test_cli_failed_point_exits_1_after_the_other_methods(tmp_path, monkeypatch,
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and "1 of 1 points failed" in err[0] and "failures.jsonl" in err[0], err
-    assert ran == [50, 100]  # adam ran after theory failed
+    assert sorted(ran) == [50, 100]  # adam ran after theory failed (its two points on two threads, in either order)
     fail = json.loads((tmp_path / "points" / "theory" / FAILURES).read_text())
     assert fail["error"] == "FloatingPointError: theory broke for softmax" and "broken_theory" in fail["traceback"]
     assert not (tmp_path / "summary.json").exists()

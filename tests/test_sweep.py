@@ -63,3 +63,22 @@ def test_bad_input(tmp_path):
         run_sweep([{"P": 1}], square, tmp_path, workers=0)
     with pytest.raises(ValueError, match="duplicate"):
         run_sweep([{"P": 1}, {"P": 1}], square, tmp_path)
+
+
+def test_a_record_names_the_code_read_before_any_point_computed(tmp_path):
+    """The git commit in a point's provenance is read before the first point computes (once per process), so a
+    commit made during a long computation does not relabel the code that ran: the version cache is already
+    filled while the point computes, and the record holds that version."""
+    from bayesattn import provenance
+
+    provenance.code_version.cache_clear()
+    seen = []
+
+    def compute(point):
+        seen.append(provenance.code_version.cache_info().currsize)
+        return {"x": point["i"]}
+
+    recs = run_sweep([{"i": 0}, {"i": 1}], compute, tmp_path, progress=False)
+    assert seen == [1, 1]
+    want = provenance.code_version()
+    assert all(r["provenance"]["git_commit"] == want["git_commit"] for r in recs)
