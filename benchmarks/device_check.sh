@@ -5,8 +5,8 @@
 #     0. smoke: the package imports, sees the GPU and trains 20 full-size steps (fails fast: exit 3);
 #     1. Mixer vs transformer at full size, S = 16, s = 3 and 4, the other two learning rates of each arm
 #        (1e-4, 1e-3; 3e-4 ran in the first plan: reference/sparse_mixer_full_lr3e-4_gpu_summary.json);
-#     2. the staircase's variants at the paper's batch of 3000: the paper's SGD run (full transformer, 3000 steps)
-#        and the full transformer with AdamW (2000 steps), seed 0;
+#     2. the staircase's full transformer with AdamW at the paper's batch of 3000 (2000 steps), seed 0 (the paper's
+#        SGD run at that batch ran on the CPU, 2026-12-05: reference/staircase_full_sgd_transformer_summary.json);
 #     3. Mixer vs transformer at s = 5 and 6, both arms at lr 3e-4.
 #   first (the run of 2026-12-04, kept to reproduce it): 0. smoke; 1. the sparse anchors (16, 4) and (32, 3) at
 #     full size, 16 seeds each in programs of 8 seeds; 2. Mixer vs transformer at S = 16, s = 3 and 4, both arms at
@@ -28,7 +28,7 @@ START=$(date +%s); BUDGET=${DEVICE_BUDGET_S:-555}
 if [ "${DEVICE_REHEARSAL:-0}" = 1 ]; then  # toy sizes: checks the commands, not the numbers
   TOY=(--set train.steps=200 --set train.tokens_per_step=512 --set train.width=16 --set train.mlp=32 --set train.record_every=50)
   ANCHOR=(--set seeds=2 --set seeds_per_program=1); MIXER=(--set seeds=2 --set seeds_per_program=2)
-  ENS=(--T 8 --chains 16 --warmup-chains 4 --ess-draws 100 --ess-warmup 100); STAIR=(--set train.steps=20 --set train.batch_size=100 --set train_variants.sgd_transformer.steps=20); SMOKE_STEPS=20
+  ENS=(--T 8 --chains 16 --warmup-chains 4 --ess-draws 100 --ess-warmup 100); STAIR=(--set train.steps=20 --set train.batch_size=100 --set train_variants.transformer.steps=20); SMOKE_STEPS=20
 else
   TOY=(); ANCHOR=(--set seeds_per_program=8); MIXER=(); ENS=(--T 32 --chains 1024 --warmup-chains 64); STAIR=(); SMOKE_STEPS=20
   [ -d .whl ] && { $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; }
@@ -80,7 +80,7 @@ step mixer_lr 250 $PY -m bayesattn.cli run sparse --config sparse_mixer_vs_trans
   --set 'mixer_lr.transformer=[1e-4,1e-3]' --set 'mixer_lr.mixer=[1e-4,1e-3]' "${MIXER[@]}" "${TOY[@]}" \
   --no-figures --out "$R/mixer_lr_gpu"
 step staircase_variants 120 $PY -m bayesattn.cli staircase --config staircase_full --parts train \
-  --set 'train_only=["sgd_transformer","transformer"]' "${STAIR[@]}" --quiet --no-figures \
+  --set 'train_only=["transformer"]' "${STAIR[@]}" --quiet --no-figures \
   --out "$R/staircase_variants_gpu"
 step mixer_s56 150 $PY -m bayesattn.cli run sparse --config sparse_mixer_vs_transformer --set 'mixer_s=[5,6]' \
   --set 'mixer_lr.transformer=[3e-4]' --set 'mixer_lr.mixer=[3e-4]' "${MIXER[@]}" "${TOY[@]}" --no-figures \

@@ -380,3 +380,24 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     for k in ("step", "val_loss", "train_loss", "mass_last", "mass_rows", "kl"):
         np.testing.assert_array_equal(again[k], whole[k])
     assert not list(tmp_path.glob("train-*"))
+
+
+def test_summary_names_the_papers_boundaries_of_each_run_kind():
+    """Each training run is set beside the paper's boundaries for its model and optimizer (none where the paper has
+    no such run), in the summary and in the printed line; the leave-teacher steps are read off the KL minima."""
+    from bayesattn.experiments.staircase.summary import describe, summarize
+
+    steps = np.arange(0, 50, 10)
+    kl = np.array([[3.0, 3.0, 3.0], [1.0, 2.0, 2.5], [2.0, 0.5, 1.0], [3.0, 1.0, 0.2], [4.0, 2.0, 0.1]])
+
+    def rec(model, optimizer, variant):
+        train = {**TrainingConfig(model=model, optimizer=optimizer, width=12, mlp=8).config()}
+        result = {"stages": [10, 20, None], "step": steps.tolist(), "kl": kl.tolist()}
+        return {"point": {"variant": variant, "train": train, "seed": 0}, "result": result, "wall_time_s": 1.0}
+
+    recs = [rec("minimal", "adamw", "main"), rec("transformer", "sgd", "sgd_transformer"), rec("minimal", "sgd", "sgd")]
+    t = summarize({"train": recs})["train"]
+    assert t["paper_boundaries"] == [(330, 575), (600, 4000), None]
+    assert t["leave_teacher_steps"] == [[10, 20]] * 3
+    lines = [line for line in describe({"train": t}) if line.startswith("training")]
+    assert lines[1].endswith("(the paper: ~600 and ~4000)") and "the paper" not in lines[2]

@@ -13,6 +13,7 @@ import numpy as np
 from ...figstyle import legend, log_x_axis, note, save, subplots
 from ...files import load_results, read_json
 from .bayes import LAG_OBSERVABLE
+from .summary import paper_boundaries
 
 COLS = 2  # panels a row in the Bayesian figure (a strip of four was too wide to read)
 
@@ -116,11 +117,6 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
-# the paper's stage boundaries (steps after the start of training, read off its figure shading): the minimal
-# model (Figure 1) and the full one-layer transformer (Figures 2-3)
-PAPER_BOUNDARIES = {"minimal": (330, 575), "transformer": (65, 450)}
-
-
 def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path | None:
     """One row per training run kind ("main" and each variant; ``variants`` selects some): the span masses of
     every head at the last query vs step (one panel per span, the first seed; the stage steps of every seed in
@@ -176,7 +172,7 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         drawn = False
         for ax in row:
             ax.set_xlabel("step")
-            for b in PAPER_BOUNDARIES.get(tc["model"], ()) if tc["optimizer"] == "adamw" else ():
+            for b in paper_boundaries(tc) or ():
                 if b <= step[-1]:
                     ax.axvline(b, color="0.5", lw=0.8, ls=":")
                     drawn = True

@@ -195,6 +195,22 @@ def data_size_table(records: list) -> list:
     return rows if len({r["n"] for r in rows}) >= 2 else []
 
 
+# The paper's stage boundaries (training steps: it leaves the 1-span, then the 2-span teacher), as its analysis
+# notebooks shade them on the KL curves (divergence_steps, less the steps of the n-gram baselines trained first):
+# the minimal model with AdamW (Figure 1), the full one-layer transformer with AdamW (Figures 2-3) and with SGD
+# (Figures 18-19, spans [4, 4, 4], lr 0.2, momentum 0.9)
+PAPER_BOUNDARIES = {
+    ("minimal", "adamw"): (330, 575),
+    ("transformer", "adamw"): (65, 450),
+    ("transformer", "sgd"): (600, 4000),
+}
+
+
+def paper_boundaries(train: dict) -> tuple | None:
+    """The paper's boundaries for a run of this training config (a point's "train"), None where it has none."""
+    return PAPER_BOUNDARIES.get((train["model"], train["optimizer"]))
+
+
 def summarize(records: dict[str, list[dict]]) -> dict:
     """The summary of every part that ran."""
     summary: dict = {}
@@ -214,7 +230,7 @@ def summarize(records: dict[str, list[dict]]) -> dict:
                 leave_teacher_steps(np.asarray(r["result"]["step"]), r["result"]["kl"]) for r in recs
             ],
             "wall_s": [r["wall_time_s"] for r in recs],
-            "paper_stages": [330, 575],
+            "paper_boundaries": [paper_boundaries(r["point"]["train"]) for r in recs],
         }
         t = summary["train"]
         t["seed_statistics"] = seed_statistics(
@@ -253,12 +269,15 @@ def describe(summary: dict) -> list[str]:
         t = summary["train"]
         nearest = t.get("nearest_teacher_steps", [None] * len(t["stages"]))
         leave = t.get("leave_teacher_steps", [None] * len(t["stages"]))
-        for v, seed, st, nt, lt in zip(t["variants"], t["seeds"], t["stages"], nearest, leave):
+        paper = t.get("paper_boundaries", [None] * len(t["stages"]))
+        for v, seed, st, nt, lt, pb in zip(t["variants"], t["seeds"], t["stages"], nearest, leave, paper):
             line = f"training {v}, seed {seed}: stages by mass at steps {', '.join(number(x) for x in st)}"
             if nt is not None:
                 line += f"; nearest teacher reaches k = 2, 3 at {', '.join(number(x) for x in nt)}"
             if lt is not None:
                 line += f"; leaves teacher k = 1, 2 at {', '.join(number(x) for x in lt)}"
+            if pb is not None:
+                line += f" (the paper: ~{pb[0]} and ~{pb[1]})"
             lines.append(line)
         for v, st in t.get("seed_statistics", {}).items():
             med = (
@@ -267,7 +286,6 @@ def describe(summary: dict) -> list[str]:
                 + ", ".join(_median_text(m) for m in st["stages_by_mass"])
             )
             lines.append(f"training {v}, {st['seeds']} seeds, median [95% bootstrap]: {med}")
-        lines.append("(the paper's minimal model: the nearest teacher moves at ~330 and ~575 steps)")
     for r in summary.get("data_sizes", []):
         n = "online" if r["n"] is None else f"n = {r['n']}"
         lines.append(
