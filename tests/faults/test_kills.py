@@ -39,6 +39,17 @@ def _kill_and_resume(argv, out, delays, point_glob="points/*/*.json"):
     return landed
 
 
+def _kill_once_there(argv, out, pattern, poll=0.05, timeout=600):
+    """Run ``argv`` and SIGKILL it as soon as a file matching ``pattern`` (under ``out``) exists, mid-run."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not list(out.glob(pattern)):
+        time.sleep(poll)
+    assert proc.poll() is None, "the run ended before a kill could land"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def test_toy_killed_at_random_moments_equals_an_uninterrupted_run(tmp_path):
     ref, out = tmp_path / "ref", tmp_path / "killed"
     args = ["--set", "n=40", "--set", "sleep=0.03", "--quiet"]
@@ -213,13 +224,7 @@ def test_real_experiment_killed_mid_run_equals_an_uninterrupted_run(tmp_path, ex
     assert r.returncode == 0, r.stderr
     # kill once the first point file is on disk (mid-run), then once more a little later, then finish
     argv = _cli(*base, "--out", str(out))
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None and not list(out.glob("points/*/*.json")):
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before a kill could land"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_once_there(argv, out, "points/*/*.json")
     _kill_and_resume(argv, out, [4.0])
     assert _results(out) == _results(ref)
     assert not list(out.rglob("*.tmp"))
@@ -242,15 +247,7 @@ def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path
     ref, out = tmp_path / "ref", tmp_path / "killed"
     r = subprocess.run(_cli(*base, "--out", str(ref)), capture_output=True, text=True, env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
-    proc = subprocess.Popen(
-        _cli(*base, "--out", str(out)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and not list(out.glob("artifacts/train-*.npz")):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before a kill could land"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_once_there(_cli(*base, "--out", str(out)), out, "artifacts/train-*.npz", poll=0.01)
     assert list(out.glob("artifacts/train-*.npz")) and not list(out.glob("points/train/*.json"))
     _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
     assert _results(out) == _results(ref)
