@@ -144,7 +144,9 @@ def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path |
         for k in range(K):
             for h in range(H):
                 row[k].plot(step, mass[:, h, k], color=f"C{h}", lw=1.2, label=f"head {h + 1}")
-            row[k].set_title(f"{name}: span {k + 1} ({'newest' if k == K - 1 else 'oldest' if k == 0 else 'middle'})")
+            which = "newest" if k == K - 1 else "oldest" if k == 0 else "middle"
+            seed = f", seed {rs[0]['point']['seed']}" if len(rs) > 1 else ""
+            row[k].set_title(f"{name}: span {k + 1} ({which}){seed}")
             row[k].set_ylim(0, 1)
             row[k].set_ylabel("mass at the last query")
         legend(row[0])
