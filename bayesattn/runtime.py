@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from .files import WRITE_LOCK, clear_stale_temps, read_json, write_json_atomic
-from .provenance import code_version
 
 
 def warn(message: str) -> None:
@@ -129,7 +128,6 @@ def worker_init() -> None:
     line like the parent does."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings_as_lines()
-    code_version()  # the commit of the code this worker loaded, read before its first point
     parent = os.getppid()
 
     def watch_parent():

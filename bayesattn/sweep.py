@@ -47,7 +47,7 @@ from .files import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from .provenance import code_version, computed_on, package_versions, provenance
+from .provenance import computed_on, package_versions, provenance
 from .runtime import folder_lock, prepare_output_dir, worker_init
 
 __all__ = [
@@ -103,7 +103,8 @@ def _run_task(compute: Callable, points: list[dict], executor: str, many: bool) 
 
     A computation that raises gives ("error", {error, traceback, host}) for each of its points, so that the sweep
     goes on; interrupts (BaseException) pass through. A record carries the checksum of its result."""
-    # before the computation: a record names the code this process runs, not a commit made while it computed
+    # before the computation: a record names the code this process runs, not a commit made while it computed (the
+    # commit is cached per process, so every process, worker or not, reads it before its first point computes)
     prov = provenance()
     t0 = time.perf_counter()
     try:
@@ -216,7 +217,6 @@ def run_sweep(
     and its result matches its checksum; a file that does not is named in one warning and left alone.
     """
     workers = check_int("workers", workers, minimum=1)
-    code_version()  # read once per process, now: the commit of the code loaded, whatever is committed while it runs
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clear_stale_temps(out)  # half-written by a killed run (results, failures.jsonl)
