@@ -107,6 +107,11 @@ def load_checkpoint(path: str | os.PathLike, like: eqx.Module | NetworkConfig | 
 LOOP_FORMAT = "bayesattn-loop-1"
 
 
+def _leaf_specs(leaves) -> list:
+    """[[shape], dtype] of each array: what a loop-state file's header records and a resume compares."""
+    return [[list(x.shape), str(x.dtype)] for x in leaves]
+
+
 def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: str) -> Path:
     """Write a run's state between two parts (:func:`~bayesattn.training.core.run_loop_in_parts`) to one ``.npz``:
     every leaf of ``state`` (a :class:`~bayesattn.training.core.LoopState`), the records so far and a header
@@ -119,7 +124,7 @@ def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: 
         "format": LOOP_FORMAT,
         "fingerprint": fingerprint,
         "step": int(state.step),
-        "leaves": [[list(x.shape), str(x.dtype)] for x in leaves],
+        "leaves": _leaf_specs(leaves),
         "records": sorted(records),
     }
     arrays = {f"state_{i}": x for i, x in enumerate(leaves)}
@@ -148,7 +153,7 @@ def load_loop_state(path: str | os.PathLike, like, fingerprint: str):
                 problem = f"format {header.get('format')!r}, expected {LOOP_FORMAT!r}"
             elif header.get("fingerprint") != fingerprint:
                 problem = f"it is of another run ({header.get('fingerprint')!r}, expected {fingerprint!r})"
-            elif header["leaves"] != [[list(x.shape), str(x.dtype)] for x in want]:
+            elif header["leaves"] != _leaf_specs(want):
                 problem = "its arrays do not match the run's state (shapes or dtypes)"
             else:
                 leaves = [z[f"state_{i}"] for i in range(len(want))]
