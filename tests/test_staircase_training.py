@@ -1,6 +1,8 @@
 """The minimal model and optimiser of the training staircase: AdamW with decoupled weight decay, clipping and
 a plateau decay against a hand-written reference; the multi-head network's Xavier init and score scale."""
 
+from types import SimpleNamespace
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -342,7 +344,8 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     """The experiment's training point with an artifacts folder: killed after its second part (in the save that
     follows it), it leaves its state there, and the rerun goes on from that part and returns the uninterrupted
     run's records bit for bit (the reference: train_minimal in one compiled program); the file is removed at the
-    end. The SGD transformer, so that momentum and the LayerNorm's parameters cross the cuts."""
+    end. The SGD transformer, so that momentum and the LayerNorm's parameters cross the cuts. The run's time is
+    carried across the kill: with the rerun's clock stopped, it reports exactly the time saved with its state."""
     from bayesattn.experiments.staircase import bayes, training
 
     cfg = TrainingConfig(
@@ -352,11 +355,12 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     monkeypatch.setattr(training, "PART_STEPS", 10**6)
     whole = training.train_minimal(cfg, 3)
     monkeypatch.setattr(training, "PART_STEPS", 9)  # parts of 9 steps: cuts at steps 9, 18, 27
-    real_save, saved = training.save_loop_state, []
+    real_save, saved, metas = training.save_loop_state, [], []
 
-    def save_then_die(path, state, records, fingerprint):
-        real_save(path, state, records, fingerprint)
+    def save_then_die(path, state, records, fingerprint, meta):
+        real_save(path, state, records, fingerprint, meta)
         saved.append(int(state.step))
+        metas.append(meta)
         if len(saved) == 2:
             raise KeyboardInterrupt
 
@@ -368,15 +372,17 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     started_from = []
     real_load = training.load_loop_state
 
-    def load(path, like, fingerprint):
-        got = real_load(path, like, fingerprint)
+    def load(path, like, fingerprint, meta):
+        got = real_load(path, like, fingerprint, meta)
         started_from.append(int(got[0].step))
         return got
 
     monkeypatch.setattr(training, "save_loop_state", real_save)
     monkeypatch.setattr(training, "load_loop_state", load)
+    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the rerun's clock stands
     again = bayes.train_point(point, artifacts=tmp_path)
     assert started_from == [18]
+    assert metas[1]["wall_s"] > metas[0]["wall_s"] > 0.0 and again["train_wall_s"] == metas[1]["wall_s"]
     for k in ("step", "val_loss", "train_loss", "mass_last", "mass_rows", "kl"):
         np.testing.assert_array_equal(again[k], whole[k])
     assert not list(tmp_path.glob("train-*"))

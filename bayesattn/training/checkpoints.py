@@ -112,11 +112,12 @@ def _leaf_specs(leaves) -> list:
     return [[list(x.shape), str(x.dtype)] for x in leaves]
 
 
-def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: str) -> Path:
+def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: str, meta: dict | None = None) -> Path:
     """Write a run's state between two parts (:func:`~bayesattn.training.core.run_loop_in_parts`) to one ``.npz``:
     every leaf of ``state`` (a :class:`~bayesattn.training.core.LoopState`), the records so far and a header
-    (``fingerprint``, which names the run; the step; each leaf's shape and dtype). Written to a temporary name and
-    renamed, so a killed process leaves the previous file whole."""
+    (``fingerprint``, which names the run; the step; each leaf's shape and dtype; ``meta``, a JSON-serialisable dict
+    the caller carries across parts, such as the time spent so far). Written to a temporary name and renamed, so a
+    killed process leaves the previous file whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     leaves = [np.asarray(x) for x in jax.tree.leaves(state)]
@@ -126,6 +127,7 @@ def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: 
         "step": int(state.step),
         "leaves": _leaf_specs(leaves),
         "records": sorted(records),
+        "meta": dict(meta or {}),
     }
     arrays = {f"state_{i}": x for i, x in enumerate(leaves)}
     arrays.update({f"record_{k}": np.asarray(v) for k, v in records.items()})
@@ -136,9 +138,10 @@ def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: 
     return path
 
 
-def load_loop_state(path: str | os.PathLike, like, fingerprint: str):
+def load_loop_state(path: str | os.PathLike, like, fingerprint: str, meta: dict | None = None):
     """(state, records) written by :func:`save_loop_state` for the run ``fingerprint``, in the structure of ``like``
-    (the run's initial state); None when there is no file. A file that cannot be read, is of another run or whose
+    (the run's initial state); None when there is no file. ``meta``: a dict that, when the state loads, is updated
+    with the ``meta`` saved beside it. A file that cannot be read, is of another run or whose
     arrays do not match ``like``'s is moved aside (``<name>.corrupt``) with a warning naming it and why, and None is
     returned: the run then starts from its beginning."""
     path = Path(path)
@@ -165,5 +168,7 @@ def load_loop_state(path: str | os.PathLike, like, fingerprint: str):
         os.replace(path, aside)
         warnings.warn(f"{path}: {problem}; moved to {aside.name}, the run starts from its beginning", stacklevel=2)
         return None
+    if meta is not None:
+        meta.update(header.get("meta", {}))
     treedef = jax.tree.structure(like)
     return jax.tree.unflatten(treedef, [jnp.asarray(x) for x in leaves]), records

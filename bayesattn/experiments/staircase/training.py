@@ -24,6 +24,7 @@ a finite set of ``train`` sequences (default) or fresh sequences every step (``d
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import equinox as eqx
@@ -79,7 +80,8 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     "online": ``batch_size`` fresh sequences every step. Returns {"step": (R,), "val_loss": (R,), "train_loss":
     (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
     (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
-    loss), "teacher_seed", "failed_at": int (-1: healthy)}. ``progress``: a bar over the steps, updated at every
+    loss), "teacher_seed", "failed_at": int (-1: healthy), "wall_s": float (seconds spent on the run, summed over
+    every process that ran a part of it)}. ``progress``: a bar over the steps, updated at every
     record step from inside the compiled parts.
 
     The run is compiled in parts of about PART_STEPS steps (:func:`~bayesattn.training.core.run_loop_in_parts`).
@@ -134,6 +136,12 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     plan = Plan.make(cfg.steps, cfg.record_every)
     opt = cfg.optimizer_transform()
     fingerprint = json.dumps({"train": cfg.config(), "seed": seed}, sort_keys=True, default=str)
+    carried = {"wall_s": 0.0}  # the time of earlier processes, read back with a resumed state
+    t0 = time.perf_counter()
+
+    def spent() -> dict:
+        return {"wall_s": carried["wall_s"] + time.perf_counter() - t0}
+
     with StepProgress(cfg.steps, f"train seed {seed}", enabled=progress) as bar:
         state, recs = run_loop_in_parts(
             params,
@@ -143,8 +151,8 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
             record,
             k_run,
             part_steps=PART_STEPS,
-            save=None if resume is None else lambda st, r: save_loop_state(resume, st, r, fingerprint),
-            resume=None if resume is None else lambda like: load_loop_state(resume, like, fingerprint),
+            save=None if resume is None else lambda st, r: save_loop_state(resume, st, r, fingerprint, spent()),
+            resume=None if resume is None else lambda like: load_loop_state(resume, like, fingerprint, carried),
             on_record=bar.callback,
         )
     if resume is not None:
@@ -154,6 +162,7 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     out["teacher_entropy"] = ent
     out["teacher_seed"] = task.seed
     out["failed_at"] = int(state.failed_at)
+    out["wall_s"] = spent()["wall_s"]
     return out
 
 
