@@ -237,7 +237,7 @@ FIGURE_COMMANDS = {
     "staircase_training.png": "bayesattn staircase",
     "staircase_full_training.png": "bayesattn staircase --config staircase_full --parts train --set train_only=main",
     "staircase_sgd_full.png": "bayesattn staircase --config staircase_full --parts train "
-    "--set 'train_only=[\"sgd_transformer\"]'",
+    "--set 'train_only=[\"sgd_transformer\"]' --set train_variants.sgd_transformer.seeds=4",
     "staircase_T64.png": "bayesattn staircase --config staircase_T64",
     "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
