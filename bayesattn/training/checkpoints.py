@@ -112,19 +112,22 @@ def _leaf_specs(leaves) -> list:
     return [[list(x.shape), str(x.dtype)] for x in leaves]
 
 
-def save_loop_state(path: str | os.PathLike, state, records: dict, fingerprint: str, meta: dict | None = None) -> Path:
+def save_loop_state(
+    path: str | os.PathLike, state, records: dict, fingerprint: str, meta: dict | None = None, step: int | None = None
+) -> Path:
     """Write a run's state between two parts (:func:`~bayesattn.training.core.run_loop_in_parts`) to one ``.npz``:
     every leaf of ``state`` (a :class:`~bayesattn.training.core.LoopState`), the records so far and a header
     (``fingerprint``, which names the run; the step; each leaf's shape and dtype; ``meta``, a JSON-serialisable dict
-    the caller carries across parts, such as the time spent so far). Written to a temporary name and renamed, so a
-    killed process leaves the previous file whole."""
+    the caller carries across parts, such as the time spent so far). ``step``: the step the header records, for a
+    ``state`` of another kind that has no ``step`` field (default ``state.step``). Written to a temporary name and
+    renamed, so a killed process leaves the previous file whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     leaves = [np.asarray(x) for x in jax.tree.leaves(state)]
     header = {
         "format": LOOP_FORMAT,
         "fingerprint": fingerprint,
-        "step": int(state.step),
+        "step": int(state.step if step is None else step),
         "leaves": _leaf_specs(leaves),
         "records": sorted(records),
         "meta": dict(meta or {}),

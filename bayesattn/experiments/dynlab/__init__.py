@@ -9,6 +9,7 @@ A run writes, under its output folder::
     points/theory/*.json        one file per T: the theory's entropy over P
     points/langevin/*.json      one file per seed: the posterior's Langevin dynamics (entropy, m) at every P
     summary.json                per setting: success, spikes per run, cycles per run, divergences
+    artifacts/focus-*.npz       a focus-dilution block's state while it trains (resumable; removed when it ends)
 
 Seeds train ``seeds_per_program`` at a time in one vmapped program, in aligned blocks, so that a seed's result
 does not depend on which other seeds were asked for.
@@ -27,6 +28,7 @@ class Dynlab(Experiment):
     description = "training dynamics: clustering heads (loss spikes) and focus-dilution cycles, with many seeds"
     Config = DynlabConfig
     default_config = "clustering_head"
+    artifacts = None  # set by the runner: where a focus-dilution block keeps its state while it trains (resumable)
 
     def points(self, cfg: DynlabConfig) -> dict[str, list[dict]]:
         from .summary import label
@@ -85,9 +87,11 @@ class Dynlab(Experiment):
     def compute_block(self, points: list[dict]) -> list[dict]:
         if points[0]["experiment"] == "clustering_head":
             from .clustering_head import run_block
-        else:
-            from .focus_dilution import run_block
-        return run_block(points, progress=self.progress)
+
+            return run_block(points, progress=self.progress)
+        from .focus_dilution import run_block
+
+        return run_block(points, progress=self.progress, artifacts=self.artifacts)
 
     def batch(self, config: DynlabConfig, part: str):
         if part != "train":

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import json
+import time
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -29,6 +31,8 @@ import optax
 from ..._batching import seed_blocks
 from ..._validate import check_between, check_int
 from ...diagnostics.dynamics import detect_stages, effective_rank, first_nonfinite
+from ...files import checksum
+from ...training.checkpoints import load_loop_state, save_loop_state
 from .config import FDConfig, geometric_pi  # noqa: F401 (geometric_pi: part of this module's interface)
 
 
@@ -162,20 +166,38 @@ def _programs(cfg_json: str):
     return start, run_block
 
 
-def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20) -> dict:
-    """Train ``len(seeds)`` seeds at once (vmap). Returns numpy records (S, R, ...) and the record steps."""
+SAVE_EVERY_S = 60.0  # with a ``resume`` file, the run's state is saved after the first block past this many seconds
+
+
+def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume: Path | None = None) -> dict:
+    """Train ``len(seeds)`` seeds at once (vmap). Returns numpy records (S, R, ...) and the record steps.
+
+    ``resume``: a file that holds the run's state and records after a block of ``block`` records (saved about every
+    SAVE_EVERY_S seconds, removed when the run ends); a run killed in between goes on from there and returns what it
+    returns uninterrupted."""
     start, run_block = _programs(json.dumps(cfg.model_dump(), sort_keys=True))
     V = cfg.V
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
     state, first = start(keys)
     recs = [jax.tree_util.tree_map(lambda x: np.asarray(x)[:, None], first)]
     n_rec = cfg.steps // cfg.record_every
+    done = 0
+    fingerprint = json.dumps(
+        {"config": cfg.model_dump(), "seeds": [int(s) for s in seeds], "block": block}, default=str
+    )
+    if resume is not None:
+        got = load_loop_state(resume, state, fingerprint)
+        if got is not None:
+            state, saved = got
+            recs = [dict(saved)]
+            done = recs[0]["loss"].shape[1] - 1  # records after the initial one
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n_rec * cfg.record_every, desc=f"V={V} {cfg.optimizer}", unit="step", leave=False)
-    done = 0
+        bar.update(done * cfg.record_every)
+    saved_at = time.monotonic()
     while done < n_rec:
         n = min(block, n_rec - done)
         state, r = run_block(state, n)
@@ -183,8 +205,14 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20) -> dict
         done += n
         if bar:
             bar.update(n * cfg.record_every)
+        if resume is not None and done < n_rec and time.monotonic() - saved_at >= SAVE_EVERY_S:
+            recs = [{k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}]
+            save_loop_state(resume, state, recs[0], fingerprint, step=done * cfg.record_every)
+            saved_at = time.monotonic()
     if bar:
         bar.close()
+    if resume is not None:
+        resume.unlink(missing_ok=True)
     out = {k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}
     out["step"] = np.arange(out["loss"].shape[1]) * cfg.record_every
     return out
@@ -199,12 +227,17 @@ def pca_paths(E: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return (E - mu) @ vt[:k].T, (s[:k] ** 2 / max(np.sum(s**2), 1e-300))
 
 
-def run_block(points: list[dict], progress: bool = False) -> list[dict]:
+def run_block(points: list[dict], progress: bool = False, artifacts=None) -> list[dict]:
     """The seeds of ``points`` (one config, one aligned block of ``seeds_per_program`` seeds, trained at once
-    whichever of them are asked for); per asked-for seed its curves, stages and PCA path."""
+    whichever of them are asked for); per asked-for seed its curves, stages and PCA path. ``artifacts``: a folder
+    where the block keeps its state while it trains (``focus-<checksum>.npz``), so that a killed run goes on from
+    its last save."""
     cfg = FDConfig.load(points[0]["config"], source="point")
     ((block, _),) = seed_blocks([p["seed"] for p in points], points[0]["seeds_per_program"])
-    rec = train(cfg, block, progress=progress)
+    resume = None
+    if artifacts is not None:
+        resume = Path(artifacts) / f"focus-{checksum({'config': points[0]['config'], 'seeds': block})[:12]}.npz"
+    rec = train(cfg, block, progress=progress, resume=resume)
     E = rec.pop("E")
     step = rec.pop("step")
     runs = []
