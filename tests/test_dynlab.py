@@ -257,13 +257,12 @@ def test_focus_dilution_tiny_run():
 
 
 def test_a_killed_focus_dilution_block_goes_on_from_its_last_save(tmp_path, monkeypatch):
-    """A block trained with an artifacts folder (60 records, blocks of 20), killed in the save after its second
-    block, leaves its state there; the rerun goes on from that save (step 40) and returns the uninterrupted run's
+    """A block trained with an artifacts folder (60 records, blocks of 20: saves at steps 20 and 40), killed in the
+    save after its second block, leaves its state there; the rerun goes on from that save (step 40) and returns the uninterrupted run's
     records bit for bit, and the file is removed at the end. Adam, so that the optimizer's moments cross the cut."""
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=60, record_every=1, lr=0.05, init_scale=0.05, optimizer="adam")
     points = _fd_points(cfg, [0, 1])
     whole = fd.run_block(points)
-    monkeypatch.setattr(fd, "SAVE_EVERY_S", 0.0)  # a save after every block but the last: at steps 20 and 40
     real_save, saved = fd.save_loop_state, []
 
     def save_then_die(path, state, records, fingerprint, step):

@@ -252,3 +252,23 @@ def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path
     _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
     assert _results(out) == _results(ref)
     assert not list(out.glob("artifacts/train-*")) and not list(out.rglob("*.tmp"))
+
+
+def test_focus_dilution_block_killed_between_blocks_goes_on_from_its_saved_state(tmp_path):
+    """SIGKILL of a focus-dilution block of dynlab once it has saved its state after a block of records
+    (artifacts/focus-*.npz): the rerun goes on from there (the file is then removed) and its points equal an
+    uninterrupted run's."""
+    cfg = tmp_path / "fd.toml"
+    cfg.write_text(
+        'name = "fd_kill"\nexperiment = "focus_dilution"\nseeds = 2\nseeds_per_program = 2\nsettings = [{}]\n'
+        "[base]\nT = 6\nn = 16\nd = 4\nsteps = 6000\nrecord_every = 10\n"
+    )
+    base = ["dynlab", "--config", str(cfg), "--quiet", "--no-figures"]
+    ref, out = tmp_path / "ref", tmp_path / "killed"
+    r = subprocess.run(_cli(*base, "--out", str(ref)), capture_output=True, text=True, env=ENV, timeout=600)
+    assert r.returncode == 0, r.stderr
+    _kill_once_there(_cli(*base, "--out", str(out)), out, "artifacts/focus-*.npz", poll=0.01)
+    assert list(out.glob("artifacts/focus-*.npz")) and not list(out.glob("points/train/*.json"))
+    _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
+    assert _results(out) == _results(ref)
+    assert not list(out.glob("artifacts/focus-*")) and not list(out.rglob("*.tmp"))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -166,15 +165,12 @@ def _programs(cfg_json: str):
     return start, run_block
 
 
-SAVE_EVERY_S = 60.0  # with a ``resume`` file, the run's state is saved after the first block past this many seconds
-
-
 def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume: Path | None = None) -> dict:
     """Train ``len(seeds)`` seeds at once (vmap). Returns numpy records (S, R, ...) and the record steps.
 
-    ``resume``: a file that holds the run's state and records after a block of ``block`` records (saved about every
-    SAVE_EVERY_S seconds, removed when the run ends); a run killed in between goes on from there and returns what it
-    returns uninterrupted."""
+    ``resume``: a file that holds the run's state and records after its last finished block of ``block`` records
+    (saved after every block but the last, removed when the run ends); a run killed in between goes on from there
+    and returns what it returns uninterrupted."""
     start, run_block = _programs(json.dumps(cfg.model_dump(), sort_keys=True))
     V = cfg.V
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
@@ -197,7 +193,6 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
 
         bar = tqdm(total=n_rec * cfg.record_every, desc=f"V={V} {cfg.optimizer}", unit="step", leave=False)
         bar.update(done * cfg.record_every)
-    saved_at = time.monotonic()
     while done < n_rec:
         n = min(block, n_rec - done)
         state, r = run_block(state, n)
@@ -205,10 +200,9 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
         done += n
         if bar:
             bar.update(n * cfg.record_every)
-        if resume is not None and done < n_rec and time.monotonic() - saved_at >= SAVE_EVERY_S:
+        if resume is not None and done < n_rec:
             recs = [{k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}]
             save_loop_state(resume, state, recs[0], fingerprint, step=done * cfg.record_every)
-            saved_at = time.monotonic()
     if bar:
         bar.close()
     if resume is not None:
