@@ -70,10 +70,13 @@ def test_gallery_shows_every_figure_with_its_command():
         assert (ROOT / "docs" / "figures" / name).is_file(), name
 
 
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
 def test_command_line_page_covers_every_subcommand_and_option():
     page = _reference().cli_markdown()
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for name, parser in sub.choices.items():
+    for name, parser in _subcommands().items():
         assert f"## `bayesattn {name}`" in page, name
         for action in parser._actions:
             for opt in action.option_strings:
@@ -154,3 +157,59 @@ def test_built_site_has_no_broken_link_and_every_image_loads():
             elif u.fragment and target.suffix == ".html" and target in parsed and u.fragment not in parsed[target].ids:
                 broken.append(f"{page.relative_to(site)}: anchor {href}")
     assert not broken, "\n".join(broken[:40])
+
+
+# ------------------------------------------------------------------------------------ commands quoted in the docs
+_SYNOPSIS = re.compile(r"\[|\||\.\.|<|\b(NAME|EXPERIMENT|STORE)\b")  # a usage line, not a command to run
+
+
+def _quoted_commands() -> list[tuple[str, str]]:
+    """(where, command) for every `bayesattn ...` command the docs, the README and the figure gallery quote: inline
+    code spans (which may wrap over lines) and lines of fenced blocks (with backslash continuations)."""
+    out = []
+    for path in [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]:
+        text = path.read_text()
+        where = str(path.relative_to(ROOT))
+        out += [(where, " ".join(m.split())) for m in re.findall(r"(?<!`)`(bayesattn [^`]+)`(?!`)", text)]
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip().removeprefix("$ ")
+                if line.startswith("bayesattn "):
+                    out.append((where, " ".join(line.split())))
+    for name, command in _reference().FIGURE_COMMANDS.items():
+        if command.startswith("bayesattn "):
+            out.append((f"figure {name}", re.sub(r"\s*\([^()]*\)$", "", command)))
+    return [(w, c) for w, c in out if not _SYNOPSIS.search(re.sub(r"'[^']*'|\"[^\"]*\"", "", c))]
+
+
+def test_the_docs_quote_commands():
+    assert len(_quoted_commands()) >= 60
+
+
+@pytest.mark.parametrize(("where", "command"), _quoted_commands())
+def test_every_quoted_command_parses_and_its_config_loads(where, command, tmp_path, monkeypatch):
+    """Every command the docs quote is one the command line takes today: its options parse, and a run's config,
+    with every --set, loads and passes the experiment's checks (the run itself is stopped before any work)."""
+    import shlex
+    from contextlib import nullcontext
+
+    from bayesattn import runtime, scaleout, sweep
+    from bayesattn.cli import main
+
+    argv = shlex.split(command)[1:]
+    if len(argv) == 1:  # the name of a subcommand, as the prose mentions it
+        assert argv[0] in _subcommands(), f"{where}: `{command}`: no such subcommand"
+        return
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"{where}: `{command}` does not parse")
+    if not hasattr(args, "experiment"):
+        return  # list, figures, check, archive, sample, train, screen: parsing is their whole check here
+    reached = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runtime, "prepare_output_dir", lambda out, name: tmp_path)
+    monkeypatch.setattr(scaleout, "sweep_executor", lambda *a, **k: nullcontext())
+    monkeypatch.setattr(sweep, "run_experiment", lambda experiment, config, *a, **k: reached.append(config) or {})
+    assert main([*argv, "--no-compile-cache", "--no-figures"]) == 0, f"{where}: `{command}`"
+    assert len(reached) == 1
