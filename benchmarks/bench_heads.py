@@ -19,6 +19,7 @@ import sys
 import jax
 
 import bayesattn as ba
+from bayesattn.models import ATTENTIONS
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_posterior import fmt, interleaved_medians  # noqa: E402
@@ -30,7 +31,7 @@ def main(argv=None):
     ap.add_argument("--T", type=int, default=32, help="sequence length")
     ap.add_argument("--d", type=int, default=8, help="token dimension")
     ap.add_argument("--P", type=int, default=1000, help="training sequences (does not change the cost)")
-    ap.add_argument("--attention", default="softmax", choices=ba.models.ATTENTIONS, help="attention map")
+    ap.add_argument("--attention", default="softmax", choices=ATTENTIONS, help="attention map")
     ap.add_argument("--calls", type=int, default=50, help="calls per timing round")
     ap.add_argument("--rounds", type=int, default=15, help="timing rounds (the median is reported)")
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed for data and L")

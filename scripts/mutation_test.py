@@ -24,8 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-from cosmic_ray.work_db import use_db
-from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+try:
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+except ImportError:  # the tool lives in its own environment, which scripts/mutation_test.sh makes
+    sys.exit(
+        "scripts/mutation_test.py: cosmic-ray is not installed here; run scripts/mutation_test.sh, which installs it"
+    )
 
 # module -> the default tests that exercise it (fast: each run imports jax and compiles afresh)
 MODULES = {

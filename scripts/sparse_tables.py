@@ -5,6 +5,7 @@ python scripts/sparse_tables.py results/sparse_emergence
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -68,8 +69,17 @@ def bayes_table(run: Path) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":
-    run = Path(sys.argv[1])
-    print(training_table(run))
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run", type=Path, help="a result folder written by `bayesattn sparse`")
+    args = ap.parse_args(argv)
+    if not (args.run / "points").is_dir():
+        ap.error(f"run={str(args.run)!r}: no points/ folder there (expected a folder written by `bayesattn sparse`)")
+    print(training_table(args.run))
     print()
-    print(bayes_table(run))
+    print(bayes_table(args.run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
