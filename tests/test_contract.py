@@ -297,6 +297,34 @@ def test_set_items_are_checked_like_file_values(item, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "experiment, item",
+    [
+        ("staircase", "bayes.T=1"),
+        ("staircase", "train.m=0"),
+        ("staircase", "train.m=inf"),
+        ("staircase", "train.weight_decay=nan"),
+        ("staircase", "train.weight_decay=-1"),
+        ("staircase", "train.factor=1.5"),
+        ("staircase", "train.factor=0"),
+        ("staircase", "train.patience=-1"),
+        ("staircase", "ode.seed=-1"),
+        ("three-transitions", "tau.T=0"),
+        ("screens", "bayes.T=-1"),
+        ("sparse", "train.weight_decay=inf"),
+        ("screens", "bayes.P=[]"),
+        ("staircase", "train.span_lengths=[]"),
+        ("sparse", "parts=[]"),
+    ],
+)
+def test_values_that_would_fail_inside_a_point_are_refused_by_the_config(experiment, item):
+    """A value the run could only fail on (or turn into NaN) later, inside a point, is refused when the config
+    loads, with one line naming the field (these were accepted before)."""
+    with pytest.raises(ConfigError) as e:
+        get_experiment(experiment).load_config(None, [item])
+    assert item in str(e.value) and "\n" not in str(e.value)
+
+
 def test_overrides_do_not_touch_the_loaded_dict():
     base = {"task": {"T": 8}}
     out = apply_overrides(get_experiment("phase-diagram").Config, base, ["task.T=16", "prior.sigma2=3.0"])

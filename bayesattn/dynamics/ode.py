@@ -44,6 +44,7 @@ class ODEConfig:
     def __post_init__(self):
         for f in ("heads", "N", "R", "groups", "num_times"):
             check_int(f, getattr(self, f), minimum=1)
+        check_int("seed", self.seed, minimum=0)
         if self.groups > min(self.N, self.R):
             raise ValueError(f"groups={self.groups}: expected at most min(N, R) = {min(self.N, self.R)}")
         for f in ("m", "eps", "t_final", "rtol", "atol"):

@@ -4,11 +4,11 @@ order-parameter ``theory`` line), and pretrained models (``model``: SmolLM2 or G
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeqLength
 from ..sections import ChainsSection, PriorSection
 
 PARTS = ("trajectory", "bayes", "theory", "model")
@@ -21,7 +21,7 @@ class TrajectoryConfig(Section):
     """Task (T, vocab, periods), network (width, layers, heads, mlp: 0 = attention only), training (Adam, online
     batches, log-spaced checkpoints) and probes (N sequences of length T, pair positions)."""
 
-    T: int = 64
+    T: SeqLength = 64
     vocab: PositiveInt = 64
     min_period: PositiveInt = 8
     max_period: PositiveInt = 32
@@ -82,12 +82,26 @@ class BayesLensConfig(Section):
     previous-token selectivity and PR at the last query on ``probe_N`` probe sequences; ``theory_points`` P values
     of the theory's line (log-spaced over the range of ``P``; 0: none)."""
 
-    T: int = 8
+    T: SeqLength = 8
     d: PositiveInt = 8
     tokens: Literal["gaussian", "onehot"] = "onehot"
     boundary: Literal["cyclic", "causal"] = "cyclic"
     prior: PriorSection = PriorSection(sigma2=10.0)
-    P: list[PositiveInt] = [30, 53, 95, 169, 300, 533, 949, 1687, 3000, 5335, 9487, 16870, 30000]
+    P: Annotated[list[PositiveInt], Field(min_length=1)] = [
+        30,
+        53,
+        95,
+        169,
+        300,
+        533,
+        949,
+        1687,
+        3000,
+        5335,
+        9487,
+        16870,
+        30000,
+    ]
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=500)
     probe_N: PositiveInt = 256
     theory_points: NonNegativeInt = 25
@@ -116,7 +130,7 @@ class ModelScreen(Section):
 
 class ScreensConfig(ExperimentConfig):
     name: str = "screens"
-    parts: list[Part] = ["trajectory"]
+    parts: Annotated[list[Part], Field(min_length=1)] = ["trajectory"]
     seed: NonNegativeInt = 0
     trajectory: TrajectoryConfig = TrajectoryConfig()
     bayes: BayesLensConfig = BayesLensConfig()

@@ -8,7 +8,15 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeedCount
+from ..config import (
+    ExperimentConfig,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    SeedCount,
+)
 from ..sections import ChainsSection, PriorSection
 
 Pair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]  # [S, s]
@@ -38,7 +46,7 @@ class SparseTrainConfig(Section):
     mlp: NonNegativeInt = 256
     lr: PositiveFloat = 1e-3
     warmup: NonNegativeInt = 200
-    weight_decay: float = 0.01
+    weight_decay: NonNegativeFloat = 0.01
     steps: int = 3000
     tokens_per_step: PositiveInt = 2048
     record_every: PositiveInt = 50
@@ -59,8 +67,6 @@ class SparseTrainConfig(Section):
     def _consistent(self):
         if self.steps < 10:
             raise ValueError(f"steps={self.steps}: expected an integer >= 10")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay={self.weight_decay!r}: expected a number >= 0")
         if self.task == "linear_map" and self.s > self.S:
             raise ValueError(f"s={self.s}: expected 1 <= s <= S={self.S} (ones per row of the S x S map)")
         if self.head_dim is None and self.model == "transformer" and self.width % self.heads:
@@ -135,7 +141,7 @@ class BayesSparseConfig(Section):
     on the support) on :class:`~bayesattn.SparseRegressionTask` with random supports."""
 
     grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
-    P: list[PositiveInt] = [25, 50, 100, 200, 400, 800, 1600]
+    P: Annotated[list[PositiveInt], Field(min_length=1)] = [25, 50, 100, 200, 400, 800, 1600]
     dim: PositiveInt = 8
     normalize: bool = False  # y / sqrt(s): the signal per row independent of s
     prior: PriorSection = PriorSection()
@@ -159,7 +165,7 @@ class SparseConfig(ExperimentConfig):
     depend on how many seeds are asked for)."""
 
     name: str = "sparse_emergence"
-    parts: list[Part] = list(PARTS)
+    parts: Annotated[list[Part], Field(min_length=1)] = list(PARTS)
     seed: NonNegativeInt = 0
     seeds: SeedCount = 16
     seeds_per_program: PositiveInt = 16

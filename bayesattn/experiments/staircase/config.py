@@ -12,11 +12,14 @@ from ..config import (
     MAX_SEEDS,
     Attention,
     ExperimentConfig,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    Probability,
     Section,
     SeedCount,
+    SeqLength,
 )
 from ..sections import ChainsSection, PriorSection
 
@@ -29,13 +32,26 @@ class BayesConfig(Section):
     (k = 0 strongest, lag 1), orthogonal U_k (identity U_k would let one head carry every lag). ``ratio`` may be a
     list (a sweep of the weight ratio w_2/w_1: every ratio gets its own curves)."""
 
-    T: int = 16
+    T: SeqLength = 16
     d: PositiveInt = 8
     heads: list[PositiveInt] = [2, 3]
     ratio: float | list[float] = 0.6
     attention: list[Attention] = ["softmax", "linear"]
     inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
-    P: list[PositiveInt] = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
+    P: Annotated[list[PositiveInt], Field(min_length=1)] = [
+        200,
+        315,
+        497,
+        784,
+        1237,
+        1951,
+        3076,
+        4851,
+        7650,
+        12063,
+        19024,
+        30000,
+    ]
     prior: PriorSection = PriorSection()
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=1000)
 
@@ -94,8 +110,8 @@ class TrainingConfig(Section):
     }
 
     vocab: PositiveInt = 50
-    span_lengths: list[PositiveInt] = [2, 2, 2]
-    m: float = 1.7
+    span_lengths: Annotated[list[PositiveInt], Field(min_length=1)] = [2, 2, 2]
+    m: PositiveFloat = 1.7
     scale: PositiveFloat = 10.0
     generated: PositiveInt = 20
     heads: PositiveInt = 3
@@ -108,12 +124,12 @@ class TrainingConfig(Section):
     steps: PositiveInt = 2000
     optimizer: Literal["adamw", "sgd"] = "adamw"
     lr: PositiveFloat = 0.08
-    weight_decay: float = 0.01  # adamw only
+    weight_decay: NonNegativeFloat = 0.01  # adamw only
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0  # sgd only
     clip: PositiveFloat = 1.0
     plateau: bool = False
-    patience: int = 10  # torch's meaning (reduce after patience + 1 bad steps)
-    factor: float = 0.5
+    patience: NonNegativeInt = 10  # torch's meaning (reduce after patience + 1 bad steps)
+    factor: Probability = 0.5
     record_every: PositiveInt = 10
     probe: PositiveInt = 500
     dtype: Literal["float32", "float64"] = "float32"  # the forward pass; parameters and optimiser state: float64
@@ -123,7 +139,7 @@ class TrainingConfig(Section):
     # the minimal model's initial W_Q and W_V, as multiples of their Xavier-uniform draw (1: the paper's default;
     # its infinite-data config starts W_Q at 1e-9 and W_V at 0)
     query_init: PositiveFloat = 1.0
-    value_init: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    value_init: NonNegativeFloat = 1.0
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -228,7 +244,7 @@ class ODESection(Section):
     squared: bool = True
     rtol: PositiveFloat = 1e-8
     atol: PositiveFloat = 1e-10
-    seed: int = 4
+    seed: NonNegativeInt = 4
 
     @model_validator(mode="after")
     def _groups(self):
@@ -250,7 +266,7 @@ class StaircaseConfig(ExperimentConfig):
     "seeds": int (default 1)}}; ``train_only``: the names of the runs to compute ("main" and variants; None: all)."""
 
     name: str = "staircase"
-    parts: list[Part] = list(PARTS)
+    parts: Annotated[list[Part], Field(min_length=1)] = list(PARTS)
     seed: NonNegativeInt = 0
     bayes: BayesConfig = BayesConfig()
     train: TrainingConfig = TrainingConfig()

@@ -3,7 +3,7 @@ its points (the T values and attention kinds are the figure's axes)."""
 
 from __future__ import annotations
 
-from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeqLength
 from ..sections import PriorSection
 
 
@@ -20,7 +20,7 @@ class AdamRounds(Section):
 class TauSection(Section):
     """SGLD at temperature tau at one T: the tempered theory over ``values``, SGLD runs at the ``sgld`` taus."""
 
-    T: int = 32
+    T: SeqLength = 32
     values: list[PositiveFloat] = [0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0]
     sgld: list[PositiveFloat] = [0.1, 1.0]
     sgld_steps: PositiveInt = 10000
