@@ -215,6 +215,10 @@ def test_killed_run_resumes(tmp_path):
         (["sample", "--attention", "both"], "--attention"),
         (["train", "--attention", "both"], "--attention"),
         (["sample", "--P", "50", "--set", "mcmc.method=gibbs"], "mcmc.method='gibbs'"),
+        (["sample", "--P", "50", "--num-samples", "-1"], "--num-samples='-1': expected an integer >= 1"),
+        (["sample", "--P", "50", "--num-chains", "0"], "--num-chains='0'"),
+        (["train", "--P", "50", "--steps", "0"], "--steps='0': expected an integer >= 1"),
+        (["train", "--P", "50", "--lr", "nan"], "--lr='nan': expected a positive finite number"),
         (["figures", "/nonexistent/folder"], "no run.json there"),
         (["check", "/nonexistent/folder"], "no run.json there"),
         (["nonsense"], "invalid choice"),
@@ -227,8 +231,10 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys, tmp_path, monk
     except SystemExit as e:  # argparse's own checks
         code = e.code
     assert code == 2
-    err = capsys.readouterr().err.strip()
+    out, err = capsys.readouterr()
+    err = err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
+    assert out == "", f"bad input must be refused before any work begins: {out!r}"
     assert not list(tmp_path.iterdir()), "bad input must be refused before anything is written"
 
 
