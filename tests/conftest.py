@@ -89,6 +89,39 @@ def rng():
     return np.random.default_rng(20240601)
 
 
+class KillProbe:
+    """A kill between two parts of a long run, in process: ``module.save_loop_state`` raises KeyboardInterrupt
+    once its second file is written (``saves``: the (args, kwargs) of each save). After :meth:`resume`, saves go
+    through again and each ``module.load_loop_state`` call's result is kept in ``loaded``."""
+
+    def __init__(self, monkeypatch, module):
+        self.monkeypatch, self.module = monkeypatch, module
+        self.real_save, self.real_load = module.save_loop_state, module.load_loop_state
+        self.saves, self.loaded = [], []
+        monkeypatch.setattr(module, "save_loop_state", self._save_then_die)
+
+    def _save_then_die(self, *args, **kwargs):
+        self.real_save(*args, **kwargs)
+        self.saves.append((args, kwargs))
+        if len(self.saves) == 2:
+            raise KeyboardInterrupt
+
+    def _load(self, *args, **kwargs):
+        got = self.real_load(*args, **kwargs)
+        self.loaded.append(got)
+        return got
+
+    def resume(self) -> None:
+        self.monkeypatch.setattr(self.module, "save_loop_state", self.real_save)
+        self.monkeypatch.setattr(self.module, "load_loop_state", self._load)
+
+
+@pytest.fixture
+def kill_at_second_save(monkeypatch):
+    """``kill_at_second_save(module)``: a :class:`KillProbe` on the module that saves a long run's state."""
+    return lambda module: KillProbe(monkeypatch, module)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Run the Dask tests (tests/test_scaleout.py) last: a closed Dask client leaves its event-loop thread
     running in the test process, and the other tests need not share the process with it. (A crash first

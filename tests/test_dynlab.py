@@ -256,36 +256,23 @@ def test_focus_dilution_tiny_run():
     assert np.shape(r["pca"]["coords"]) == (5, 4, 2)
 
 
-def test_a_killed_focus_dilution_block_goes_on_from_its_last_save(tmp_path, monkeypatch):
+def test_a_killed_focus_dilution_block_goes_on_from_its_last_save(tmp_path, kill_at_second_save):
     """A block trained with an artifacts folder (60 records, blocks of 20: saves at steps 20 and 40), killed in the
-    save after its second block, leaves its state there; the rerun goes on from that save (step 40) and returns the uninterrupted run's
-    records bit for bit, and the file is removed at the end. Adam, so that the optimizer's moments cross the cut."""
+    save after its second block, leaves its state there; the rerun goes on from that save (step 40) and returns the
+    uninterrupted run's records bit for bit, and the file is removed at the end. Adam, so that the optimizer's
+    moments cross the cut."""
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=60, record_every=1, lr=0.05, init_scale=0.05, optimizer="adam")
     points = _fd_points(cfg, [0, 1])
     whole = fd.run_block(points)
-    real_save, saved = fd.save_loop_state, []
-
-    def save_then_die(path, state, records, fingerprint, step):
-        real_save(path, state, records, fingerprint, step=step)
-        saved.append(step)
-        if len(saved) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(fd, "save_loop_state", save_then_die)
+    probe = kill_at_second_save(fd)
     with pytest.raises(KeyboardInterrupt):
         fd.run_block(points, artifacts=tmp_path)
-    assert saved == [20, 40] and len(list(tmp_path.glob("focus-*.npz"))) == 1
-    real_load, started_from = fd.load_loop_state, []
-
-    def load(path, like, fingerprint):
-        got = real_load(path, like, fingerprint)
-        started_from.append(got[1]["loss"].shape[1] - 1)
-        return got
-
-    monkeypatch.setattr(fd, "save_loop_state", real_save)
-    monkeypatch.setattr(fd, "load_loop_state", load)
+    assert [kwargs["step"] for _, kwargs in probe.saves] == [20, 40]
+    assert len(list(tmp_path.glob("focus-*.npz"))) == 1
+    probe.resume()
     again = fd.run_block(points, artifacts=tmp_path)
-    assert started_from == [40] and not list(tmp_path.glob("focus-*"))
+    assert [records["loss"].shape[1] - 1 for _, records in probe.loaded] == [40]
+    assert not list(tmp_path.glob("focus-*"))
     for a, b in zip(again, whole):
         assert a["step"] == b["step"] and a["stages"] == b["stages"]
         for k in b["curves"]:

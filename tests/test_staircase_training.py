@@ -340,7 +340,7 @@ def test_config_variants_make_labelled_points_and_bad_ones_name_the_parameter(tm
         Staircase.load_config(path)
 
 
-def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatch):
+def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatch, kill_at_second_save):
     """The experiment's training point with an artifacts folder: killed after its second part (in the save that
     follows it), it leaves its state there, and the rerun goes on from that part and returns the uninterrupted
     run's records bit for bit (the reference: train_minimal in one compiled program); the file is removed at the
@@ -355,33 +355,16 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     monkeypatch.setattr(training, "PART_STEPS", 10**6)
     whole = training.train_minimal(cfg, 3)
     monkeypatch.setattr(training, "PART_STEPS", 9)  # parts of 9 steps: cuts at steps 9, 18, 27
-    real_save, saved, metas = training.save_loop_state, [], []
-
-    def save_then_die(path, state, records, fingerprint, meta):
-        real_save(path, state, records, fingerprint, meta)
-        saved.append(int(state.step))
-        metas.append(meta)
-        if len(saved) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(training, "save_loop_state", save_then_die)
+    probe = kill_at_second_save(training)
     with pytest.raises(KeyboardInterrupt):
         bayes.train_point(point, artifacts=tmp_path)
-    files = list(tmp_path.glob("train-*.npz"))
-    assert saved == [9, 18] and len(files) == 1
-    started_from = []
-    real_load = training.load_loop_state
-
-    def load(path, like, fingerprint, meta):
-        got = real_load(path, like, fingerprint, meta)
-        started_from.append(int(got[0].step))
-        return got
-
-    monkeypatch.setattr(training, "save_loop_state", real_save)
-    monkeypatch.setattr(training, "load_loop_state", load)
+    assert [int(args[1].step) for args, _ in probe.saves] == [9, 18]
+    assert len(list(tmp_path.glob("train-*.npz"))) == 1
+    metas = [args[4] for args, _ in probe.saves]
+    probe.resume()
     monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the rerun's clock stands
     again = bayes.train_point(point, artifacts=tmp_path)
-    assert started_from == [18]
+    assert [int(state.step) for state, _ in probe.loaded] == [18]
     assert metas[1]["wall_s"] > metas[0]["wall_s"] > 0.0 and again["train_wall_s"] == metas[1]["wall_s"]
     for k in ("step", "val_loss", "train_loss", "mass_last", "mass_rows", "kl"):
         np.testing.assert_array_equal(again[k], whole[k])

@@ -230,45 +230,30 @@ def test_real_experiment_killed_mid_run_equals_an_uninterrupted_run(tmp_path, ex
     assert not list(out.rglob("*.tmp"))
 
 
-def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path):
-    """SIGKILL of a long staircase training run once it has saved its state after a part (artifacts/train-*.npz):
-    the rerun goes on from there (the file is then removed) and its point equals an uninterrupted run's."""
-    base = [
-        *TINY["staircase"],
-        "--set",
-        'parts=["train"]',
-        "--set",
-        "train.steps=3000",
-        "--set",
-        "train.record_every=100",
-        "--quiet",
-        "--no-figures",
-    ]
+_FD_KILL_CONFIG = (
+    'name = "fd_kill"\nexperiment = "focus_dilution"\nseeds = 2\nseeds_per_program = 2\nsettings = [{}]\n'
+    "[base]\nT = 6\nn = 16\nd = 4\nsteps = 6000\nrecord_every = 10\n"
+)
+
+
+@pytest.mark.parametrize("experiment", ["staircase", "dynlab"])
+def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path, experiment):
+    """SIGKILL of a long training run once it has saved its state (a staircase run after a part,
+    artifacts/train-*.npz; a focus-dilution block of dynlab after a block of records, artifacts/focus-*.npz): the
+    rerun goes on from there (the file is then removed) and its points equal an uninterrupted run's."""
+    if experiment == "staircase":
+        base = [*TINY["staircase"], "--set", 'parts=["train"]', "--set", "train.steps=3000"]
+        base += ["--set", "train.record_every=100"]
+        saved = "artifacts/train-*"
+    else:
+        (tmp_path / "fd.toml").write_text(_FD_KILL_CONFIG)
+        base, saved = ["dynlab", "--config", str(tmp_path / "fd.toml")], "artifacts/focus-*"
+    base += ["--quiet", "--no-figures"]
     ref, out = tmp_path / "ref", tmp_path / "killed"
     r = subprocess.run(_cli(*base, "--out", str(ref)), capture_output=True, text=True, env=ENV, timeout=600)
     assert r.returncode == 0, r.stderr
-    _kill_once_there(_cli(*base, "--out", str(out)), out, "artifacts/train-*.npz", poll=0.01)
-    assert list(out.glob("artifacts/train-*.npz")) and not list(out.glob("points/train/*.json"))
+    _kill_once_there(_cli(*base, "--out", str(out)), out, saved + ".npz", poll=0.01)
+    assert list(out.glob(saved + ".npz")) and not list(out.glob("points/train/*.json"))
     _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
     assert _results(out) == _results(ref)
-    assert not list(out.glob("artifacts/train-*")) and not list(out.rglob("*.tmp"))
-
-
-def test_focus_dilution_block_killed_between_blocks_goes_on_from_its_saved_state(tmp_path):
-    """SIGKILL of a focus-dilution block of dynlab once it has saved its state after a block of records
-    (artifacts/focus-*.npz): the rerun goes on from there (the file is then removed) and its points equal an
-    uninterrupted run's."""
-    cfg = tmp_path / "fd.toml"
-    cfg.write_text(
-        'name = "fd_kill"\nexperiment = "focus_dilution"\nseeds = 2\nseeds_per_program = 2\nsettings = [{}]\n'
-        "[base]\nT = 6\nn = 16\nd = 4\nsteps = 6000\nrecord_every = 10\n"
-    )
-    base = ["dynlab", "--config", str(cfg), "--quiet", "--no-figures"]
-    ref, out = tmp_path / "ref", tmp_path / "killed"
-    r = subprocess.run(_cli(*base, "--out", str(ref)), capture_output=True, text=True, env=ENV, timeout=600)
-    assert r.returncode == 0, r.stderr
-    _kill_once_there(_cli(*base, "--out", str(out)), out, "artifacts/focus-*.npz", poll=0.01)
-    assert list(out.glob("artifacts/focus-*.npz")) and not list(out.glob("points/train/*.json"))
-    _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
-    assert _results(out) == _results(ref)
-    assert not list(out.glob("artifacts/focus-*")) and not list(out.rglob("*.tmp"))
+    assert not list(out.glob(saved)) and not list(out.rglob("*.tmp"))
