@@ -36,6 +36,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 SeqLength = Annotated[int, Field(ge=2)]  # a sequence length T
+PositiveInts = Annotated[list[PositiveInt], Field(min_length=1)]  # a non-empty list, such as a P grid
 Probability = Annotated[float, Field(gt=0, lt=1)]
 # counts that multiply the number of points: bounded, so that a typo (seeds = 10**9) is refused before any work
 # instead of building a list of points larger than memory

@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeedCount
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, PositiveInts, Section, SeedCount
 from ..sections import ChainsSection, PriorSection
 
 EXPERIMENTS = ("clustering_head", "focus_dilution")
@@ -148,7 +148,7 @@ class EquilibriumSection(Section):
     """NUTS on the closed-form copy-task posterior (one softmax head) at each P and T, and the order-parameter
     theory's posterior-mean attention entropy beside it."""
 
-    P: Annotated[list[PositiveInt], Field(min_length=1)]
+    P: PositiveInts
     T: PositiveInt | list[PositiveInt] = 8
     d: PositiveInt = 4
     prior: PriorSection = PriorSection()
@@ -164,7 +164,7 @@ class LangevinSection(Section):
     one-head softmax copy-task posterior with the readout integrated out, from a small init, per seed; the
     attention entropy over positions and m along Langevin time (lr x steps). One data set and one init per seed."""
 
-    P: Annotated[list[PositiveInt], Field(min_length=1)]
+    P: PositiveInts
     T: PositiveInt = 8
     d: PositiveInt = 4
     prior: PriorSection = PriorSection()

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeqLength
+from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, PositiveInts, Section, SeqLength
 from ..sections import ChainsSection, PriorSection
 
 PARTS = ("trajectory", "bayes", "theory", "model")
@@ -87,21 +87,7 @@ class BayesLensConfig(Section):
     tokens: Literal["gaussian", "onehot"] = "onehot"
     boundary: Literal["cyclic", "causal"] = "cyclic"
     prior: PriorSection = PriorSection(sigma2=10.0)
-    P: Annotated[list[PositiveInt], Field(min_length=1)] = [
-        30,
-        53,
-        95,
-        169,
-        300,
-        533,
-        949,
-        1687,
-        3000,
-        5335,
-        9487,
-        16870,
-        30000,
-    ]
+    P: PositiveInts = [30, 53, 95, 169, 300, 533, 949, 1687, 3000, 5335, 9487, 16870, 30000]
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=500)
     probe_N: PositiveInt = 256
     theory_points: NonNegativeInt = 25

@@ -14,6 +14,7 @@ from ..config import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    PositiveInts,
     Section,
     SeedCount,
 )
@@ -141,7 +142,7 @@ class BayesSparseConfig(Section):
     on the support) on :class:`~bayesattn.SparseRegressionTask` with random supports."""
 
     grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
-    P: Annotated[list[PositiveInt], Field(min_length=1)] = [25, 50, 100, 200, 400, 800, 1600]
+    P: PositiveInts = [25, 50, 100, 200, 400, 800, 1600]
     dim: PositiveInt = 8
     normalize: bool = False  # y / sqrt(s): the signal per row independent of s
     prior: PriorSection = PriorSection()

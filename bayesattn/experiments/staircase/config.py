@@ -16,6 +16,7 @@ from ..config import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    PositiveInts,
     Probability,
     Section,
     SeedCount,
@@ -38,20 +39,7 @@ class BayesConfig(Section):
     ratio: float | list[float] = 0.6
     attention: list[Attention] = ["softmax", "linear"]
     inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
-    P: Annotated[list[PositiveInt], Field(min_length=1)] = [
-        200,
-        315,
-        497,
-        784,
-        1237,
-        1951,
-        3076,
-        4851,
-        7650,
-        12063,
-        19024,
-        30000,
-    ]
+    P: PositiveInts = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
     prior: PriorSection = PriorSection()
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=1000)
 
@@ -110,7 +98,7 @@ class TrainingConfig(Section):
     }
 
     vocab: PositiveInt = 50
-    span_lengths: Annotated[list[PositiveInt], Field(min_length=1)] = [2, 2, 2]
+    span_lengths: PositiveInts = [2, 2, 2]
     m: PositiveFloat = 1.7
     scale: PositiveFloat = 10.0
     generated: PositiveInt = 20
