@@ -25,6 +25,7 @@ import os
 import sys
 import typing
 
+from ._validate import check_int, check_positive
 from .experiments import EXPERIMENTS, get_experiment
 from .experiments.copy_head.config import TrainInit
 from .experiments.sections import CopyTaskSection, MCMCSection, Sampler, SamplerInit
@@ -157,32 +158,19 @@ def _P_grid(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"--P={text!r}: expected start:stop:num or v1,v2,... (integers)") from None
 
 
-def _count(flag: str, minimum: int = 1):
-    """An argparse type: an integer >= ``minimum``, refused with a line naming ``flag`` before any work."""
+def _argument(check, flag: str, convert=str, **bounds):
+    """An argparse type made of one of :mod:`bayesattn._validate`'s checks: ``check(flag, convert(text),
+    **bounds)``, its one-line refusal raised as the parser's error, before any work."""
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{flag}={text!r}: expected an integer >= {minimum}")
-        return value
-
-    return parse
-
-
-def _positive(flag: str):
-    """An argparse type: a positive finite number, refused with a line naming ``flag`` before any work."""
-
-    def parse(text: str) -> float:
+            value = text
         try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{flag}={text!r}: expected a positive finite number")
-        return value
+            return check(flag, value, **bounds)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
 
@@ -319,15 +307,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument(
         "--num-chains",
-        type=_count("--num-chains"),
+        type=_argument(check_int, "--num-chains", int, minimum=1),
         default=4,
         help="independent chains, all in one compiled program: "
         "one after another on a CPU, vectorised (vmap) on a GPU or TPU",
     )
     sp.add_argument(
-        "--num-warmup", type=_count("--num-warmup"), default=500, help="warm-up (adaptation) steps per chain"
+        "--num-warmup",
+        type=_argument(check_int, "--num-warmup", int, minimum=1),
+        default=500,
+        help="warm-up (adaptation) steps per chain",
     )
-    sp.add_argument("--num-samples", type=_count("--num-samples"), default=1000, help="draws per chain")
+    sp.add_argument(
+        "--num-samples",
+        type=_argument(check_int, "--num-samples", int, minimum=1),
+        default=1000,
+        help="draws per chain",
+    )
     sp.add_argument("--init", default="cold", choices=_choices(SamplerInit), help="chain initialisation")
     sp.add_argument("--out", help="write the summary to this JSON file")
     sp.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -352,8 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument(
         "--optimizer", default="adam", choices=("adam", "langevin", "gd"), help="optimiser (gd: plain gradient descent)"
     )
-    tp.add_argument("--lr", type=_positive("--lr"), help="learning rate (default: the library's)")
-    tp.add_argument("--steps", type=_count("--steps"), help="optimisation steps (default: the library's)")
+    tp.add_argument("--lr", type=_argument(check_positive, "--lr"), help="learning rate (default: the library's)")
+    tp.add_argument(
+        "--steps",
+        type=_argument(check_int, "--steps", int, minimum=1),
+        help="optimisation steps (default: the library's)",
+    )
     tp.add_argument("--init", choices=_choices(TrainInit), help="initialisation of L (default small)")
     tp.add_argument("--out", help="write the result to this JSON file")
     tp.add_argument("--quiet", action="store_true", help="no progress bar")
