@@ -139,7 +139,11 @@ def test_tiny_mixer_run():
 @pytest.mark.slow
 def test_tiny_ca_run():
     r = train_seeds(_tiny(task="cellular_automaton", k=1, tokens_per_step=64, steps=10), [0], vmap=True)
-    assert r["loss"].shape == (1, 10) and abs(r["loss"][0, 0] - np.log(4)) < 0.5  # 4 states
+    loss = r["loss"][0]
+    assert r["loss"].shape == (1, 10) and np.all(np.isfinite(loss))
+    # the replication's initialisation does not start at the uniform guess (log 4 over the 4 states): ten steps
+    # bring the loss down from where it starts, to near that guess
+    assert loss[-3:].mean() < loss[0] - 0.3 and loss[-3:].mean() < np.log(4) + 0.5
 
 
 def test_per_seed_maps_are_drawn_from_the_seed_key_and_fixed_maps_are_shared():
