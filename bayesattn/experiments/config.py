@@ -27,7 +27,7 @@ import typing
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -36,7 +36,9 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 SeqLength = Annotated[int, Field(ge=2)]  # a sequence length T
-PositiveInts = Annotated[list[PositiveInt], Field(min_length=1)]  # a non-empty list, such as a P grid
+_Item = TypeVar("_Item")
+NonEmpty = Annotated[list[_Item], Field(min_length=1)]  # NonEmpty[X]: a list of at least one X
+PositiveInts = NonEmpty[PositiveInt]  # such as a P grid
 Probability = Annotated[float, Field(gt=0, lt=1)]
 # counts that multiply the number of points: bounded, so that a typo (seeds = 10**9) is refused before any work
 # instead of building a list of points larger than memory

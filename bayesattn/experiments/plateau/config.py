@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, SeedCount
+from ..config import Attention, ExperimentConfig, NonEmpty, PositiveFloat, PositiveInt, Section, SeedCount
 from ..sections import PriorSection
 
 Method = Literal["gd", "sgld", "adam", "flow", "flow_joint"]
@@ -53,7 +53,7 @@ class PlateauConfig(ExperimentConfig):
     d: PositiveInt = 8
     seeds: SeedCount = 8
     init_scale: PositiveFloat = 1e-2
-    methods: Annotated[list[Method], Field(min_length=1)] = ["gd", "sgld", "adam"]
+    methods: NonEmpty[Method] = ["gd", "sgld", "adam"]
     # SGLD's temperature tau, in units of sigma2 / n (1: the posterior itself): small, the finite-temperature side
     sgld_temperature: Annotated[float, Field(gt=0, le=10)] = 0.05
     theory_points: Annotated[int, Field(ge=8, le=2000)] = 120  # dense P grid of the predicted curve, per case

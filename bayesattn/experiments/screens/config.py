@@ -4,11 +4,20 @@ order-parameter ``theory`` line), and pretrained models (``model``: SmolLM2 or G
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, PositiveInts, Section, SeqLength
+from ..config import (
+    ExperimentConfig,
+    NonEmpty,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    PositiveInts,
+    Section,
+    SeqLength,
+)
 from ..sections import ChainsSection, PriorSection
 
 PARTS = ("trajectory", "bayes", "theory", "model")
@@ -116,7 +125,7 @@ class ModelScreen(Section):
 
 class ScreensConfig(ExperimentConfig):
     name: str = "screens"
-    parts: Annotated[list[Part], Field(min_length=1)] = ["trajectory"]
+    parts: NonEmpty[Part] = ["trajectory"]
     seed: NonNegativeInt = 0
     trajectory: TrajectoryConfig = TrajectoryConfig()
     bayes: BayesLensConfig = BayesLensConfig()

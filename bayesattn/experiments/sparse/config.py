@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from ..config import (
     ExperimentConfig,
+    NonEmpty,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -166,7 +167,7 @@ class SparseConfig(ExperimentConfig):
     depend on how many seeds are asked for)."""
 
     name: str = "sparse_emergence"
-    parts: Annotated[list[Part], Field(min_length=1)] = list(PARTS)
+    parts: NonEmpty[Part] = list(PARTS)
     seed: NonNegativeInt = 0
     seeds: SeedCount = 16
     seeds_per_program: PositiveInt = 16
@@ -180,7 +181,7 @@ class SparseConfig(ExperimentConfig):
     mixer_S: PositiveInt = 8
     mixer_s: list[PositiveInt] = [1, 2, 3, 4]
     # learning rates of the mixer part per arm ({"transformer": [...], "mixer": [...]}); an arm not named: train.lr
-    mixer_lr: dict[Literal["transformer", "mixer"], Annotated[list[PositiveFloat], Field(min_length=1)]] = {}
+    mixer_lr: dict[Literal["transformer", "mixer"], NonEmpty[PositiveFloat]] = {}
     bayes: BayesSparseConfig = BayesSparseConfig()
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ from ..config import (
     MAX_SEEDS,
     Attention,
     ExperimentConfig,
+    NonEmpty,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -254,7 +255,7 @@ class StaircaseConfig(ExperimentConfig):
     "seeds": int (default 1)}}; ``train_only``: the names of the runs to compute ("main" and variants; None: all)."""
 
     name: str = "staircase"
-    parts: Annotated[list[Part], Field(min_length=1)] = list(PARTS)
+    parts: NonEmpty[Part] = list(PARTS)
     seed: NonNegativeInt = 0
     bayes: BayesConfig = BayesConfig()
     train: TrainingConfig = TrainingConfig()
