@@ -2,6 +2,9 @@
 Hessian-vector products and Lanczos against finite differences / dense Hessians, the Markov data against its
 transition matrix, the modular-addition labels, bad input, and one tiny run of each experiment."""
 
+import json
+import time
+
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
@@ -260,7 +263,8 @@ def test_a_killed_focus_dilution_block_goes_on_from_its_last_save(tmp_path, kill
     """A block trained with an artifacts folder (60 records, blocks of 20: saves at steps 20 and 40), killed in the
     save after its second block, leaves its state there; the rerun goes on from that save (step 40) and returns the
     uninterrupted run's records bit for bit, and the file is removed at the end. Adam, so that the optimizer's
-    moments cross the cut."""
+    moments cross the cut. The training time is carried across the cut: each seed's share of it counts the killed
+    process's time as saved, plus the rerun's."""
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=60, record_every=1, lr=0.05, init_scale=0.05, optimizer="adam")
     points = _fd_points(cfg, [0, 1])
     whole = fd.run_block(points)
@@ -268,15 +272,42 @@ def test_a_killed_focus_dilution_block_goes_on_from_its_last_save(tmp_path, kill
     with pytest.raises(KeyboardInterrupt):
         fd.run_block(points, artifacts=tmp_path)
     assert [kwargs["step"] for _, kwargs in probe.saves] == [20, 40]
+    saved_wall = [kwargs["meta"]["wall_s"] for _, kwargs in probe.saves]
+    assert 0.0 < saved_wall[0] < saved_wall[1]
     assert len(list(tmp_path.glob("focus-*.npz"))) == 1
     probe.resume()
+    t0 = time.perf_counter()
     again = fd.run_block(points, artifacts=tmp_path)
+    rerun = time.perf_counter() - t0
     assert [records["loss"].shape[1] - 1 for _, records in probe.loaded] == [40]
     assert not list(tmp_path.glob("focus-*"))
+    for a in again:  # two seeds in the block: each carries half of the block's time
+        assert saved_wall[1] / 2 < a["train_wall_s"] < (saved_wall[1] + rerun) / 2
     for a, b in zip(again, whole):
         assert a["step"] == b["step"] and a["stages"] == b["stages"]
         for k in b["curves"]:
             np.testing.assert_array_equal(np.asarray(a["curves"][k]), np.asarray(b["curves"][k]), err_msg=k)
+
+
+def test_a_block_resumed_from_a_state_without_its_time_reports_the_time_unknown(tmp_path, kill_at_second_save):
+    """A saved state written without the time spent before it (by an older version) resumes as usual, but the
+    block's training time is then not known: None, not the rerun's seconds alone."""
+    cfg = fd.FDConfig(T=6, n=16, d=4, steps=60, record_every=1, lr=0.05, init_scale=0.05, optimizer="adam")
+    points = _fd_points(cfg, [0, 1])
+    probe = kill_at_second_save(fd)
+    with pytest.raises(KeyboardInterrupt):
+        fd.run_block(points, artifacts=tmp_path)
+    (saved,) = tmp_path.glob("focus-*.npz")
+    with np.load(saved) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(str(arrays["header"]))
+    assert "wall_s" in header["meta"]
+    header["meta"] = {}
+    np.savez(saved, **{**arrays, "header": np.asarray(json.dumps(header))})
+    probe.resume()
+    again = fd.run_block(points, artifacts=tmp_path)
+    assert [records["loss"].shape[1] - 1 for _, records in probe.loaded] == [40]
+    assert [a["train_wall_s"] for a in again] == [None, None]
 
 
 # ------------------------------------------------------------------------------------- driver and CLI
@@ -387,6 +418,12 @@ def test_summaries_exclude_diverged_runs():
     f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [ok, bad]}}])["y"]
     assert f["cycles"] == [2] and f["mean_cycles"] == 2.0 and f["diverged"] == [{"seed": 1, "step": 400}]
     assert f["durations"] == [{"condensation": 90, "focus": 200, "dilution": None, "period": None}]
+    assert f["train_wall_s"] is None  # records without their training time (older versions): not known
+    timed = [{**ok, "train_wall_s": 3.0}, {**bad, "train_wall_s": 4.5}]
+    f = fd_summary([{"point": {"label": "y"}, "result": {"runs": timed}}])["y"]
+    assert f["train_wall_s"] == 7.5  # a diverged run's time was spent too
+    f = fd_summary([{"point": {"label": "y"}, "result": {"runs": [timed[0], bad]}}])["y"]
+    assert f["train_wall_s"] is None
 
 
 def test_stage_durations_of_constructed_stages():
@@ -425,6 +462,7 @@ def test_pi_vocab_sweep_summary_and_figures(tmp_path):
     assert [r["point"]["seeds"] for r in recs] == [[0, 1]] * 3
     summ = fd_summary(recs)
     assert len(summ) == 3 and all(len(e["durations"]) == 2 for e in summ.values())
+    assert all(e["train_wall_s"] > 0 for e in summ.values())
     assert sorted(len(e["pi"]) for e in summ.values()) == [3, 3, 5]
     assert pi_vocab_figure(recs, tmp_path / "pv.png").exists()
     assert pi_vocab_figure(recs[:1], tmp_path / "none.png") is None  # nothing varies

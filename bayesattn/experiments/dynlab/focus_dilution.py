@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from pathlib import Path
 
 import equinox as eqx
@@ -170,7 +171,9 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
 
     ``resume``: a file that holds the run's state and records after its last finished block of ``block`` records
     (saved after every block but the last, removed when the run ends); a run killed in between goes on from there
-    and returns what it returns uninterrupted."""
+    and returns what it returns uninterrupted. ``wall_s``: the seconds spent on the run over all the processes that
+    ran it (carried in the saved state), None when it went on from a state saved without that time."""
+    t0 = time.perf_counter()
     start, run_block = _programs(json.dumps(cfg.model_dump(), sort_keys=True))
     V = cfg.V
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
@@ -181,12 +184,19 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
     fingerprint = json.dumps(
         {"config": cfg.model_dump(), "seeds": [int(s) for s in seeds], "block": block}, default=str
     )
+    carried: dict = {"wall_s": 0.0}  # the time of earlier processes, read back with a resumed state
     if resume is not None:
-        got = load_loop_state(resume, state, fingerprint)
+        carried = {}
+        got = load_loop_state(resume, state, fingerprint, carried)
         if got is not None:
             state, saved = got
             recs = [dict(saved)]
             done = recs[0]["loss"].shape[1] - 1  # records after the initial one
+        carried.setdefault("wall_s", None if got is not None else 0.0)
+
+    def spent() -> float | None:
+        return None if carried["wall_s"] is None else carried["wall_s"] + time.perf_counter() - t0
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -202,13 +212,16 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
             bar.update(n * cfg.record_every)
         if resume is not None and done < n_rec:
             recs = [{k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}]
-            save_loop_state(resume, state, recs[0], fingerprint, step=done * cfg.record_every)
+            wall = spent()
+            meta = {} if wall is None else {"wall_s": wall}
+            save_loop_state(resume, state, recs[0], fingerprint, meta=meta, step=done * cfg.record_every)
     if bar:
         bar.close()
     if resume is not None:
         resume.unlink(missing_ok=True)
     out = {k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}
     out["step"] = np.arange(out["loss"].shape[1]) * cfg.record_every
+    out["wall_s"] = spent()
     return out
 
 
@@ -225,7 +238,9 @@ def run_block(points: list[dict], progress: bool = False, artifacts=None) -> lis
     """The seeds of ``points`` (one config, one aligned block of ``seeds_per_program`` seeds, trained at once
     whichever of them are asked for); per asked-for seed its curves, stages and PCA path. ``artifacts``: a folder
     where the block keeps its state while it trains (``focus-<checksum>.npz``), so that a killed run goes on from
-    its last save."""
+    its last save. ``train_wall_s``: each seed's share of its block's training time (the block's seconds over all
+    the processes that ran it, divided by its number of seeds); None when a resumed block's earlier time is not
+    known (a state saved without it)."""
     cfg = FDConfig.load(points[0]["config"], source="point")
     ((block, _),) = seed_blocks([p["seed"] for p in points], points[0]["seeds_per_program"])
     resume = None
@@ -234,6 +249,7 @@ def run_block(points: list[dict], progress: bool = False, artifacts=None) -> lis
     rec = train(cfg, block, progress=progress, resume=resume)
     E = rec.pop("E")
     step = rec.pop("step")
+    wall = rec.pop("wall_s")
     runs = []
     for s in [p["seed"] for p in points]:
         i = block.index(s)
@@ -263,6 +279,7 @@ def run_block(points: list[dict], progress: bool = False, artifacts=None) -> lis
                     "restarts": [int(step[j]) for j in stages["restarts"]],
                 },
                 "pca": {"coords": coords.tolist(), "explained": evr.tolist()},
+                "train_wall_s": None if wall is None else wall / len(block),
             }
         )
     return runs

@@ -108,9 +108,11 @@ def fd_summary(records: list) -> dict:
                 "pi": r["point"].get("config", {}).get("pi"),
                 "optimizer": r["point"].get("config", {}).get("optimizer"),
                 "durations": [],
+                "train_wall_shares": [],
             },
         )
         for run in r["result"]["runs"]:
+            e["train_wall_shares"].append(run.get("train_wall_s"))  # absent in records of older versions
             if run["diverged_at_step"] is not None:  # reported, never counted as a converged run
                 e["diverged"].append({"seed": run["seed"], "step": run["diverged_at_step"]})
                 continue
@@ -123,6 +125,9 @@ def fd_summary(records: list) -> dict:
             e["durations"].append(stage_durations(run["stage_steps"]))
     for e in out.values():
         e["mean_cycles"] = float(np.mean(e["cycles"])) if e["cycles"] else None
+        # the setting's training time over every process that ran it; None when a block's earlier time is unknown
+        shares = e.pop("train_wall_shares")
+        e["train_wall_s"] = None if None in shares else float(sum(shares))
     for r in records:  # the cycle count against the detection threshold, from the saved curves
         cur = cycles_vs_threshold(r["result"]["runs"], r["point"].get("config", {}))
         out[r["point"]["label"]]["cycles_vs_min_drop"] = {k: cur[k] for k in ("min_drop", "mean", "ci", "seeds")}
