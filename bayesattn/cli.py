@@ -266,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="verify a result folder, computing nothing",
         description="Check that every point file of a result folder parses and matches its name "
-        "and checksum, and list the missing points. Exit 0 when complete, 1 otherwise.",
+        "and checksum, and list the missing points and the long training runs in flight (the step their saved "
+        "state holds). Exit 0 when complete, 1 otherwise.",
     )
     cp.add_argument("dir", help="a result folder")
     cp.set_defaults(func=_command("check_command"))

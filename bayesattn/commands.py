@@ -324,11 +324,34 @@ def check_command(args) -> int:
         for name, why in r["damaged"].items():
             print(f"  damaged: {name} {why}")
         bad += len(r["missing"]) + len(r["damaged"])
+    for line in _saved_states(Path(args.dir)):
+        print(line)
     print(
         f"bayesattn: {args.dir}: "
         + ("complete" if not bad else f"{bad} point files missing or damaged; rerun the same command to compute them")
     )
     return 0 if not bad else 1
+
+
+def _saved_states(folder: Path) -> list[str]:
+    """One line per long training run in flight in ``folder``: a state it saved between parts or blocks
+    (``artifacts/*.npz``, removed when the run ends), with the step it was saved at, the training time before it
+    and when it was written."""
+    from .training.checkpoints import saved_progress
+
+    lines = []
+    for path in sorted((folder / "artifacts").glob("*.npz")):
+        got = saved_progress(path)
+        if got is None:  # another kind of file (a checkpoint of a screens trajectory)
+            continue
+        wall = got["meta"].get("wall_s")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(path.stat().st_mtime))
+        lines.append(
+            f"in progress: {path.relative_to(folder)} saved at step {got['step']}"
+            + (f" after {wall:.0f} s of training" if isinstance(wall, (int, float)) else "")
+            + f" ({when}); the rerun goes on from there"
+        )
+    return lines
 
 
 def archive_command(args) -> int:

@@ -596,3 +596,18 @@ def test_run_in_parts_resumes_where_it_was_killed(tmp_path):
         tr.run_loop_in_parts(
             jnp.zeros(3), loss_fn, optax.adam(0.1), tr.Plan.make(20, 5, checkpoints=3), record, key, part_steps=5
         )
+
+
+def test_saved_progress_reads_a_saved_state_and_ignores_other_files(tmp_path):
+    """saved_progress gives a loop state's step and meta as save_loop_state wrote them, without the arrays; an
+    npz of another kind, a file that is no zip and a missing file give None."""
+    from bayesattn.training.checkpoints import save_loop_state, saved_progress
+
+    loss_fn, record = _noisy_quadratic()
+    like = tr.loop_steps(loss_fn, optax.adam(0.1), record, jax.random.key(2)).start(jnp.zeros(3))
+    state = like._replace(step=jnp.asarray(15))
+    f = save_loop_state(tmp_path / "a.npz", state, {"step": np.zeros(1, int)}, "A", {"wall_s": 2.5})
+    assert saved_progress(f) == {"step": 15, "meta": {"wall_s": 2.5}}
+    np.savez(tmp_path / "other.npz", x=np.zeros(2))
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    assert [saved_progress(tmp_path / n) for n in ("other.npz", "junk.npz", "none.npz")] == [None, None, None]

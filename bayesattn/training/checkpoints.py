@@ -141,6 +141,20 @@ def save_loop_state(
     return path
 
 
+def saved_progress(path: str | os.PathLike) -> dict | None:
+    """What a state written by :func:`save_loop_state` says of its run, without loading its arrays: ``{"step",
+    "meta"}`` (the step it was saved at, and the caller's ``meta``, such as ``wall_s``, the time spent so far);
+    None for a file that is not such a state (another kind of checkpoint, or one that cannot be read)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(str(z["header"]))
+    except (OSError, ValueError, KeyError):
+        return None
+    if not isinstance(header, dict) or header.get("format") != LOOP_FORMAT:
+        return None
+    return {"step": int(header["step"]), "meta": dict(header.get("meta") or {})}
+
+
 def load_loop_state(path: str | os.PathLike, like, fingerprint: str, meta: dict | None = None):
     """(state, records) written by :func:`save_loop_state` for the run ``fingerprint``, in the structure of ``like``
     (the run's initial state); None when there is no file. ``meta``: a dict that, when the state loads, is updated

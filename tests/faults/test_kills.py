@@ -254,6 +254,12 @@ def test_training_run_killed_between_parts_goes_on_from_its_saved_state(tmp_path
     assert r.returncode == 0, r.stderr
     _kill_once_there(_cli(*base, "--out", str(out)), out, saved + ".npz", poll=0.01)
     assert list(out.glob(saved + ".npz")) and not list(out.glob("points/train/*.json"))
+    # `bayesattn check` names the run in flight: its saved state, the step and the training time before it
+    r = subprocess.run(_cli("check", str(out)), capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 1, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("in progress: ")]
+    assert line.startswith("in progress: " + saved.replace("*", "")) and " saved at step " in line
+    assert " s of training (" in line and line.endswith("the rerun goes on from there")
     _kill_and_resume(_cli(*base, "--out", str(out)), out, [])
     assert _results(out) == _results(ref)
     assert not list(out.glob(saved)) and not list(out.rglob("*.tmp"))
