@@ -335,8 +335,8 @@ def check_command(args) -> int:
 
 def _saved_states(folder: Path) -> list[str]:
     """One line per long training run in flight in ``folder``: a state it saved between parts or blocks
-    (``artifacts/*.npz``, removed when the run ends), with the step it was saved at, the training time before it
-    and when it was written."""
+    (``artifacts/*.npz``, removed when the run ends), with the step it was saved at (of how many), the training
+    time before it and when it was written; what a state saved by an older version lacks is left out."""
     from .training.checkpoints import saved_progress
 
     lines = []
@@ -344,10 +344,11 @@ def _saved_states(folder: Path) -> list[str]:
         got = saved_progress(path)
         if got is None:  # another kind of file (a checkpoint of a screens trajectory)
             continue
-        wall = got["meta"].get("wall_s")
+        wall, steps = got["meta"].get("wall_s"), got["meta"].get("steps")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(path.stat().st_mtime))
         lines.append(
             f"in progress: {path.relative_to(folder)} saved at step {got['step']}"
+            + (f" of {steps}" if isinstance(steps, int) else "")
             + (f" after {wall:.0f} s of training" if isinstance(wall, (int, float)) else "")
             + f" ({when}); the rerun goes on from there"
         )

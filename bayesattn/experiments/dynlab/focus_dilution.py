@@ -213,7 +213,7 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
         if resume is not None and done < n_rec:
             recs = [{k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}]
             wall = spent()
-            meta = {} if wall is None else {"wall_s": wall}
+            meta = {"steps": cfg.steps} if wall is None else {"wall_s": wall, "steps": cfg.steps}
             save_loop_state(resume, state, recs[0], fingerprint, meta=meta, step=done * cfg.record_every)
     if bar:
         bar.close()

@@ -151,7 +151,9 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
             record,
             k_run,
             part_steps=PART_STEPS,
-            save=None if resume is None else lambda st, r: save_loop_state(resume, st, r, fingerprint, spent()),
+            save=None
+            if resume is None
+            else lambda st, r: save_loop_state(resume, st, r, fingerprint, {**spent(), "steps": cfg.steps}),
             resume=None if resume is None else lambda like: load_loop_state(resume, like, fingerprint, carried),
             on_record=bar.callback,
         )
