@@ -373,7 +373,8 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
 
 def test_summary_names_the_papers_boundaries_of_each_run_kind():
     """Each training run is set beside the paper's boundaries for its model and optimizer (none where the paper has
-    no such run), in the summary and in the printed line; the leave-teacher steps are read off the KL minima."""
+    no such run), in the summary and in the printed line; the leave-teacher steps are read off the KL minima; a run's
+    time is its training time over every process that ran it, where the record has it."""
     from bayesattn.experiments.staircase.summary import describe, summarize
 
     steps = np.arange(0, 50, 10)
@@ -385,7 +386,9 @@ def test_summary_names_the_papers_boundaries_of_each_run_kind():
         return {"point": {"variant": variant, "train": train, "seed": 0}, "result": result, "wall_time_s": 1.0}
 
     recs = [rec("minimal", "adamw", "main"), rec("transformer", "sgd", "sgd_transformer"), rec("minimal", "sgd", "sgd")]
+    recs[1]["result"]["train_wall_s"] = 7.0  # a resumed run: its time over every process, not the last one's
     t = summarize({"train": recs})["train"]
+    assert t["wall_s"] == [1.0, 7.0, 1.0]
     assert t["paper_boundaries"] == [(330, 575), (600, 4000), None]
     assert t["leave_teacher_steps"] == [[10, 20]] * 3
     lines = [line for line in describe({"train": t}) if line.startswith("training")]

@@ -229,7 +229,9 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             "leave_teacher_steps": [
                 leave_teacher_steps(np.asarray(r["result"]["step"]), r["result"]["kl"]) for r in recs
             ],
-            "wall_s": [r["wall_time_s"] for r in recs],
+            # the run's time over every process that ran a part of it (records written before train_wall_s
+            # existed: the time of the process that finished it)
+            "wall_s": [r["result"].get("train_wall_s", r["wall_time_s"]) for r in recs],
             "paper_boundaries": [paper_boundaries(r["point"]["train"]) for r in recs],
         }
         t = summary["train"]
