@@ -92,11 +92,14 @@ def rng():
 class KillProbe:
     """A kill between two parts of a long run, in process: ``module.save_loop_state`` raises KeyboardInterrupt
     once its second file is written (``saves``: the (args, kwargs) of each save). After :meth:`resume`, saves go
-    through again and each ``module.load_loop_state`` call's result is kept in ``loaded``."""
+    through again and the result of each load of a saved state (``load_loop_state``, which the runs reach through
+    :class:`~bayesattn.training.checkpoints.RunClock`) is kept in ``loaded``."""
 
     def __init__(self, monkeypatch, module):
-        self.monkeypatch, self.module = monkeypatch, module
-        self.real_save, self.real_load = module.save_loop_state, module.load_loop_state
+        from bayesattn.training import checkpoints
+
+        self.monkeypatch, self.module, self.checkpoints = monkeypatch, module, checkpoints
+        self.real_save, self.real_load = module.save_loop_state, checkpoints.load_loop_state
         self.saves, self.loaded = [], []
         monkeypatch.setattr(module, "save_loop_state", self._save_then_die)
 
@@ -113,7 +116,7 @@ class KillProbe:
 
     def resume(self) -> None:
         self.monkeypatch.setattr(self.module, "save_loop_state", self.real_save)
-        self.monkeypatch.setattr(self.module, "load_loop_state", self._load)
+        self.monkeypatch.setattr(self.checkpoints, "load_loop_state", self._load)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The minimal model and optimiser of the training staircase: AdamW with decoupled weight decay, clipping and
 a plateau decay against a hand-written reference; the multi-head network's Xavier init and score scale."""
 
+import json
 from types import SimpleNamespace
 
 import equinox as eqx
@@ -347,6 +348,7 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     end. The SGD transformer, so that momentum and the LayerNorm's parameters cross the cuts. The run's time is
     carried across the kill: with the rerun's clock stopped, it reports exactly the time saved with its state."""
     from bayesattn.experiments.staircase import bayes, training
+    from bayesattn.training import checkpoints
 
     cfg = TrainingConfig(
         **{**_TINY, "steps": 30}, model="transformer", width=12, mlp=8, optimizer="sgd", lr=0.2, momentum=0.9
@@ -362,13 +364,40 @@ def test_a_killed_training_point_goes_on_from_its_last_part(tmp_path, monkeypatc
     assert len(list(tmp_path.glob("train-*.npz"))) == 1
     metas = [args[4] for args, _ in probe.saves]
     probe.resume()
-    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: 0.0))  # the rerun's clock stands
+    # the rerun's clock stands still
+    monkeypatch.setattr(checkpoints, "time", SimpleNamespace(perf_counter=lambda: 0.0))
     again = bayes.train_point(point, artifacts=tmp_path)
     assert [int(state.step) for state, _ in probe.loaded] == [18]
     assert metas[1]["wall_s"] > metas[0]["wall_s"] > 0.0 and again["train_wall_s"] == metas[1]["wall_s"]
     for k in ("step", "val_loss", "train_loss", "mass_last", "mass_rows", "kl"):
         np.testing.assert_array_equal(again[k], whole[k])
     assert not list(tmp_path.glob("train-*"))
+
+
+def test_a_training_point_resumed_from_a_state_without_its_time_reports_the_time_unknown(
+    tmp_path, monkeypatch, kill_at_second_save
+):
+    """A state saved without the time spent before it (by an older version) resumes as usual, but the run's
+    training time is then not known: None, not the rerun's seconds alone (an undercount)."""
+    from bayesattn.experiments.staircase import bayes, training
+
+    cfg = TrainingConfig(**{**_TINY, "steps": 30})
+    point = {"method": "train", "variant": "t", "train": cfg.config(), "seed": 1}
+    monkeypatch.setattr(training, "PART_STEPS", 9)
+    probe = kill_at_second_save(training)
+    with pytest.raises(KeyboardInterrupt):
+        bayes.train_point(point, artifacts=tmp_path)
+    (saved,) = tmp_path.glob("train-*.npz")
+    with np.load(saved) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(str(arrays["header"]))
+    assert "wall_s" in header["meta"]
+    header["meta"] = {"steps": header["meta"]["steps"]}
+    np.savez(saved, **{**arrays, "header": np.asarray(json.dumps(header))})
+    probe.resume()
+    again = bayes.train_point(point, artifacts=tmp_path)
+    assert [int(state.step) for state, _ in probe.loaded] == [18]
+    assert again["train_wall_s"] is None
 
 
 def test_summary_names_the_papers_boundaries_of_each_run_kind():

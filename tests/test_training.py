@@ -611,3 +611,34 @@ def test_saved_progress_reads_a_saved_state_and_ignores_other_files(tmp_path):
     np.savez(tmp_path / "other.npz", x=np.zeros(2))
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
     assert [saved_progress(tmp_path / n) for n in ("other.npz", "junk.npz", "none.npz")] == [None, None, None]
+
+
+def test_run_clock_carries_the_time_saved_with_a_state_and_knows_when_it_cannot(tmp_path, monkeypatch):
+    """RunClock: this process's seconds (a fake clock here) plus those saved with the state it loads; a missing file
+    leaves them at zero; a state saved without them makes the time unknown (None), and the meta it then gives to
+    save carries no time."""
+    from types import SimpleNamespace
+
+    from bayesattn.training import checkpoints
+
+    now = [100.0]
+    monkeypatch.setattr(checkpoints, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    loss_fn, record = _noisy_quadratic()
+    like = tr.loop_steps(loss_fn, optax.adam(0.1), record, jax.random.key(2)).start(jnp.zeros(3))
+    recs = {"step": np.zeros(1, int)}
+    checkpoints.save_loop_state(tmp_path / "timed.npz", like, recs, "A", {"wall_s": 7.5, "steps": 9})
+    checkpoints.save_loop_state(tmp_path / "old.npz", like, recs, "A", {"steps": 9})
+
+    fresh = checkpoints.RunClock()
+    assert fresh.load(tmp_path / "none.npz", like, "A") is None
+    now[0] = 103.0
+    assert fresh.seconds() == 3.0 and fresh.meta(steps=9) == {"steps": 9, "wall_s": 3.0}
+
+    resumed = checkpoints.RunClock()
+    assert resumed.load(tmp_path / "timed.npz", like, "A") is not None
+    now[0] = 105.0
+    assert resumed.seconds() == 9.5 and resumed.meta(steps=9)["wall_s"] == 9.5
+
+    unknown = checkpoints.RunClock()
+    assert unknown.load(tmp_path / "old.npz", like, "A") is not None
+    assert unknown.seconds() is None and unknown.meta(steps=9) == {"steps": 9}

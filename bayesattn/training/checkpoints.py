@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -189,3 +190,33 @@ def load_loop_state(path: str | os.PathLike, like, fingerprint: str, meta: dict 
         meta.update(header.get("meta", {}))
     treedef = jax.tree.structure(like)
     return jax.tree.unflatten(treedef, [jnp.asarray(x) for x in leaves]), records
+
+
+class RunClock:
+    """A run's training time over every process that ran a part of it, carried as ``wall_s`` in the ``meta`` of its
+    saved states (:func:`save_loop_state`): this process's seconds since the clock was made, plus the seconds saved
+    with the state it went on from. Unknown (None) once it went on from a state saved without them (by an older
+    version): the earlier processes' time is then not known, and this process's alone would undercount it."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.earlier: float | None = 0.0
+
+    def load(self, path: str | os.PathLike, like, fingerprint: str):
+        """:func:`load_loop_state`, and when a state loads, the time saved with it counts as the earlier
+        processes'."""
+        meta: dict = {}
+        got = load_loop_state(path, like, fingerprint, meta)
+        if got is not None:
+            wall = meta.get("wall_s")
+            self.earlier = None if wall is None else float(wall)
+        return got
+
+    def seconds(self) -> float | None:
+        """The run's time so far, None when unknown."""
+        return None if self.earlier is None else self.earlier + time.perf_counter() - self.t0
+
+    def meta(self, **extra) -> dict:
+        """The ``meta`` to save with a state: ``extra`` and, when known, ``wall_s``."""
+        wall = self.seconds()
+        return dict(extra) if wall is None else {**extra, "wall_s": wall}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -32,7 +31,7 @@ from ..._batching import seed_blocks
 from ..._validate import check_between, check_int
 from ...diagnostics.dynamics import detect_stages, effective_rank, first_nonfinite
 from ...files import checksum
-from ...training.checkpoints import load_loop_state, save_loop_state
+from ...training.checkpoints import RunClock, save_loop_state
 from .config import FDConfig, geometric_pi  # noqa: F401 (geometric_pi: part of this module's interface)
 
 
@@ -173,7 +172,7 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
     (saved after every block but the last, removed when the run ends); a run killed in between goes on from there
     and returns what it returns uninterrupted. ``wall_s``: the seconds spent on the run over all the processes that
     ran it (carried in the saved state), None when it went on from a state saved without that time."""
-    t0 = time.perf_counter()
+    clock = RunClock()
     start, run_block = _programs(json.dumps(cfg.model_dump(), sort_keys=True))
     V = cfg.V
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
@@ -184,18 +183,12 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
     fingerprint = json.dumps(
         {"config": cfg.model_dump(), "seeds": [int(s) for s in seeds], "block": block}, default=str
     )
-    carried: dict = {"wall_s": 0.0}  # the time of earlier processes, read back with a resumed state
     if resume is not None:
-        carried = {}
-        got = load_loop_state(resume, state, fingerprint, carried)
+        got = clock.load(resume, state, fingerprint)
         if got is not None:
             state, saved = got
             recs = [dict(saved)]
             done = recs[0]["loss"].shape[1] - 1  # records after the initial one
-        carried.setdefault("wall_s", None if got is not None else 0.0)
-
-    def spent() -> float | None:
-        return None if carried["wall_s"] is None else carried["wall_s"] + time.perf_counter() - t0
 
     bar = None
     if progress:
@@ -212,16 +205,16 @@ def train(cfg: FDConfig, seeds, progress: bool = False, block: int = 20, resume:
             bar.update(n * cfg.record_every)
         if resume is not None and done < n_rec:
             recs = [{k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}]
-            wall = spent()
-            meta = {"steps": cfg.steps} if wall is None else {"wall_s": wall, "steps": cfg.steps}
-            save_loop_state(resume, state, recs[0], fingerprint, meta=meta, step=done * cfg.record_every)
+            save_loop_state(
+                resume, state, recs[0], fingerprint, meta=clock.meta(steps=cfg.steps), step=done * cfg.record_every
+            )
     if bar:
         bar.close()
     if resume is not None:
         resume.unlink(missing_ok=True)
     out = {k: np.concatenate([r[k] for r in recs], axis=1) for k in recs[0]}
     out["step"] = np.arange(out["loss"].shape[1]) * cfg.record_every
-    out["wall_s"] = spent()
+    out["wall_s"] = clock.seconds()
     return out
 
 

@@ -24,7 +24,6 @@ a finite set of ``train`` sequences (default) or fresh sequences every step (``d
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -32,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...training.checkpoints import load_loop_state, save_loop_state
+from ...training.checkpoints import RunClock, save_loop_state
 from ...training.core import Plan, StepProgress, run_loop_in_parts
 from .config import TrainingConfig
 from .models import minimal_logits
@@ -81,7 +80,7 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
     (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
     loss), "teacher_seed", "failed_at": int (-1: healthy), "wall_s": float (seconds spent on the run, summed over
-    every process that ran a part of it)}. ``progress``: a bar over the steps, updated at every
+    every process that ran a part of it; None when it went on from a state saved without that time)}. ``progress``: a bar over the steps, updated at every
     record step from inside the compiled parts.
 
     The run is compiled in parts of about PART_STEPS steps (:func:`~bayesattn.training.core.run_loop_in_parts`).
@@ -136,12 +135,7 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     plan = Plan.make(cfg.steps, cfg.record_every)
     opt = cfg.optimizer_transform()
     fingerprint = json.dumps({"train": cfg.config(), "seed": seed}, sort_keys=True, default=str)
-    carried = {"wall_s": 0.0}  # the time of earlier processes, read back with a resumed state
-    t0 = time.perf_counter()
-
-    def spent() -> dict:
-        return {"wall_s": carried["wall_s"] + time.perf_counter() - t0}
-
+    clock = RunClock()
     with StepProgress(cfg.steps, f"train seed {seed}", enabled=progress) as bar:
         state, recs = run_loop_in_parts(
             params,
@@ -153,8 +147,8 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
             part_steps=PART_STEPS,
             save=None
             if resume is None
-            else lambda st, r: save_loop_state(resume, st, r, fingerprint, {**spent(), "steps": cfg.steps}),
-            resume=None if resume is None else lambda like: load_loop_state(resume, like, fingerprint, carried),
+            else lambda st, r: save_loop_state(resume, st, r, fingerprint, clock.meta(steps=cfg.steps)),
+            resume=None if resume is None else lambda like: clock.load(resume, like, fingerprint),
             on_record=bar.callback,
         )
     if resume is not None:
@@ -164,7 +158,7 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     out["teacher_entropy"] = ent
     out["teacher_seed"] = task.seed
     out["failed_at"] = int(state.failed_at)
-    out["wall_s"] = spent()["wall_s"]
+    out["wall_s"] = clock.seconds()
     return out
 
 
