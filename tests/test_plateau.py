@@ -118,6 +118,18 @@ def test_plateau_curve_bad_input():
         plateau_curve(ba.CopyTask(T=8, d=4), PRIOR, "linear", [100.0], init_scale=-1.0)
 
 
+def test_plateau_config_refuses_factors_below_a_critical_point_only():
+    """P_over <= 1 is refused for linear attention, whose small init stays at L = 0 below its critical point, and
+    accepted for softmax, whose uniform branch ends at a spinodal (the plateau is then infinite, a result)."""
+    from bayesattn.experiments import get_experiment
+
+    cls = get_experiment("plateau")
+    with pytest.raises(ValueError, match=r"P_over=\[0\.5, 2\.0\].*linear"):
+        cls.load_config("plateau", ['cases=[{attention="linear", T=4, P_over=[0.5, 2.0]}]'])
+    cfg = cls.load_config("plateau", ['cases=[{attention="softmax", T=4, P_over=[0.5, 2.0]}]'])
+    assert cfg.cases[0].P_over == [0.5, 2.0]
+
+
 def test_langevin_plateau_between_its_two_limits():
     """The finite-temperature prediction (Euler-Maruyama paths of the one-dimensional flow) against two
     independent references: at a vanishing temperature, plateau_curve's quadrature of the same flow; at a huge

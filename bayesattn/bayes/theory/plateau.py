@@ -50,15 +50,18 @@ _DELTA_MAX = 38.0  # the softmax gap grid of the mode theory ends here (a = 1 - 
 
 
 def _dphi(task, prior, attention, P, x, h=1e-5):
-    """dPhi_0/dx at one P (central differences; x the gap Delta or the radius q)."""
+    """dPhi_0/dx at one P (central differences of step h; x the gap Delta or the radius q)."""
     x = np.asarray(x, np.float64)
-    if attention == "linear":
-        # Phi_0(q) is smooth on q > -eps (eps = lam / n): central differences with a step well inside, accurate at
-        # q = 0 too, where near P_c the derivative is a small difference of large terms
-        eps = float(scales(task, prior, np.asarray([float(P)]))[1][0])
-        h = min(h, 1e-3 * eps)
     plus = mode_action(task, prior, attention, P, x + h)
     return (plus - mode_action(task, prior, attention, P, x - h)) / (2.0 * h)
+
+
+def _dphi_linear(task, prior, P, q):
+    """dPhi_0/dq of linear attention at one P. Phi_0(q) is smooth on q > -eps (eps = lam / n): central differences
+    with a step well inside, accurate at q = 0 too, where near P_c the derivative is a small difference of large
+    terms."""
+    eps = float(scales(task, prior, np.asarray([float(P)]))[1][0])
+    return _dphi(task, prior, "linear", P, q, h=min(1e-5, 1e-3 * eps))
 
 
 def _softmax_plateau(task, prior, P, P_s):
@@ -104,7 +107,7 @@ def _softmax_plateau(task, prior, P, P_s):
 def _linear_rate(task, prior, P, r):
     """-dPhi_0/dr along the copy pattern's radius r (linear, cyclic: q = r^2 / (T T_q)); r a number or an array."""
     T, Tq = task.T, task.T
-    return -_dphi(task, prior, "linear", P, r * r / (T * Tq)) * 2.0 * r / (T * Tq)
+    return -_dphi_linear(task, prior, P, r * r / (T * Tq)) * 2.0 * r / (T * Tq)
 
 
 def _linear_plateau(task, prior, P, init_scale, m_star):
@@ -131,7 +134,7 @@ def _linear_escape(task, prior, P, init_scale, m_star):
     out = np.full(len(P), np.nan)
     r0 = HALF_NORMAL_MEDIAN * init_scale
     for k, p in enumerate(P):
-        lam = -2.0 * prior.sigma2 / (p * T * Tq) * float(_dphi(task, prior, "linear", p, 0.0))
+        lam = -2.0 * prior.sigma2 / (p * T * Tq) * float(_dphi_linear(task, prior, p, 0.0))
         r_star = float(m_star[k]) * np.sqrt(T * Tq)
         r_half = 0.5 * r_star
         if lam > 0 and r_half > r0:
@@ -170,6 +173,9 @@ def _linear_curve(task, prior, P, init_scale) -> tuple[list, dict]:
 
 # per attention: where a small init first leaves the plateau, and the plateau curve's rows and own fields
 SMALL_INIT_TRANSITION = {"softmax": _softmax_spinodal, "linear": _linear_critical}
+# what that transition is: the spinodal where the uniform branch ends, or the mode's critical point
+TRANSITION_NAME = {"softmax": "P_s", "linear": "P_c"}
+LANGEVIN_DERIVED = ("linear",)  # the attention kinds whose finite-temperature plateau is derived here
 PLATEAU_CURVES = {"softmax": _softmax_curve, "linear": _linear_curve}
 
 
@@ -278,7 +284,7 @@ def langevin_plateau(
         Softmax attention, a causal task, a bad prior, grid, temperature, init scale or sample count.
     """
     attention = covered(task, attention)
-    if attention != "linear":
+    if attention not in LANGEVIN_DERIVED:
         raise ValueError(
             f"attention={attention!r}: the finite-temperature plateau is derived for linear attention only"
         )

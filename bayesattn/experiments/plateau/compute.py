@@ -29,11 +29,12 @@ def transition_P(task, prior, attention: str, P_ref: float) -> tuple[float, str]
     """(P_star, what it is): the small init's transition (:func:`bayesattn.theory.small_init_transition`: the
     softmax spinodal "P_s" or the linear critical point "P_c"), or ``P_ref`` for a softmax crossover."""
     from ...bayes import theory
+    from ...bayes.theory.plateau import TRANSITION_NAME
 
     P_star = theory.small_init_transition(task, prior, attention)
     if P_star is None:
         return float(P_ref), "P_ref"
-    return P_star, "P_c" if attention == "linear" else "P_s"
+    return P_star, TRANSITION_NAME[attention]
 
 
 def case_P(point: dict, P_star: float) -> list[int]:

@@ -38,8 +38,13 @@ class CaseSection(Section):
 
     @model_validator(mode="after")
     def _sizes(self):
-        if any(f <= 1.0 for f in self.P_over) and self.attention == "linear":
-            raise ValueError(f"P_over={self.P_over}: expected factors > 1 (below P_c linear attention stays at L = 0)")
+        from ...bayes.theory.plateau import TRANSITION_NAME
+
+        if any(f <= 1.0 for f in self.P_over) and TRANSITION_NAME[self.attention] == "P_c":
+            raise ValueError(
+                f"P_over={self.P_over}: expected factors > 1 with attention={self.attention!r} (below its critical"
+                " point P_c the small init stays at L = 0)"
+            )
         if sorted(set(self.P_over)) != list(self.P_over):
             raise ValueError(f"P_over={self.P_over}: expected increasing distinct factors")
         return self
