@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import typing
 
 from ._validate import check_int, check_positive
 from .experiments import EXPERIMENTS, get_experiment
+from .experiments.config import MAX_SEED
 from .experiments.copy_head.config import TrainInit
-from .experiments.sections import CopyTaskSection, MCMCSection, Sampler, SamplerInit
+from .experiments.sections import MIN_KEPT_DRAWS, Backend, CopyTaskSection, Sampler, SamplerInit
 
 INTERRUPTED = "bayesattn: interrupted; finished points are on disk, rerun the same command to resume"
 EXECUTORS = ("serial", "thread", "process", "dask")  # bayesattn.scaleout.EXECUTORS (tests/test_cli.py checks)
@@ -57,19 +59,24 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
         default = f"{get_experiment(experiment).default_config!r}"
     p.add_argument(
         "--config",
+        type=_text("--config"),
         metavar="NAME|PATH",
         help=f"a named config of the experiment (`bayesattn list`) or a TOML file (default: {default})",
     )
     p.add_argument(
         "--set",
         action="append",
+        type=_text("--set"),
         default=[],
         metavar="KEY=VALUE",
         help="override any config field by dotted key, e.g. --set mcmc.num_chains=4; the value is a TOML "
         "literal (4, 1e-3, true, [1, 2]) or a bare word; a list field also takes a,b,c (repeatable)",
     )
     p.add_argument(
-        "--out", metavar="DIR", help="output folder (default: results/<config name>, relative to the current folder)"
+        "--out",
+        type=_text("--out"),
+        metavar="DIR",
+        help="output folder (default: results/<config name>, relative to the current folder)",
     )
     p.add_argument(
         "--executor",
@@ -79,12 +86,15 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=_argument(check_int, "--workers", int, minimum=1),
         metavar="N",
         help="points computed at once: threads, processes or local Dask workers (default 1; 2 with --executor thread)",
     )
     p.add_argument(
-        "--scheduler", metavar="tcp://HOST:PORT", help="join a running Dask cluster (implies --executor dask)"
+        "--scheduler",
+        type=_scheduler,
+        metavar="tcp://HOST:PORT",
+        help="join a running Dask cluster (implies --executor dask)",
     )
     p.add_argument(
         "--dask-threads",
@@ -100,6 +110,7 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
     p.add_argument(
         "--reuse",
         action="append",
+        type=_text("--reuse"),
         default=[],
         metavar="DIR",
         help="take finished points from DIR before computing: another run's folder or a point store "
@@ -119,10 +130,13 @@ def _phase_diagram_options(p: argparse.ArgumentParser) -> None:
     """The main job's short options: each is a --set of the phase-diagram config."""
     g = p.add_argument_group("phase diagram (shortcuts for --set)")
     g.add_argument("--attention", choices=[*ATTENTIONS, "both"], help="attention map(s) to run")
-    g.add_argument("--methods", help="comma-separated subset of theory,mcmc,adam")
+    g.add_argument("--methods", type=_text("--methods"), help="comma-separated subset of theory,mcmc,adam")
     _model_options(g, one_point=False)
     g.add_argument(
-        "--batch", type=int, metavar="N", help="MCMC points of one shape sampled N at a time in one program (default 1)"
+        "--batch",
+        type=_argument(check_int, "--batch", int, minimum=1),
+        metavar="N",
+        help="MCMC points of one shape sampled N at a time in one program (default 1)",
     )
 
 
@@ -144,7 +158,11 @@ def _model_options(g, *, one_point: bool) -> None:
         g.add_argument("--P", type=_one_P, help="the number of training sequences (one positive integer)")
     else:
         g.add_argument("--P", type=_P_grid, help="P grid: start:stop:num (log-spaced) or v1,v2,...")
-    g.add_argument("--seed", type=int, help="run seed; data, sampler and training keys are folded from it")
+    g.add_argument(
+        "--seed",
+        type=_argument(check_int, "--seed", int, minimum=0, maximum=MAX_SEED),
+        help="run seed; data, sampler and training keys are folded from it",
+    )
 
 
 def _P_grid(text: str) -> list[str]:
@@ -153,9 +171,31 @@ def _P_grid(text: str) -> list[str]:
         if ":" in text:
             start, stop, num = text.split(":")
             return [f"P.start={float(start)}", f"P.stop={float(stop)}", f"P.num={int(num)}", "P.values=[]"]
-        return [f"P.values=[{', '.join(str(int(v)) for v in text.split(',') if v.strip())}]"]
+        values = [str(int(v)) for v in text.split(",") if v.strip()]
+        if not values:
+            raise ValueError(text)
+        return [f"P.values=[{', '.join(values)}]"]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--P={text!r}: expected start:stop:num or v1,v2,... (integers)") from None
+
+
+def _text(flag: str):
+    """An argparse type for a text option: refused when empty, since an empty value would read as not given (an
+    empty --out would write into the default folder)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{flag}={text!r}: expected a non-empty value")
+        return text
+
+    return parse
+
+
+def _scheduler(text: str) -> str:
+    """--scheduler: a Dask scheduler's address, PROTOCOL://HOST:PORT, checked before any connection is tried."""
+    if not re.fullmatch(r"[a-z][a-z0-9+]*://[^\s/:]+:\d{1,5}", text):
+        raise argparse.ArgumentTypeError(f"--scheduler={text!r}: expected a Dask scheduler's address, tcp://HOST:PORT")
+    return text
 
 
 def _argument(check, flag: str, convert=str, **bounds):
@@ -249,9 +289,17 @@ def build_parser() -> argparse.ArgumentParser:
             else ()
         )
         if parts:
-            ap.add_argument("--parts", help=f"comma-separated subset of {','.join(parts)} (default: the config's)")
+            ap.add_argument(
+                "--parts",
+                type=_text("--parts"),
+                help=f"comma-separated subset of {','.join(parts)} (default: the config's)",
+            )
         if "seeds" in cls.Config.model_fields:
-            ap.add_argument("--seeds", type=int, help="seeds per setting (default: the config's)")
+            ap.add_argument(
+                "--seeds",
+                type=_argument(check_int, "--seeds", int, minimum=1),
+                help="seeds per setting (default: the config's)",
+            )
         ap.set_defaults(func=_command("run_command"), experiment=name)
 
     fp = sub.add_parser(
@@ -259,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="redraw a result folder's figures from its saved files",
         description="Redraw all figures of a result folder (written by `bayesattn run`) from its point files.",
     )
-    fp.add_argument("dir", help="a result folder")
+    fp.add_argument("dir", type=_text("dir"), help="a result folder")
     fp.set_defaults(func=_command("figures_command"))
 
     cp = sub.add_parser(
@@ -269,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and checksum, and list the missing points and the long training runs in flight (the step their saved "
         "state holds). Exit 0 when complete, 1 otherwise.",
     )
-    cp.add_argument("dir", help="a result folder")
+    cp.add_argument("dir", type=_text("dir"), help="a result folder")
     cp.set_defaults(func=_command("check_command"))
 
     ar = sub.add_parser(
@@ -279,8 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
         "gzip-compressed, so that a long run can go on elsewhere: `bayesattn run ... --reuse STORE` takes them "
         "back, checked point by point. Records already in the store are left as they are.",
     )
-    ar.add_argument("dir", help="a result folder (written by `bayesattn run`)")
-    ar.add_argument("--to", required=True, metavar="STORE", help="the point store: a folder outside DIR")
+    ar.add_argument("dir", type=_text("dir"), help="a result folder (written by `bayesattn run`)")
+    ar.add_argument(
+        "--to", type=_text("--to"), required=True, metavar="STORE", help="the point store: a folder outside DIR"
+    )
     ar.set_defaults(func=_command("archive_command"))
 
     sp = sub.add_parser(
@@ -289,7 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample the closed-form posterior over the attention matrix at one (attention, P).",
     )
     g = sp.add_argument_group("model (override the config)")
-    g.add_argument("--config", metavar="NAME|PATH", help="a named phase-diagram config or a TOML file")
+    g.add_argument(
+        "--config", type=_text("--config"), metavar="NAME|PATH", help="a named phase-diagram config or a TOML file"
+    )
     g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
     _model_options(g, one_point=True)
     g.add_argument(
@@ -297,13 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
+        type=_text("--set"),
         help="override any phase-diagram config field, e.g. --set prior.sigma2=100 (repeatable)",
     )
     sp.add_argument("--method", default="nuts", choices=_choices(Sampler), help="sampler")
     sp.add_argument(
         "--backend",
         default="blackjax",
-        choices=_choices(MCMCSection.model_fields["backend"].annotation),
+        choices=_choices(Backend),
         help="library",
     )
     sp.add_argument(
@@ -321,12 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument(
         "--num-samples",
-        type=_argument(check_int, "--num-samples", int, minimum=1),
+        type=_argument(check_int, "--num-samples", int, minimum=MIN_KEPT_DRAWS),
         default=1000,
         help="draws per chain",
     )
     sp.add_argument("--init", default="cold", choices=_choices(SamplerInit), help="chain initialisation")
-    sp.add_argument("--out", help="write the summary to this JSON file")
+    sp.add_argument("--out", type=_text("--out"), help="write the summary to this JSON file")
     sp.add_argument("--quiet", action="store_true", help="no progress lines")
     sp.set_defaults(func=_command("sample_point"))
 
@@ -336,7 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train L and V on the squared loss plus the prior's weight decay at one (attention, P).",
     )
     g = tp.add_argument_group("model (override the config)")
-    g.add_argument("--config", metavar="NAME|PATH", help="a named phase-diagram config or a TOML file")
+    g.add_argument(
+        "--config", type=_text("--config"), metavar="NAME|PATH", help="a named phase-diagram config or a TOML file"
+    )
     g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
     _model_options(g, one_point=True)
     g.add_argument(
@@ -344,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
+        type=_text("--set"),
         help="override any phase-diagram config field (repeatable)",
     )
     tp.add_argument(
@@ -356,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="optimisation steps (default: the library's)",
     )
     tp.add_argument("--init", choices=_choices(TrainInit), help="initialisation of L (default small)")
-    tp.add_argument("--out", help="write the result to this JSON file")
+    tp.add_argument("--out", type=_text("--out"), help="write the result to this JSON file")
     tp.add_argument("--quiet", action="store_true", help="no progress bar")
     tp.set_defaults(func=_command("train_point"))
 
@@ -368,10 +424,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/results/screens.md). Training and screening a small transformer, or the Bayesian copy head: "
         "`bayesattn run screens`.",
     )
-    sc.add_argument("directory", nargs="?", help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)")
+    sc.add_argument(
+        "directory",
+        nargs="?",
+        type=_text("DIRECTORY"),
+        help="a checkpoint directory (step_*.eqx, checkpoints/, or network.eqx)",
+    )
     sc.add_argument(
         "--model",
         nargs="+",
+        type=_text("--model"),
         help="a pretrained model shipped in an installed package: smollm2 (extra "
         "'real'), or a llama GGUF file (PATH.gguf); several GGUF files: a checkpoint series, screened on "
         "one probe batch and ranked by the integral of PR over steps",
@@ -385,9 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument(
         "--probe", default="repeated_pair", choices=["repeated_pair", "repeated_sequence"], help="probe batch kind"
     )
-    sc.add_argument("--N", type=int, default=64, help="probe sequences (default 64)")
-    sc.add_argument("--T", type=int, help="probe length (default: 256 for a pretrained model, the context otherwise)")
-    sc.add_argument("--seed", type=int, default=0, help="probe seed")
+    sc.add_argument(
+        "--N", type=_argument(check_int, "--N", int, minimum=1), default=64, help="probe sequences (default 64)"
+    )
+    sc.add_argument(
+        "--T",
+        type=_argument(check_int, "--T", int, minimum=2),
+        help="probe length (default: 256 for a pretrained model, the context otherwise)",
+    )
+    sc.add_argument(
+        "--seed", type=_argument(check_int, "--seed", int, minimum=0, maximum=MAX_SEED), default=0, help="probe seed"
+    )
     sc.add_argument(
         "--baseline",
         default="paper",
@@ -395,10 +465,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the selectivity's baseline positions: the paper's fixed 50 (default) or 50 random non-target keys "
         "per sequence (class_free)",
     )
-    sc.add_argument("--bos", action="store_true", help="put the model's BOS token at position 0")
-    sc.add_argument("--threshold", type=float, default=30.0, help="selectivity a head must reach (default 30)")
-    sc.add_argument("--chunk", type=int, default=8, help="sequences per forward pass of a pretrained model")
-    sc.add_argument("--out", help="JSON file of records (figures beside it)")
+    sc.add_argument("--bos", action="store_true", help="put the model's BOS token at position 0 (with --model)")
+    sc.add_argument(
+        "--threshold",
+        type=_argument(check_positive, "--threshold", float),
+        default=30.0,
+        help="selectivity a head must reach (default 30)",
+    )
+    sc.add_argument(
+        "--chunk",
+        type=_argument(check_int, "--chunk", int, minimum=1),
+        help="sequences per forward pass of a pretrained model (with --model; default 8)",
+    )
+    sc.add_argument("--out", type=_text("--out"), help="JSON file of records (figures beside it)")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
     sc.set_defaults(func=_command("screen_models"))
     return p

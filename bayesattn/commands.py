@@ -51,12 +51,14 @@ def _one_point(args):
 def sample_point(args) -> int:
     """``bayesattn sample``: the exact posterior at one (attention, P), printed and optionally saved."""
     from .bayes.posterior import Posterior
+    from .bayes.samplers import get_sampler
     from .bayes.sampling import sample
     from .experiments.copy_head.compute import MCMC, data_record, point_data, point_keys
     from .files import write_json_atomic
     from .provenance import provenance
 
     cfg, att, P, out = _one_point(args)
+    get_sampler(args.method, args.backend)  # the pair, before any data is drawn
     data = point_data(cfg.make_task(), cfg.seed, P)
     rec = data_record(data)
     print(
@@ -157,6 +159,10 @@ def screen_models(args) -> int:
 
     if bool(args.model) == bool(args.directory):
         raise ValueError("screen: give exactly one of --model NAME... or a checkpoint DIRECTORY")
+    model_only = (("--steps", args.steps), ("--chunk", args.chunk), ("--bos", args.bos))
+    given = [flag for flag, value in model_only if value] if args.directory else []
+    if given:
+        raise ValueError(f"{given[0]}: applies to a pretrained model (--model) only, not to a checkpoint directory")
     out = check_output_file(args.out, "--out") if args.out else None
     if args.model:
         cfg = ModelScreen.load(
@@ -170,7 +176,7 @@ def screen_models(args) -> int:
                 "baseline": args.baseline,
                 "bos": args.bos,
                 "threshold": args.threshold,
-                "chunk": args.chunk,
+                **({} if args.chunk is None else {"chunk": args.chunk}),
             },
             source="screen",
         )
@@ -285,22 +291,23 @@ def run_command(args) -> int:
 
 def _folder_experiment(folder: str):
     """(experiment class, config) of a result folder, read from its run.json."""
-    from .files import read_json
+    from .files import read_run_info
 
-    out = Path(folder)
-    run = out / "run.json"
-    if not run.is_file():
-        raise ValueError(f"dir={folder!r}: no run.json there (expected a folder written by `bayesattn run`)")
-    info = read_json(run)
+    info = read_run_info(folder)
     cls = get_experiment(info["experiment"])
-    return cls, cls.Config.load(info["config"], source=f"{run}")
+    return cls, cls.Config.load(info["config"], source=str(Path(folder) / "run.json"))
 
 
 def figures_command(args) -> int:
     """``bayesattn figures DIR``."""
     from .runtime import prepare_output_dir
+    from .sweep import verify
 
-    cls, _ = _folder_experiment(args.dir)
+    cls, config = _folder_experiment(args.dir)
+    if not any(r["ok"] for r in verify(cls().points(config), args.dir).values()):
+        raise ValueError(
+            f"dir={args.dir!r}: no finished point file of its config, nothing to draw (`bayesattn check {args.dir}`)"
+        )
     prepare_output_dir(Path(args.dir) / "figures", "dir")
     paths = cls().figures(Path(args.dir))
     print(f"bayesattn: drew {len(paths)} figure files in {Path(args.dir) / 'figures'}/")

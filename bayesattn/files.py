@@ -113,6 +113,28 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
+def read_run_info(folder: str | os.PathLike, name: str = "dir") -> dict:
+    """The ``run.json`` of a result folder written by ``bayesattn run`` (:func:`bayesattn.sweep.run_experiment`): an
+    object with ``experiment`` (a name), ``config`` (an object) and, since runs list them, ``point_files`` (an
+    object). ValueError naming ``name`` and the folder when there is none, it does not parse or it is another kind
+    of file."""
+    run = Path(folder) / "run.json"
+    if not run.is_file():
+        raise ValueError(f"{name}={str(folder)!r}: no run.json there (expected a folder written by `bayesattn run`)")
+    info = read_json(run)
+    if not (
+        isinstance(info, dict)
+        and isinstance(info.get("experiment"), str)
+        and isinstance(info.get("config"), dict)
+        and isinstance(info.get("point_files", {}), dict)
+    ):
+        raise ValueError(
+            f"{name}={str(folder)!r}: its run.json is not a run's record (expected an object with 'experiment' and "
+            "'config', as `bayesattn run` writes)"
+        )
+    return info
+
+
 def load_results(folder: str | os.PathLike) -> list[dict]:
     """The records of a folder of point files (any sweep), sorted by file name. In a part's folder of an
     experiment's run (``<run>/points/<part>``, whose ``<run>/run.json`` lists the point files of the run's config),
@@ -131,10 +153,9 @@ def current_point_files(folder: str | os.PathLike) -> set[str] | None:
     from ``<run>/run.json``: empty for a part the config does not run; None where the folder is not such a part
     folder or its run.json does not list them (runs made before the list existed)."""
     folder = Path(folder)
-    run = folder.parent.parent / "run.json"
-    if folder.parent.name != "points" or not run.is_file():
+    if folder.parent.name != "points" or not (folder.parent.parent / "run.json").is_file():
         return None
-    listed = read_json(run).get("point_files")
+    listed = read_run_info(folder.parent.parent).get("point_files")
     return None if listed is None else set(listed.get(folder.name, ()))
 
 

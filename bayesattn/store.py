@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .files import read_json, write_json_gz_atomic
+from .files import read_json, read_run_info, write_json_gz_atomic
+from .runtime import prepare_output_dir
 from .sweep import check_record, point_id
 
 __all__ = ["archive_points"]
@@ -34,14 +35,12 @@ def archive_points(run_dir: str | os.PathLike, store: str | os.PathLike) -> dict
     ``unchanged``, ``missing`` (listed but not computed yet) and ``damaged``. ValueError when ``run_dir`` is not
     a folder written by ``bayesattn run`` or ``store`` is inside it."""
     run, store = Path(run_dir), Path(store)
-    info_path = run / "run.json"
-    if not info_path.is_file():
-        raise ValueError(f"dir={str(run_dir)!r}: no run.json there (expected a folder written by `bayesattn run`)")
+    listed = read_run_info(run).get("point_files")
     if store.resolve().is_relative_to(run.resolve()):
         raise ValueError(f"--to={str(store)!r}: inside the result folder {str(run_dir)!r} (expected another folder)")
-    listed = read_json(info_path).get("point_files")
     if listed is None:
         raise ValueError(f"dir={str(run_dir)!r}: its run.json lists no point files (a run older than the list)")
+    prepare_output_dir(store, "--to")
     counts = {"written": 0, "unchanged": 0, "missing": 0, "damaged": 0}
     for part, names in listed.items():
         for name in names:

@@ -42,6 +42,7 @@ from .files import (
     load_results,
     point_id,
     read_json,
+    read_run_info,
     set_aside,
     to_jsonable,
     write_json_atomic,
@@ -375,6 +376,17 @@ def run_experiment(
     with folder_lock(out, wait=wait):
         t0 = time.perf_counter()
         experiment.progress = progress
+        if (out / "run.json").is_file():  # a folder of another experiment is refused; one of another config of
+            # this experiment is not: its points stay beside this config's, and a rerun of it finds them
+            try:
+                before = read_run_info(out, "--out")["experiment"]
+            except ValueError:
+                before = experiment.name  # not a run's record: replaced below
+            if before != experiment.name:
+                raise ValueError(
+                    f"--out={str(out)!r}: holds a run of the experiment {before!r} (its run.json); expected a new "
+                    f"folder or one of {experiment.name!r}"
+                )
         if hasattr(experiment, "artifacts"):  # an experiment that keeps files besides its points (checkpoints)
             experiment.artifacts = out / "artifacts"
         write_json_atomic(

@@ -46,6 +46,7 @@ def test_chees_at_p0_samples_the_prior_and_matches_the_checked_number():
     assert set(s.sample_stats) >= {"lp", "acceptance_rate", "diverging", "n_steps", "energy"}
     # all chains started cold: one superchain, so the nested R-hat (which needs two) is undefined
     assert s.diagnostics["num_superchains"] == 1 and math.isnan(s.diagnostics["m"]["nested_r_hat"])
+    assert s.summary()["m"]["nested_r_hat"] is None  # undefined, written as null, not as a NaN
 
 
 def test_chees_few_chain_warmup_matches_the_checked_number():

@@ -155,6 +155,57 @@ def test_one_point_commands_offer_only_their_choices():
     assert "results/<config name>" in out.help
 
 
+def test_the_configs_sampler_pairs_are_the_registrys():
+    """The config's table of methods per backend (checked without importing JAX) is the sampler registry's."""
+    from bayesattn.bayes.samplers import SAMPLERS
+    from bayesattn.experiments.sections import BACKEND_METHODS
+
+    registry = {b: sorted(m for m, bb in SAMPLERS if bb == b) for _, b in SAMPLERS}
+    assert {b: sorted(m) for b, m in BACKEND_METHODS.items()} == registry
+
+
+def _cli_error(argv, capsys) -> str:
+    code, cap = _run_main(argv, capsys)
+    err = cap.err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, (code, err)
+    return err
+
+
+@pytest.mark.parametrize(
+    "content", [[1, 2], {"config": {}}, {"experiment": "plateau"}, {"experiment": 3, "config": {}}]
+)
+def test_a_folder_whose_run_json_is_not_a_runs_record_is_refused_in_one_line(tmp_path, capsys, content):
+    """check, figures and archive read run.json; one that is not a run's record (a list, a key missing, a key of
+    the wrong type) is refused naming the folder, not answered with a traceback."""
+    (tmp_path / "run.json").write_text(json.dumps(content))
+    for argv in (["check", str(tmp_path)], ["figures", str(tmp_path)], ["archive", str(tmp_path), "--to", "store"]):
+        assert "its run.json is not a run's record" in _cli_error(argv, capsys)
+
+
+def test_figures_of_a_folder_without_points_say_so(tmp_path, capsys):
+    from bayesattn.experiments import get_experiment
+
+    cfg = get_experiment("plateau").load_config(None, [])
+    write_json_atomic(tmp_path / "run.json", {"experiment": "plateau", "config": cfg.to_dict()})
+    assert "no finished point file of its config, nothing to draw" in _cli_error(["figures", str(tmp_path)], capsys)
+    assert not (tmp_path / "figures").exists()
+
+
+def test_a_folder_of_another_experiment_is_refused_before_any_point(tmp_path, monkeypatch, capsys):
+    """--out naming a folder that holds another experiment's run is refused before any work, its run.json left as
+    it was; a folder of the same experiment (another config of it) is where a rerun goes on."""
+    before = {"experiment": "plateau", "config": {}, "point_files": {}}
+    write_json_atomic(tmp_path / "run.json", before)
+
+    def boom(*a, **k):
+        raise AssertionError("work started in another experiment's folder")
+
+    monkeypatch.setattr(sweep, "run_sweep", boom)
+    err = _cli_error(["phase-diagram", "--methods", "theory", "--out", str(tmp_path)], capsys)
+    assert "holds a run of the experiment 'plateau'" in err
+    assert json.loads((tmp_path / "run.json").read_text()) == before
+
+
 def test_train_says_which_attention(capsys):
     assert main(["train", "--P", "50", "--T", "4", "--d", "2", "--steps", "20", "--attention", "linear"]) == 0
     out = capsys.readouterr().out

@@ -91,8 +91,8 @@ class Samples:
         )
 
     def summary(self) -> dict:
-        """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat,
-        chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
+        """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat, the
+        many-chain methods' nested_r_hat (None where undefined: one superchain), chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
         diagnostics; "draws" of every observable thinned to at most 1000 per chain; SMC extras; method and config."""
         out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
         names = tuple(self.order_parameters)
@@ -108,7 +108,7 @@ class Samples:
                 "ess_bulk": ess,
                 "r_hat": float(self.diagnostics[name]["r_hat"]),
                 **(
-                    {"nested_r_hat": float(self.diagnostics[name]["nested_r_hat"])}
+                    {"nested_r_hat": _defined(self.diagnostics[name]["nested_r_hat"])}
                     if "nested_r_hat" in self.diagnostics[name]
                     else {}
                 ),
@@ -174,6 +174,12 @@ def split_ess(x: np.ndarray) -> float:
     x = np.asarray(x)
     half = x.shape[1] // 2
     return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
+
+
+def _defined(value) -> float | None:
+    """A diagnostic that may be undefined (NaN, such as the nested R-hat of one superchain) as a float or None."""
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def nested_r_hat(x: np.ndarray, superchains) -> float:

@@ -21,6 +21,7 @@ bayesattn.experiments.config.ConfigError: T=0: Input should be greater than or e
 
 from __future__ import annotations
 
+import re
 import tomllib
 import types
 import typing
@@ -45,6 +46,10 @@ Probability = Annotated[float, Field(gt=0, lt=1)]
 MAX_SEEDS = 4096
 MAX_GRID = 10_000
 SeedCount = Annotated[int, Field(ge=1, le=MAX_SEEDS)]
+# a seed: keys are folded from it as 32-bit words, so larger ones would wrap onto smaller ones (2**32 onto 0); the
+# bound leaves room for the seeds counted up from it
+MAX_SEED = 2**31 - 1
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 GridCount = Annotated[int, Field(ge=1, le=MAX_GRID)]
 Attention = Literal["softmax", "linear"]  # the attention kinds (bayesattn.models.attention.ATTENTIONS)
 
@@ -68,6 +73,21 @@ class Section(BaseModel):
                 k: list(v) if isinstance(v, tuple) and _is_list(cls.model_fields.get(k)) else v for k, v in data.items()
             }
         return data
+
+    @model_validator(mode="after")
+    def _distinct_choices(self):
+        """A list of choices (attention kinds, methods, parts, inits) names each at most once: a repeated one
+        would make the same points twice."""
+        for name, field in type(self).model_fields.items():
+            if not _is_list(field) or typing.get_origin(typing.get_args(_unwrap(field.annotation))[0]) is not Literal:
+                continue
+            values = getattr(self, name) or []
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                raise ValueError(
+                    f"{name}={values!r}: expected distinct values ({', '.join(map(repr, repeated))} repeated)"
+                )
+        return self
 
     @classmethod
     def load(cls, data: Any, source: str = "") -> Self:
@@ -205,6 +225,16 @@ class ExperimentConfig(Section):
     name: str = "default"
     description: ClassVar[str] = ""
 
+    @model_validator(mode="after")
+    def _folder_name(self):
+        """The name is the default output folder's, under results/: a plain folder name, never a path."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}", self.name):
+            raise ValueError(
+                f"name={self.name!r}: expected a plain folder name (up to 100 letters, digits, '_', '.', '+' or "
+                "'-', starting with a letter or digit)"
+            )
+        return self
+
 
 def packaged_configs(package: str) -> dict[str, Path]:
     """{name: path} of the TOML files shipped in ``<package>/configs/`` (package data: found after a wheel
@@ -222,6 +252,10 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config={str(path)!r}: invalid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config={str(path)!r}: not UTF-8 text, as TOML must be ({e.reason} at byte {e.start})"
+        ) from None
     except OSError as e:
         raise ConfigError(f"config={str(path)!r}: cannot be read ({e.strerror or e})") from None
 
@@ -235,4 +269,8 @@ def find_config(package: str, name_or_path: str | Path) -> Path:
     path = Path(text)
     if path.is_file():
         return path
+    if path.is_dir():
+        raise ConfigError(
+            f"config={text!r}: is a folder; expected a TOML file or a named config ({', '.join(sorted(named))})"
+        )
     raise ConfigError(f"config={text!r}: no such file or named config (named configs: {', '.join(sorted(named))})")

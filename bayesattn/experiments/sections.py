@@ -3,6 +3,7 @@ settings. Each builds its library object on demand (``make``), importing JAX onl
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -10,6 +11,10 @@ from pydantic import Field, model_validator
 from .config import GridCount, PositiveFloat, PositiveInt, Section
 
 Sampler = Literal["nuts", "hmc", "mala", "smc", "chees", "meads"]  # bayesattn.bayes.sampling.METHODS
+Backend = Literal["blackjax", "numpyro"]
+# the methods each backend has (the sampler registry, bayesattn.bayes.samplers.SAMPLERS: tests/test_cli.py checks)
+BACKEND_METHODS = {"blackjax": typing.get_args(Sampler), "numpyro": ("nuts",)}
+MIN_KEPT_DRAWS = 4  # draws per chain that split R-hat needs (bayesattn.bayes.samples.check_counts)
 SamplerInit = Literal["cold", "hot", "prior"]
 
 
@@ -86,16 +91,30 @@ class ChainsSection(Section):
     num_warmup: PositiveInt = 300
     num_samples: PositiveInt = 500
 
+    @model_validator(mode="after")
+    def _enough_draws(self):
+        if self.num_samples < MIN_KEPT_DRAWS:
+            raise ValueError(
+                f"num_samples={self.num_samples}: expected >= {MIN_KEPT_DRAWS} (split R-hat needs {MIN_KEPT_DRAWS} "
+                "draws per chain)"
+            )
+        return self
+
 
 class MCMCSection(ChainsSection):
     """Exact-posterior sampling at each P (``bayesattn.sample``), one chain group per init."""
 
     method: Sampler = "nuts"
-    backend: Literal["blackjax", "numpyro"] = "blackjax"
+    backend: Backend = "blackjax"
     inits: list[SamplerInit] = ["cold", "hot"]
 
     @model_validator(mode="after")
     def _some_init(self):
         if not self.inits:
             raise ValueError("inits=[]: expected at least one initialisation")
+        if self.method not in BACKEND_METHODS[self.backend]:
+            raise ValueError(
+                f"method={self.method!r} with backend={self.backend!r}: {self.backend} has only "
+                f"{', '.join(BACKEND_METHODS[self.backend])}"
+            )
         return self

@@ -173,8 +173,6 @@ def _linear_curve(task, prior, P, init_scale) -> tuple[list, dict]:
 
 # per attention: where a small init first leaves the plateau, and the plateau curve's rows and own fields
 SMALL_INIT_TRANSITION = {"softmax": _softmax_spinodal, "linear": _linear_critical}
-# what that transition is: the spinodal where the uniform branch ends, or the mode's critical point
-TRANSITION_NAME = {"softmax": "P_s", "linear": "P_c"}
 LANGEVIN_DERIVED = ("linear",)  # the attention kinds whose finite-temperature plateau is derived here
 PLATEAU_CURVES = {"softmax": _softmax_curve, "linear": _linear_curve}
 

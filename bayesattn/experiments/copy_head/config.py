@@ -15,6 +15,7 @@ from ..config import (
     PositiveFloat,
     PositiveInt,
     Section,
+    Seed,
     SeedCount,
 )
 from ..sections import CopyTaskSection, GridSection, MCMCSection, PriorSection, Sampler, SamplerInit
@@ -94,7 +95,7 @@ class RunConfig(ExperimentConfig):
     name: str = "default"
     attention: list[Attention] = ["softmax", "linear"]
     methods: list[Method] = ["theory", "mcmc", "adam"]
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     workers: PositiveInt = 1
     task: CopyTaskSection = CopyTaskSection()
     prior: PriorSection = PriorSection()

@@ -9,7 +9,16 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config import ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, PositiveInts, Section, SeedCount
+from ..config import (
+    ExperimentConfig,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    PositiveInts,
+    Section,
+    Seed,
+    SeedCount,
+)
 from ..sections import ChainsSection, PriorSection
 
 EXPERIMENTS = ("clustering_head", "focus_dilution")
@@ -32,7 +41,7 @@ class ClusterConfig(Section):
     batch_size: PositiveInt = 32
     epochs: PositiveInt = 1000
     seeds: SeedCount = 8
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     success_acc: float = 0.98
     # fine-tuning as the paper's code does it (finetune.py): the trained model goes on training, with a fresh Adam,
     # for finetune_epochs on new data of finetune_p classes (its embedding table has num_emb >= finetune_p rows);
@@ -84,7 +93,7 @@ class FDConfig(Section):
     steps: PositiveInt = 20000
     record_every: PositiveInt = 50
     seeds: SeedCount = 4
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     min_drop: PositiveFloat = 0.05  # the entropy change that counts as a focus or dilution phase (nats)
     rank_one: PositiveFloat = 1.3  # effective rank of E below which it counts as condensed to rank one
     # the entropy whose falls and rises are the focus and dilution phases: "value_entropy" (of the attention
@@ -134,7 +143,7 @@ class ClusterOptions(Section):
 
     curv_every: PositiveInt = 50
     curv_window: PositiveInt = 2
-    curv_seed: NonNegativeInt = 0
+    curv_seed: Seed = 0
     lanczos_iter: PositiveInt = 20
     frames: PositiveInt = 40
     sandbox_seqs: PositiveInt = 256
@@ -192,7 +201,7 @@ class DynlabConfig(ExperimentConfig):
 
     name: str = "dynlab"
     experiment: Literal["clustering_head", "focus_dilution"] = "clustering_head"
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     seeds: SeedCount = 8
     seeds_per_program: PositiveInt = 8
     base: dict = {}

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .config import DIFFRAX_METHODS, FLOW_METHODS
+from .config import DIFFRAX_METHODS, FLOW_METHODS, TRANSITION_NAME
 
 RULE = (
     "t_plateau: the first time |m| reaches m_half, half-way between 1/T (softmax) or 0 (linear) and the copy "
@@ -29,7 +29,6 @@ def transition_P(task, prior, attention: str, P_ref: float) -> tuple[float, str]
     """(P_star, what it is): the small init's transition (:func:`bayesattn.theory.small_init_transition`: the
     softmax spinodal "P_s" or the linear critical point "P_c"), or ``P_ref`` for a softmax crossover."""
     from ...bayes import theory
-    from ...bayes.theory.plateau import TRANSITION_NAME
 
     P_star = theory.small_init_transition(task, prior, attention)
     if P_star is None:

@@ -18,6 +18,11 @@ FLOW_METHODS = ("gd", "sgld", "flow", "flow_joint")
 DIFFRAX_METHODS = ("flow", "flow_joint")
 
 
+# the transition a small init feels, as the results name it (bayesattn.theory.small_init_transition): the spinodal
+# where the uniform branch ends (softmax), or the mode's critical point (linear)
+TRANSITION_NAME = {"softmax": "P_s", "linear": "P_c"}
+
+
 class CaseSection(Section):
     """One (attention, T): P = ``P_over`` x P_star, where P_star is the transition a small init feels (softmax:
     the spinodal where the uniform branch ends; linear: the mode's critical point; a softmax crossover, which has
@@ -38,8 +43,6 @@ class CaseSection(Section):
 
     @model_validator(mode="after")
     def _sizes(self):
-        from ...bayes.theory.plateau import TRANSITION_NAME
-
         if any(f <= 1.0 for f in self.P_over) and TRANSITION_NAME[self.attention] == "P_c":
             raise ValueError(
                 f"P_over={self.P_over}: expected factors > 1 with attention={self.attention!r} (below its critical"

@@ -16,6 +16,7 @@ from ..config import (
     PositiveInt,
     PositiveInts,
     Section,
+    Seed,
     SeqLength,
 )
 from ..sections import ChainsSection, PriorSection
@@ -44,7 +45,7 @@ class TrajectoryConfig(Section):
     checkpoints: PositiveInt = 32
     probe_N: PositiveInt = 64
     probe_T: NonNegativeInt = 0  # 0: T - 1 (the last position, never a training query, is left out)
-    probe_seed: NonNegativeInt = 1
+    probe_seed: Seed = 1
     baseline: Baseline = "paper"
     pair_range: list[PositiveInt] = [10, 32]
 
@@ -116,7 +117,7 @@ class ModelScreen(Section):
     probe: Probe = "repeated_pair"
     N: PositiveInt = 64
     T: PositiveInt | None = None  # default: min(256, the model's context)
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     baseline: Baseline = "paper"
     bos: bool = False
     threshold: PositiveFloat = 30.0
@@ -126,7 +127,7 @@ class ModelScreen(Section):
 class ScreensConfig(ExperimentConfig):
     name: str = "screens"
     parts: NonEmpty[Part] = ["trajectory"]
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     trajectory: TrajectoryConfig = TrajectoryConfig()
     bayes: BayesLensConfig = BayesLensConfig()
     model: ModelScreen = ModelScreen()

@@ -17,6 +17,7 @@ from ..config import (
     PositiveInt,
     PositiveInts,
     Section,
+    Seed,
     SeedCount,
 )
 from ..sections import ChainsSection, PriorSection
@@ -39,7 +40,7 @@ class SparseTrainConfig(Section):
     # "per_seed": every seed trains on its own map A (linear map) or pool of rule tables (automaton), drawn from
     # the seed's key (TASK_STREAM); "fixed": one A / pool for all seeds, drawn from task_seed
     A: Literal["per_seed", "fixed"] = "per_seed"
-    task_seed: NonNegativeInt = 0
+    task_seed: Seed = 0
     model: Literal["transformer", "mixer"] = "transformer"
     width: PositiveInt = 64
     layers: PositiveInt = 1  # blocks of attention (mixing) and MLP
@@ -168,7 +169,7 @@ class SparseConfig(ExperimentConfig):
 
     name: str = "sparse_emergence"
     parts: NonEmpty[Part] = list(PARTS)
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     seeds: SeedCount = 16
     seeds_per_program: PositiveInt = 16
     train: SparseTrainConfig = SparseTrainConfig()

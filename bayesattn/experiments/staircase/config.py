@@ -20,6 +20,7 @@ from ..config import (
     PositiveInts,
     Probability,
     Section,
+    Seed,
     SeedCount,
     SeqLength,
 )
@@ -123,7 +124,7 @@ class TrainingConfig(Section):
     probe: PositiveInt = 500
     dtype: Literal["float32", "float64"] = "float32"  # the forward pass; parameters and optimiser state: float64
     teacher: Literal["per_seed", "fixed"] = "per_seed"
-    teacher_seed: NonNegativeInt = 0  # teacher = "fixed" only
+    teacher_seed: Seed = 0  # teacher = "fixed" only
     data: Literal["finite", "online"] = "finite"
     # the minimal model's initial W_Q and W_V, as multiples of their Xavier-uniform draw (1: the paper's default;
     # its infinite-data config starts W_Q at 1e-9 and W_V at 0)
@@ -233,7 +234,7 @@ class ODESection(Section):
     squared: bool = True
     rtol: PositiveFloat = 1e-8
     atol: PositiveFloat = 1e-10
-    seed: NonNegativeInt = 4
+    seed: Seed = 4
 
     @model_validator(mode="after")
     def _groups(self):
@@ -256,7 +257,7 @@ class StaircaseConfig(ExperimentConfig):
 
     name: str = "staircase"
     parts: NonEmpty[Part] = list(PARTS)
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     bayes: BayesConfig = BayesConfig()
     train: TrainingConfig = TrainingConfig()
     train_seeds: SeedCount = 2

@@ -3,7 +3,7 @@ its points (the T values and attention kinds are the figure's axes)."""
 
 from __future__ import annotations
 
-from ..config import Attention, ExperimentConfig, NonNegativeInt, PositiveFloat, PositiveInt, Section, SeqLength
+from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, Seed, SeqLength
 from ..sections import PriorSection
 
 
@@ -48,7 +48,7 @@ class ThreeTransitionsConfig(ExperimentConfig):
     T_values: list[PositiveInt] = [8, 16, 32, 64]
     attentions: list[Attention] = ["softmax", "linear"]
     d: PositiveInt = 8
-    seed: NonNegativeInt = 0  # data and init seed of every Adam / SGLD run
+    seed: Seed = 0  # data and init seed of every Adam / SGLD run
     theory_P_max: PositiveFloat = 2500.0
     workers: PositiveInt = 2  # points computed in parallel processes (speed only)
     prior: PriorSection = PriorSection()
