@@ -230,7 +230,7 @@ def run_command(args) -> int:
     """``bayesattn run EXPERIMENT`` (and each experiment's own subcommand)."""
     from .runtime import prepare_output_dir
     from .scaleout import sweep_executor
-    from .sweep import SweepError, run_experiment
+    from .sweep import SweepError, check_reuse, run_experiment
 
     name = args.experiment
     cls = get_experiment(name)
@@ -262,6 +262,7 @@ def run_command(args) -> int:
             "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
             "--scheduler (an existing cluster has its own workers)"
         )
+    check_reuse(args.reuse)  # before the output folder is made
     out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
     if args.out is None:
         ignore_results_root(Path(DEFAULT_ROOT))

@@ -340,6 +340,15 @@ def run_sweep(
 
 
 # ----------------------------------------------------------------------------------------------- experiments
+def check_reuse(reuse: Sequence[str | os.PathLike]) -> list[Path]:
+    """The folders of ``--reuse`` as paths; ValueError naming the first that is not a folder."""
+    reuse = [Path(d) for d in reuse]
+    for d in reuse:
+        if not d.is_dir():
+            raise ValueError(f"--reuse={str(d)!r}: not a folder (expected a result folder or a point store)")
+    return reuse
+
+
 def run_experiment(
     experiment,
     config,
@@ -368,10 +377,7 @@ def run_experiment(
     ``provenance`` (this process's) and ``computed_on`` (the points' own machines and commits: :func:`computed_on`)."""
     experiment.check(config)
     parts = {part: pts for part, pts in experiment.points(config).items() if pts}
-    reuse = [Path(d) for d in reuse]
-    for d in reuse:
-        if not d.is_dir():
-            raise ValueError(f"--reuse={str(d)!r}: not a folder (expected a result folder or a point store)")
+    reuse = check_reuse(reuse)
     out = prepare_output_dir(out_dir, "--out")
     with folder_lock(out, wait=wait):
         t0 = time.perf_counter()

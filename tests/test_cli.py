@@ -225,6 +225,7 @@ def test_killed_run_resumes(tmp_path):
         (["phase-diagram", "--P", ",,"], "--P=',,'"),
         (["phase-diagram", "--methods", ""], "--methods=''"),
         (["phase-diagram", "--reuse", ""], "--reuse=''"),
+        (["phase-diagram", "--reuse", "no_such_folder"], "--reuse='no_such_folder': not a folder"),
         (["phase-diagram", "--set", ""], "--set=''"),
         (["phase-diagram", "--workers", "0"], "--workers=0"),
         (["phase-diagram", "--scheduler", "notaurl"], "--scheduler='notaurl': expected a Dask scheduler's address"),
