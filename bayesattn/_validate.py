@@ -34,6 +34,22 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
     return value
 
 
+def check_key(name: str, key: Any) -> Any:
+    """One JAX PRNG key: a typed key (``jax.random.key(seed)``) or a legacy uint32 key of shape (2,)
+    (``jax.random.PRNGKey(seed)``), traced or not. Returned as it is; ValueError naming ``name`` otherwise (an int
+    seed, None, an array of keys)."""
+    import jax
+
+    shape, dtype = getattr(key, "shape", None), getattr(key, "dtype", None)
+    if dtype is not None and shape is not None:
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and len(shape) == 0:
+            return key
+        if dtype == np.uint32 and tuple(shape) == (2,):
+            return key
+    what = f"{type(key).__name__} of shape {tuple(shape)}" if shape is not None else repr(key)
+    raise ValueError(f"{name}={what}: expected one JAX PRNG key, e.g. jax.random.key(seed)")
+
+
 def check_positive(name: str, value: Any) -> float:
     try:
         v = float(value)

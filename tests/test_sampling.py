@@ -204,6 +204,15 @@ def test_methods_on_gaussian_prior(method, backend):
     assert s.diagnostics["u"]["r_hat"] < 1.05
 
 
+def test_numpyro_runs_a_single_chain():
+    """One chain: numpyro takes its start without the chain axis. The draws of the Gaussian P = 0 case."""
+    post = posterior(2, 1, 0, "linear", ba.Prior(0.5, 100.0, 10.0))
+    s = ba.sample(post, jax.random.key(6), backend="numpyro", num_chains=1, num_warmup=200, num_samples=1500)
+    x = s.L.reshape(1, s.num_draws, -1)[..., 0]
+    ess = float(effective_sample_size(x))
+    assert ess > 50 and abs(x.mean()) < 5 * math.sqrt(0.5 / ess)
+
+
 # --------------------------------------------------------------------------------------------------------
 # SMC: known mode weights and evidence
 # --------------------------------------------------------------------------------------------------------

@@ -41,3 +41,77 @@ def test_check_between_accepts_numpy_scalars_and_names_a_bad_closure():
     assert check_between("m", np.float32(0.25), 0, 1) == 0.25
     with pytest.raises(ValueError, match="closed='open'"):
         check_between("m", 0.5, 0, 1, closed="open")
+
+
+# ------------------------------------------------------------------------------------------ keys, masks, sizes
+def test_check_key_takes_one_key_of_either_kind_and_names_anything_else():
+    import jax
+
+    from bayesattn._validate import check_key
+
+    typed, legacy = jax.random.key(0), jax.random.PRNGKey(0)
+    assert check_key("key", typed) is typed and check_key("key", legacy) is legacy
+    for bad, shown in [
+        (0, "key=0"),
+        (None, "key=None"),
+        (jax.random.split(typed, 2), "key=PRNGKeyArray of shape (2,)"),
+        (np.zeros(2, np.int64), "key=ndarray of shape (2,)"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(shown) + ": expected one JAX PRNG key"):
+            check_key("key", bad)
+
+
+def test_entry_points_refuse_a_seed_given_as_the_key():
+    import jax
+
+    import bayesattn as ba
+
+    task = ba.CopyTask(T=4, d=2)
+    data = task.sample(jax.random.key(0), 5)
+    prior = ba.Prior(1.0, 100.0, 20.0)
+    calls = [
+        lambda: task.sample(None, 2),
+        lambda: ba.sample(ba.Posterior(data, "softmax", prior), 0, num_chains=1, num_warmup=5, num_samples=4),
+        lambda: ba.train(data, prior, "softmax", 0, steps=2),
+        lambda: ba.train_sweep(task, prior, "softmax", [2], [0], None, steps=2),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="expected one JAX PRNG key"):
+            call()
+
+
+def test_a_data_set_too_large_for_one_array_is_refused_before_it_is_drawn():
+    import jax
+
+    import bayesattn as ba
+    from bayesattn.tasks.base import MAX_ARRAY_NUMBERS
+
+    task = ba.CopyTask(T=4, d=2)
+    limit = MAX_ARRAY_NUMBERS // (4 * 2)
+    with pytest.raises(ValueError, match=f"P={limit + 1}: expected at most {limit} sequences"):
+        task.sample(jax.random.key(0), limit + 1)
+
+
+def test_attention_maps_and_observables_refuse_masks_that_would_broadcast():
+    """A (T,) mask, an integer mask or one of another T broadcasts into wrong weights: each is refused naming it;
+    an all-False query mask (no row to average) too; a NaN in alpha stays a NaN in every order parameter."""
+    import jax.numpy as jnp
+
+    import bayesattn as ba
+
+    task = ba.CopyTask(T=4, d=2)
+    L = jnp.zeros((4, 4))
+    for attention in (ba.softmax_attention, ba.linear_attention):
+        for mask in (np.ones(4, bool), np.ones((4, 4), int), np.ones((3, 3), bool)):
+            with pytest.raises(ValueError, match="key_mask of shape"):
+                attention(L, mask)
+        with pytest.raises(ValueError, match=r"L of shape \(4,\)"):
+            attention(jnp.zeros(4), task.key_mask)
+    alpha = ba.softmax_attention(L, task.key_mask)
+    for mask in (np.arange(4), np.zeros(4, bool), np.ones(3, bool)):
+        with pytest.raises(ValueError, match="query_mask of shape"):
+            ba.order_parameters(alpha, task.target_pattern, mask)
+    with pytest.raises(ValueError, match="target_pattern of shape"):
+        ba.order_parameters(alpha, np.eye(3), task.query_mask)
+    op = ba.order_parameters(alpha.at[0, 0].set(jnp.nan), task.target_pattern, task.query_mask)
+    assert all(bool(jnp.isnan(op[k])) for k in ("m", "q", "u"))

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from .._batching import default_batch, map_batched
-from .._validate import check_int
+from .._validate import check_int, check_key
 from .posterior import Posterior
 from .program import compiled_program, split_posterior
 from .samplers import SAMPLERS, get_sampler
@@ -65,6 +65,8 @@ def sample_many(
     program's run time divided by the number of posteriors, ``compile_time_s`` the whole compile time (0 when
     cached); everything else is what ``sample`` returns."""
     posteriors, keys = list(posteriors), list(keys)
+    for i, k in enumerate(keys):
+        check_key(f"keys[{i}]", k)
     if not posteriors or len(posteriors) != len(keys):
         raise ValueError(f"posteriors ({len(posteriors)}) and keys ({len(keys)}): expected equally many, >= 1")
     if method not in BATCHED_METHODS:

@@ -10,6 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from .._validate import check_key
 from ..models.attention import AttentionModel
 from ..tasks import Dataset
 from .posterior import Posterior, Prior
@@ -53,6 +54,7 @@ def sample_joint(
     """Reference sampler: numpyro NUTS on :func:`joint_model` (L and V together; cost grows with P).
     Returns the L draws as :class:`Samples` (method "joint_nuts"), with the same observables as
     :func:`~bayesattn.sample`."""
+    check_key("key", key)
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
     prior = Prior() if prior is None else prior

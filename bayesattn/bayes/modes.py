@@ -28,7 +28,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_key, check_positive
 from ..diagnostics.observables import declared
 from .posterior import Posterior
 from .samplers.smc import tempered_smc
@@ -133,6 +133,7 @@ def branch_evidences(
     shape). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG key). observable_fn:
     optional map position -> scalar, whose range over each branch's final particles is reported.
     """
+    check_key("key", key)
     runs = check_int("runs", runs, minimum=1)
     num_particles = check_int("num_particles", num_particles, minimum=2)
     if not isinstance(branches, dict) or len(branches) < 2:
@@ -224,6 +225,7 @@ def mode_weights(
     >>> # s_low = ba.sample(post, k1, init="cold"); s_high = ba.sample(post, k2, init="hot")
     >>> # mw = ba.mode_weights(post, k3, {"uniform": s_low, "copy": s_high}); mw.weights["copy"]
     """
+    check_key("key", key)
     if not isinstance(posterior, Posterior):
         raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
     check_positive("target_ess", target_ess)

@@ -44,7 +44,7 @@ from typing import Any, Literal
 import jax
 
 from .._batching import default_batch
-from .._validate import check_int
+from .._validate import check_int, check_key
 from .posterior import Posterior
 from .samplers import (
     BACKENDS,
@@ -124,6 +124,7 @@ def sample(
     """
     if not isinstance(posterior, Posterior):
         raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    check_key("key", key)
     sampler = get_sampler(method, backend)
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
     if chains_per_batch is None:

@@ -16,6 +16,24 @@ import numpy as np
 Observable = Callable[[jax.Array], jax.Array]
 
 
+def _row_weights(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> jax.Array:
+    """The query rows' weights (1 / rows on each query row, 0 elsewhere) for weights alpha: (..., T, T), from a (T,)
+    bool ``query_mask`` with at least one query row; ``pattern``, when given, must be (T, T). ValueError naming the
+    argument otherwise (an integer mask would weight rows by its values; another T would broadcast)."""
+    T = alpha.shape[-1]
+    if alpha.ndim < 2 or alpha.shape[-2] != T:
+        raise ValueError(f"alpha of shape {tuple(alpha.shape)}: expected (..., T, T) attention weights")
+    mask = np.asarray(query_mask)
+    if mask.dtype != bool or mask.shape != (T,) or not mask.any():
+        raise ValueError(
+            f"query_mask of shape {mask.shape} and dtype {mask.dtype}: expected a bool mask of shape ({T},) with at "
+            "least one query row (task.query_mask)"
+        )
+    if pattern is not None and np.shape(pattern) != (T, T):
+        raise ValueError(f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}), as alpha's last axes")
+    return jnp.asarray(mask, alpha.dtype) / np.sum(mask)
+
+
 def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: np.ndarray) -> dict:
     """Order parameters of attention weights alpha: (..., T, T), averaged over the query rows.
 
@@ -47,23 +65,23 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     >>> {k: v.tolist() for k, v in op.items()}
     {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
-    w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
+    w = _row_weights(alpha, query_mask, target_pattern)
     m = jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(target_pattern, alpha.dtype), w)
     q = jnp.einsum("...ts,...ts,t->...", alpha, alpha, w)
     safe_q = jnp.where(q > 0, q, 1.0)
-    u = jnp.where(q > 0, m**2 / safe_q, 0.0)
+    u = jnp.where(q > 0, m**2 / safe_q, jnp.where(jnp.isnan(q), q, 0.0))  # a NaN stays a NaN
     return {"m": m, "q": q, "u": u}
 
 
 def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
     """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
-    w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
+    w = _row_weights(alpha, query_mask, pattern)
     return jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(pattern, alpha.dtype), w)
 
 
 def attention_entropy(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
     """Mean over query rows of -sum_s alpha_ts log alpha_ts (nats; rows of a softmax sum to 1)."""
-    w = jnp.asarray(query_mask, alpha.dtype) / np.sum(query_mask)
+    w = _row_weights(alpha, query_mask)
     safe = jnp.where(alpha > 0, alpha, 1.0)
     return -jnp.einsum("...ts,t->...", jnp.where(alpha > 0, alpha * jnp.log(safe), 0.0), w)
 

@@ -27,6 +27,21 @@ AttentionName = Literal["softmax", "linear"]
 MASKS = ("task", "causal", "full")
 
 
+def _logits_and_mask(L, key_mask) -> tuple[jax.Array, np.ndarray]:
+    """L as an array of shape (..., T, T) and key_mask as a bool array whose last two axes are (T, T); ValueError
+    naming the one that is not (a mask of one axis, or of another T, would broadcast into wrong weights)."""
+    L = L if hasattr(L, "shape") and hasattr(L, "dtype") else jnp.asarray(L)
+    mask = key_mask if hasattr(key_mask, "shape") and hasattr(key_mask, "dtype") else np.asarray(key_mask)
+    if L.ndim < 2 or L.shape[-1] != L.shape[-2]:
+        raise ValueError(f"L of shape {tuple(L.shape)}: expected (..., T, T) logits")
+    if mask.dtype != bool or mask.ndim < 2 or tuple(mask.shape[-2:]) != tuple(L.shape[-2:]):
+        raise ValueError(
+            f"key_mask of shape {tuple(mask.shape)} and dtype {mask.dtype}: expected a bool mask of shape "
+            f"{tuple(L.shape[-2:])}, as the logits' last two axes"
+        )
+    return L, mask
+
+
 def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     """Row softmax over the allowed keys. L: (..., T, T) -> alpha: (..., T, T), zero where masked.
 
@@ -49,6 +64,7 @@ def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     >>> np.round(np.asarray(alpha), 2).tolist()
     [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.33, 0.33, 0.33]]
     """
+    L, key_mask = _logits_and_mask(L, key_mask)
     logits = jnp.where(key_mask, L, -jnp.inf)
     return jax.nn.softmax(logits, axis=-1, where=key_mask) * key_mask
 
@@ -75,6 +91,7 @@ def linear_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     >>> np.asarray(alpha)[0].tolist()
     [0.5, 0.0, 0.0, 0.0]
     """
+    L, key_mask = _logits_and_mask(L, key_mask)
     T = L.shape[-1]
     return jnp.where(key_mask, L, 0.0) / jnp.sqrt(T)
 

@@ -22,7 +22,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_array, check_int
+from .._validate import check_array, check_int, check_key
+
+# the largest array of data a task draws (P x T x d numbers): past it the allocation fails inside XLA, and may take
+# the interpreter down with it, so a larger P is refused first
+MAX_ARRAY_NUMBERS = 2**31
 
 TokenKind = Literal["gaussian", "onehot"]
 Boundary = Literal["cyclic", "causal"]
@@ -227,6 +231,13 @@ class Task:
             If P is not an integer >= 0.
         """
         P = check_int("P", P, minimum=0)
+        limit = MAX_ARRAY_NUMBERS // (self.T * max(self.d, self.d_out))
+        if P > limit:
+            raise ValueError(
+                f"P={P}: expected at most {limit} sequences at T={self.T}, d={self.d}, d_out={self.d_out} (an array "
+                f"holds at most {MAX_ARRAY_NUMBERS} numbers here, 16 GiB in float64)"
+            )
+        check_key("key", key)
         X, Y = self._sample(key, P)
         return Dataset(X, Y * jnp.asarray(self.query_mask, X.dtype)[None, :, None], self)
 

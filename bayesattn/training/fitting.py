@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_choice, check_int, check_positive
+from .._validate import check_array, check_choice, check_int, check_key, check_positive
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
@@ -268,8 +268,7 @@ def fit(
     task = data if online else data.task
     if online and not can_sample(task):
         raise ValueError(f"data={task!r}: online training needs a task that can sample")
-    if key is None:
-        raise ValueError("key=None: expected a jax PRNG key (jax.random.key(seed))")
+    check_key("key", key)
     init_key, data_key, run_key = jax.random.split(key, 3)
     if not isinstance(network, eqx.Module):
         network = network_config(network).build(init_key)
@@ -373,6 +372,9 @@ def fit_sweep(
         P_list = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     if not P_list or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
+    check_key("key", key)
+    if runs_per_batch is not None:  # before any data is drawn
+        runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)
     spec = _spec(
         task,
         loss,

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_int
+from .._validate import check_array, check_int, check_key
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
@@ -261,8 +261,7 @@ def train(
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
     attention = check_prior_attention(prior, attention, heads)
-    if key is None:
-        raise ValueError("key=None: expected a jax PRNG key (jax.random.key(seed))")
+    check_key("key", key)
     task = dataset.task
     check_array("dataset.X", dataset.X, (None, task.T, task.d))
     check_array("dataset.Y", dataset.Y, (dataset.P, task.T, task.d_out))
@@ -378,6 +377,9 @@ def train_sweep(
     if not isinstance(init, str):
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)
+    check_key("key", key)
+    if runs_per_batch is not None:  # before any data is drawn
+        runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)
     Pmax = max(P_values)
     cfg = make_train_config(
         optimizer,

@@ -34,6 +34,8 @@ def run_numpyro_mcmc(kernel, key, init_params, *, num_chains, num_warmup, num_sa
         thinning=thin,
         progress_bar=progress,
     )
+    if init_params is not None and num_chains == 1:  # numpyro takes one chain's start without the chain axis
+        init_params = jax.tree.map(lambda x: x[0], init_params)
     wkey, skey = jax.random.split(key)
     t0 = time.perf_counter()
     mcmc.warmup(
