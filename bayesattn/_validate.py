@@ -50,9 +50,17 @@ def check_key(name: str, key: Any) -> Any:
     raise ValueError(f"{name}={what}: expected one JAX PRNG key, e.g. jax.random.key(seed)")
 
 
+def _real(value: Any) -> float:
+    """A number as a float: TypeError for a bool or a text (which float() would take: True as 1, "1e-3" as 0.001),
+    TypeError or ValueError for anything else that is not a number."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise TypeError(type(value).__name__)
+    return float(value)
+
+
 def check_positive(name: str, value: Any) -> float:
     try:
-        v = float(value)
+        v = _real(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name}={value!r}: expected a positive finite number") from None
     if not math.isfinite(v) or v <= 0:
@@ -63,7 +71,7 @@ def check_positive(name: str, value: Any) -> float:
 def check_nonnegative(name: str, value: Any) -> float:
     """:func:`check_positive` with 0 allowed."""
     try:
-        v = float(value)
+        v = _real(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name}={value!r}: expected a finite number >= 0") from None
     if not math.isfinite(v) or v < 0:
@@ -79,10 +87,8 @@ def check_between(name: str, value: Any, low: float, high: float, *, closed: str
     low_in, high_in = closed in ("low", "both"), closed in ("high", "both")
     interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
     message = f"{name}={value!r}: expected a number in {interval}"
-    if isinstance(value, bool):
-        raise ValueError(message)
     try:
-        v = float(value)
+        v = _real(value)
     except (TypeError, ValueError):
         raise ValueError(message) from None
     above = v >= low if low_in else v > low

@@ -405,7 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument(
         "--optimizer", default="adam", choices=("adam", "langevin", "gd"), help="optimiser (gd: plain gradient descent)"
     )
-    tp.add_argument("--lr", type=_argument(check_positive, "--lr"), help="learning rate (default: the library's)")
+    tp.add_argument(
+        "--lr", type=_argument(check_positive, "--lr", float), help="learning rate (default: the library's)"
+    )
     tp.add_argument(
         "--steps",
         type=_argument(check_int, "--steps", int, minimum=1),

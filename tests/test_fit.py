@@ -229,3 +229,25 @@ def test_bad_fit_arguments():
         fit(CFG, TASK, jax.random.key(0))
     with pytest.raises(ValueError, match="data="):
         fit(CFG, np.zeros((3, 4, 2)), jax.random.key(0))
+
+
+def test_fit_refuses_a_network_or_test_set_of_another_shape_and_empty_data_in_one_line():
+    """A network built for another T or d is found by tracing it once (no computation) and refused naming it, by
+    fit and fit_sweep alike; so are a training set of no sequences and a test set of another d."""
+    import jax
+
+    import bayesattn as ba
+
+    key, task = jax.random.key(0), ba.CopyTask(T=4, d=2)
+    data = task.sample(key, 5)
+    for other in (ba.CopyTask(T=5, d=2), ba.CopyTask(T=4, d=3)):
+        cfg = ba.models.SingleLayerConfig.for_task(other)
+        with pytest.raises(ValueError, match=r"network \(SingleLayer, .*build it for the task"):
+            ba.fit(cfg, data, key, steps=2)
+        with pytest.raises(ValueError, match=r"network \(SingleLayer, .*build it for the task"):
+            ba.fit_sweep(cfg, task, [3], [0], key, steps=2)
+    cfg = ba.models.SingleLayerConfig.for_task(task)
+    with pytest.raises(ValueError, match="data: P=0 sequences"):
+        ba.fit(cfg, task.sample(key, 0), key, steps=2, test=None)
+    with pytest.raises(ValueError, match=r"test.X has shape \(3, 4, 3\)"):
+        ba.fit(cfg, data, key, steps=2, test=ba.CopyTask(T=4, d=3).sample(key, 3))

@@ -52,6 +52,12 @@ def test_loss_curve_levels():
     assert lin["joint_mode"][-1] < 0.1 < lin["posterior"][0]
     with pytest.raises(ValueError, match="curve"):
         th.loss_curve(task, prior, "linear", P, curve=th.phase_curve(task, prior, "linear", P[:3]))
+    with pytest.raises(
+        ValueError, match="curve of attention='softmax': expected the phase_curve of attention='linear'"
+    ):
+        th.loss_curve(task, prior, "linear", P, curve=th.phase_curve(task, prior, "softmax", P))
+    with pytest.raises(ValueError, match="curve=str: expected a PhaseCurve"):
+        th.loss_curve(task, prior, "linear", P, curve="x")
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ Observables are iterated from what the sampler reports, not from a fixed list.
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import numpy as np
@@ -170,3 +171,36 @@ def test_summary_draws_are_the_draws_thinned_to_at_most_1000_per_chain():
 def test_zero_chains_is_refused_for_every_method(method):
     with pytest.raises(ValueError, match="num_chains=0"):
         ba.sample(prior_posterior(), jax.random.key(0), method=method, num_chains=0)
+
+
+def test_smc_options_are_checked_before_it_runs():
+    """SMC's options, through sample() and through tempered_smc itself (which mode_weights and branch_evidences
+    call): a target ESS outside (0, 1), a count below 1, a step size <= 0, a NaN mode threshold or an init that is
+    none of the sampler inits is refused naming it."""
+    import jax.numpy as jnp
+
+    from bayesattn.bayes.samplers import tempered_smc
+
+    task = ba.CopyTask(T=4, d=2)
+    post = ba.Posterior(task.sample(jax.random.key(0), 5), "softmax", ba.Prior(1.0, 100.0, 20.0))
+    kw = dict(method="smc", num_chains=4, num_warmup=1, num_samples=4)
+    for options, named in [
+        (dict(target_ess=1.0), "target_ess=1.0"),
+        (dict(mode_threshold=float("nan")), "mode_threshold=nan"),
+        (dict(initial_step_size=-1.0), "initial_step_size=-1.0"),
+        (dict(max_steps=0), "max_steps=0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            ba.sample(post, jax.random.key(1), **kw, **options)
+    with pytest.raises(ValueError, match="init='bogus'"):
+        ba.sample(post, jax.random.key(1), init="bogus", **kw)
+    lp = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    particles = jnp.zeros((4, 2))
+    for options, named in [
+        (dict(target_ess=2.0), "target_ess=2.0"),
+        (dict(num_mcmc_steps=1.5), "num_mcmc_steps=1.5"),
+        (dict(max_steps=-1), "max_steps=-1"),
+        (dict(initial_step_size=0.0), "initial_step_size=0.0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            tempered_smc(lp, lp, jax.random.key(2), particles, **options)

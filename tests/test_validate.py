@@ -78,6 +78,8 @@ def test_entry_points_refuse_a_seed_given_as_the_key():
     for call in calls:
         with pytest.raises(ValueError, match="expected one JAX PRNG key"):
             call()
+    with pytest.raises(ValueError, match="expected a task that draws sequences"):
+        ba.train_sweep(ba.Task(T=4, d=2), prior, "softmax", [2], [0], jax.random.key(0), steps=2)
 
 
 def test_a_data_set_too_large_for_one_array_is_refused_before_it_is_drawn():
@@ -115,3 +117,32 @@ def test_attention_maps_and_observables_refuse_masks_that_would_broadcast():
         ba.order_parameters(alpha, np.eye(3), task.query_mask)
     op = ba.order_parameters(alpha.at[0, 0].set(jnp.nan), task.target_pattern, task.query_mask)
     assert all(bool(jnp.isnan(op[k])) for k in ("m", "q", "u"))
+
+
+def test_number_checks_refuse_texts_and_bools_that_float_would_take():
+    """float() takes "1e-3" and True; a number argument given as either is a mistake the checks name."""
+    from bayesattn._validate import check_between, check_nonnegative, check_positive
+
+    for value in ("1.0", True, np.bool_(True), b"2"):
+        for check in (check_positive, check_nonnegative, lambda n, v: check_between(n, v, 0, 2)):
+            with pytest.raises(ValueError, match=re.escape(f"lr={value!r}: expected")):
+                check("lr", value)
+    assert check_positive("lr", np.float32(0.5)) == 0.5 and check_nonnegative("lr", np.int64(0)) == 0.0
+
+
+def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
+    import jax.numpy as jnp
+
+    import bayesattn as ba
+
+    task, prior, th = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0), ba.theory
+    for call, named in [
+        (lambda: th.linear_log_density(task, prior, 0, jnp.array([0.1])), "P=0"),
+        (lambda: th.mode_action(task, prior, "linear", -1.0, [0.1]), "P=-1.0"),
+        (lambda: th.critical_exponent(task, prior, num=1), "num=1"),
+        (lambda: th.critical_exponent(task, prior, rel_range=(0.1, 0.01)), "rel_range=(0.1, 0.01)"),
+        (lambda: th.softmax_action_table(task, prior, float("nan")), "beta_max=nan"),
+        (lambda: th.softmax_action_table(task, prior, 10.0, nh=0), "nh=0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()

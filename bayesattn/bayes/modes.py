@@ -28,9 +28,9 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import check_int, check_key, check_positive
+from .._validate import check_between, check_int, check_key
 from ..diagnostics.observables import declared
-from .posterior import Posterior
+from .posterior import Posterior, check_posterior
 from .samplers.smc import tempered_smc
 from .samples import Samples, draw_observables, key_data
 
@@ -226,9 +226,8 @@ def mode_weights(
     >>> # mw = ba.mode_weights(post, k3, {"uniform": s_low, "copy": s_high}); mw.weights["copy"]
     """
     check_key("key", key)
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
-    check_positive("target_ess", target_ess)
+    check_posterior(posterior)
+    check_between("target_ess", target_ess, 0, 1)
     if not isinstance(branches, dict) or len(branches) < 2:
         raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
     shape = posterior.L_shape

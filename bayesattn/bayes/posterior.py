@@ -227,6 +227,8 @@ class Posterior:
 
     def with_prior(self, prior: Prior) -> Posterior:
         """The same data under another prior (statistics reused)."""
+        if not isinstance(prior, Prior):
+            raise ValueError(f"prior={type(prior).__name__}: expected a bayesattn Prior")
         return Posterior.tree_unflatten((self.task, self.model), (self.stats, prior))
 
     # --- shapes and views ---
@@ -462,3 +464,10 @@ def gp_log_evidence(
     chol = jnp.linalg.cholesky(K)
     w = jsl.solve_triangular(chol, Y, lower=True)
     return -0.5 * jnp.sum(w**2) - task.d_out * jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * n * task.d_out * LOG_2PI
+
+
+def check_posterior(posterior) -> Posterior:
+    """``posterior`` as it is when it is a :class:`Posterior`; ValueError naming its type otherwise."""
+    if not isinstance(posterior, Posterior):
+        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    return posterior

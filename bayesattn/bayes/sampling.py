@@ -45,7 +45,7 @@ import jax
 
 from .._batching import default_batch
 from .._validate import check_int, check_key
-from .posterior import Posterior
+from .posterior import Posterior, check_posterior
 from .samplers import (
     BACKENDS,
     METHODS,
@@ -122,8 +122,7 @@ def sample(
     chain are not bit-identical across settings (each setting is deterministic given the key).
     progress: numpyro shows its progress bar; blackjax runs as one compiled call and prints one line per phase.
     """
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    check_posterior(posterior)
     check_key("key", key)
     sampler = get_sampler(method, backend)
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)

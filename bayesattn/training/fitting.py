@@ -201,10 +201,39 @@ def _spec(
     )
 
 
+def _check_network_takes(network, task, X_or_key) -> None:
+    """The network takes one of the task's sequences and predicts (T, d_out): checked by tracing it once
+    (``jax.eval_shape``, no computation), so that a network built for another T or d is refused in one line and not
+    deep inside the training program. ``X_or_key``: the training sequences, or (online) the key they are drawn
+    with."""
+    if hasattr(X_or_key, "ndim") and X_or_key.ndim == 3:
+        x = jax.ShapeDtypeStruct(X_or_key.shape[1:], X_or_key.dtype)
+    else:
+        X = jax.eval_shape(lambda k: task.sample(k, 1).X, X_or_key)
+        x = jax.ShapeDtypeStruct(X.shape[1:], X.dtype)
+    want = (task.T, task.d_out)
+    try:
+        out = eqx.filter_eval_shape(lambda net, seq: net(seq), network, x)
+        y = out[0] if isinstance(out, tuple) else out
+        problem = None if tuple(y.shape) == want else f"it predicts {tuple(y.shape)}"
+    except (TypeError, ValueError) as e:
+        problem = f"it does not take them ({type(e).__name__})"
+    if problem is not None:
+        config = getattr(network, "config", None)
+        raise ValueError(
+            f"network ({type(network).__name__}{'' if config is None else f', {config}'}): for sequences of shape "
+            f"{tuple(x.shape)} the task's predictions are {want}, but {problem}; build it for the task "
+            "(e.g. SingleLayerConfig.for_task(task))"
+        )
+
+
 def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     """(test X, Y or None, probe X, Y, note on the test set)."""
     if isinstance(test, Dataset):
-        check_array("test.X", test.X, (None, task.T, None))
+        if test.P < 1:
+            raise ValueError(f"test: P={test.P} sequences; expected at least one, or test=None")
+        check_array("test.X", test.X, (None, task.T, task.d))
+        check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
         tX, tY, note = test.X, test.Y, f"user test set ({test.P} sequences)"
     elif test is None:
         tX = tY = None
@@ -274,6 +303,9 @@ def fit(
         network = network_config(network).build(init_key)
     if not hasattr(network, "attention_model"):
         raise ValueError(f"network={type(network).__name__}: expected a bayesattn network (with attention_model)")
+    if not online and data.P < 1:
+        raise ValueError(f"data: P={data.P} sequences; expected at least one to fit on")
+    _check_network_takes(network, task, data_key if online else data.X)
     spec = _spec(
         task,
         loss,
@@ -375,6 +407,7 @@ def fit_sweep(
     check_key("key", key)
     if runs_per_batch is not None:  # before any data is drawn
         runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)
+    _check_network_takes(eqx.filter_eval_shape(net_cfg.build, key), task, key)
     spec = _spec(
         task,
         loss,

@@ -369,6 +369,8 @@ def train_sweep(
     """
     if not isinstance(task, Task):
         raise ValueError(f"task={task!r}: expected a bayesattn Task")
+    if not can_sample(task):
+        raise ValueError(f"task={task!r}: expected a task that draws sequences (a plain Task only describes user data)")
     attention = check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]

@@ -7,6 +7,7 @@ in :data:`bayesattn.bayes.samplers.SAMPLERS`; ``sample`` and ``sample_many`` loo
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,6 +212,8 @@ class Sampler:
         for name in FRACTION_OPTIONS:
             if name in opts:
                 opts[name] = check_between(name, opts[name], 0, 1)
+        if opts.get("mode_threshold") is not None:  # None: the attention kind's own threshold
+            opts["mode_threshold"] = check_between("mode_threshold", opts["mode_threshold"], -math.inf, math.inf)
         return opts
 
     def sample(self, job: SamplerJob) -> Samples:

@@ -18,6 +18,7 @@ import numpy as np
 from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from blackjax.smc.tuning.from_particles import particles_stds
 
+from ..._validate import check_between, check_int, check_key, check_positive
 from ..program import rebuild_posterior
 from ..samples import Samples, assemble_samples, draw_observables
 from .base import Sampler, SamplerJob
@@ -57,6 +58,15 @@ def tempered_smc(
     "tempering_param" (1.0 unless max_steps was hit), "acceptance_rate" (mean of the last step),
     "num_grad_evals"}.
     """
+    check_key("key", key)
+    target_ess = check_between("target_ess", target_ess, 0, 1)
+    for name, count in (
+        ("num_mcmc_steps", num_mcmc_steps),
+        ("num_integration_steps", num_integration_steps),
+        ("max_steps", max_steps),
+    ):
+        check_int(name, count, minimum=1)
+    initial_step_size = check_positive("initial_step_size", initial_step_size)
     n = jax.tree.leaves(particles)[0].shape[0]
     step_fn = functools.partial(blackjax.hmc.build_kernel(), num_integration_steps=num_integration_steps)
 

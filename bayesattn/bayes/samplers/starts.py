@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._validate import check_between, check_choice, check_int, check_key
 from ...models.attention import hot_logits
-from ..posterior import Posterior
+from ..posterior import Posterior, check_posterior
 
 SAMPLER_INITS = ("cold", "hot", "prior")
 
@@ -41,6 +41,7 @@ def branch_starts(posterior: Posterior, key: jax.Array, num_chains: int, m: floa
     logit(m) + logsumexp(the row's other allowed logits): the row puts exactly ``m`` on its source, and the chains
     differ in everything else. Pass the result as ``init`` to :func:`bayesattn.sample`.
     """
+    check_posterior(posterior)
     check_key("key", key)
     task, kind = posterior.task, posterior.attention_kind
     if not kind.normalised or posterior.heads != 1:
@@ -68,6 +69,7 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
     """Starting points (num_chains, *L_shape): "cold" (L = 0, uniform softmax attention), "hot"
     (:func:`hot_pattern`), "prior" (an independent prior draw per chain), or an array of shape L_shape
     (same for every chain) or (num_chains, *L_shape). L_shape is (T, T) for one head, (H, T, T) for H."""
+    check_posterior(posterior)
     check_key("key", key)
     shape = posterior.L_shape
     num_chains = check_int("num_chains", num_chains, minimum=1)
@@ -101,5 +103,8 @@ def chain_starts(posterior: Posterior, init_key: jax.Array, init: Any, num_chain
 
 
 def no_starts(posterior: Posterior, init_key: jax.Array, init: Any, num_chains: int, options: dict):
-    """(None, None): for a sampler that draws its own starting points inside its program (SMC, from the prior)."""
+    """(None, None): for a sampler that draws its own starting points inside its program (SMC, from the prior).
+    ``init`` is still checked to be one of :data:`SAMPLER_INITS` (or an array), since it is recorded."""
+    if isinstance(init, str):
+        check_choice("init", init, SAMPLER_INITS)
     return None, None

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_int
+from ..._validate import check_int, check_positive
 from ...models.attention import ORDER_PARAMETER
 from .common import Attention, check_grid, check_prior, covered, scales
 from .curves import PHASE_CURVES, PhaseCurve, check_noise_fit, linear_critical_P, phase_curve
@@ -212,6 +212,10 @@ def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> d
     """
     covered(task, "linear")
     prior = check_prior(prior)
+    num = check_int("num", num, minimum=2)
+    low, high = (check_positive("rel_range item", r) for r in rel_range)
+    if not low < high:
+        raise ValueError(f"rel_range={tuple(rel_range)}: expected (low, high) with 0 < low < high")
     Pc = linear_critical_P(task, prior, 0.0)
     P = Pc * (1 + np.geomspace(*rel_range, num))
     u = np.array([_linear_mode_u(task, prior, p) for p in P])

@@ -32,10 +32,10 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
-from ..._validate import check_int
+from ..._validate import check_int, check_positive
 from ...models.attention import attention_kind
 from ..posterior import Prior
-from .common import check_grid, first_crossing
+from .common import check_grid, check_prior, first_crossing
 from .heads_rowlaw import ROW_LAWS, RowLaw, default_proposal, linear_legendre, n_stats, pack, unpack
 
 COVERED_HEADS = (
@@ -97,9 +97,11 @@ def _energy(ep, H, K):
 def heads_energy(m, Q, *, task, prior: Prior, P: float):
     """The per-row energy Phi_E(m, Q) (module docstring): m (..., H, K), Q (..., H, H) -> (...).
     -T Phi_E is the log likelihood of L (V integrated out) to leading order in P, up to -(n d/2) log(2 pi sigma2)."""
-    p = energy_params(task, prior, P)
+    p = energy_params(task, check_prior(prior), check_positive("P", P))
     m, Q = jnp.asarray(m, jnp.float64), jnp.asarray(Q, jnp.float64)
     H, K = m.shape[-2:]
+    if Q.shape[-2:] != (H, H):
+        raise ValueError(f"Q of shape {Q.shape}: expected (..., {H}, {H}) for m of shape {m.shape} ({H} heads)")
     x = jnp.asarray(pack(m, Q))
     f = lambda v: _phi_E(v, float(p["beta"]), float(p["eps"]), p["w"], p["R"], p["d"], p["T"], H, K)  # noqa: E731
     return jnp.vectorize(f, signature="(n)->()")(x)

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .common import action, covered, scales
+from ..._validate import check_positive
+from .common import action, check_prior, covered, scales
 
 # ----------------------------------------------------------------------------------------------------
 # linear: exact Beta law of the cosine and exact radius integral
@@ -55,6 +56,8 @@ def linear_log_density(task, prior, P, u):
     """Reduced log density of u for linear attention, up to a constant, with respect to du / sqrt(u)
     (i.e. the density of the cosine c = sqrt(u)); exact Beta law of the direction, exact radius integral."""
     covered(task, "linear")
+    prior = check_prior(prior)
+    P = check_positive("P", P)
     D, Tq = linear_dims(task)
     beta, eps, _ = scales(task, prior, P)
     c = jnp.sqrt(jnp.asarray(u, jnp.float64))

@@ -7,6 +7,7 @@ import numpy as np
 from .causal import row_types
 from .common import check_grid, check_prior, covered, covers, prediction_error, scales
 from .curves import phase_curve
+from .phase_curve import PhaseCurve
 from .zero_temperature import mode_curve
 
 
@@ -53,6 +54,10 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     P = check_grid("P_values", P_values)
     if curve is None:
         curve = phase_curve(task, prior, attention, P)
+    elif not isinstance(curve, PhaseCurve):
+        raise ValueError(f"curve={type(curve).__name__}: expected a PhaseCurve (ba.theory.phase_curve) or None")
+    elif curve.attention != attention:
+        raise ValueError(f"curve of attention={curve.attention!r}: expected the phase_curve of attention={attention!r}")
     elif len(curve.P) != len(P) or not np.allclose(curve.P, P):
         raise ValueError("curve: expected the phase_curve of the same P_values")
     _, eps, _ = scales(task, prior, P)

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .common import covered
+from ..._validate import check_int, check_positive
+from .common import check_prior, covered
 
 # ----------------------------------------------------------------------------------------------------
 # softmax: the cumulant generating function of one row, tabulated in its dual variables
@@ -284,6 +285,18 @@ def softmax_action_table(
     fixed ``seed``) and quadrature error (``ny`` source-logit nodes, ``nc`` tilt nodes, ``nl`` bins).
     """
     covered(task, "softmax")
+    prior = check_prior(prior)
+    beta_max = check_positive("beta_max", beta_max)
+    for name, value, least in (
+        ("nh", nh, 2),
+        ("ng", ng, 2),
+        ("num_samples", num_samples, 100),
+        ("nl", nl, 2),
+        ("nc", nc, 2),
+        ("ny", ny, 2),
+        ("seed", seed, 0),
+    ):
+        check_int(name, value, minimum=least)
     return cached_table(
         task.T, float(prior.sigma_A2), task.d_out, float(beta_max), nh, ng, num_samples, seed, nl, nc, ny
     )

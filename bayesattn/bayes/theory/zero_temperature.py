@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from ..._validate import check_choice
+from ..._validate import check_choice, check_positive
 from .common import Attention, check_grid, check_prior, covered, scales
 from .curves import PhaseCurve, track_branches
 from .linear import linear_dims
@@ -89,8 +89,9 @@ def mode_action(
     a constant), in nats."""
     attention = covered(task, attention)
     prior = check_prior(prior)
+    P = check_positive("P", P)
     w = _occam_weight(objective)
-    beta, eps, Tq = scales(task, prior, np.asarray([float(P)]))
+    beta, eps, Tq = scales(task, prior, np.asarray([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
     x = np.asarray(x, np.float64)
     return MODE_ACTIONS[attention](x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
