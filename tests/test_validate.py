@@ -143,6 +143,10 @@ def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
         (lambda: th.critical_exponent(task, prior, rel_range=(0.1, 0.01)), "rel_range=(0.1, 0.01)"),
         (lambda: th.softmax_action_table(task, prior, float("nan")), "beta_max=nan"),
         (lambda: th.softmax_action_table(task, prior, 10.0, nh=0), "nh=0"),
+        (lambda: th.phase_curve(task, prior, "softmax", [10.0], nh=1), "nh=1"),
+        (lambda: th.phase_curve(task, prior, "softmax", [10.0], seed=-1), "seed=-1"),
+        (lambda: th.entropy_curve(task, prior, [10.0], num_samples=1), "num_samples=1"),
+        (lambda: th.tilted_row_entropy(task, prior, 0.0, 0.0, ng=2.5), "ng=2.5"),
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             call()

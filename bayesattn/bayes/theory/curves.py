@@ -6,13 +6,12 @@ import warnings
 
 import numpy as np
 
-from ..._validate import check_int
 from .common import Attention, check_grid, check_prior, covered, occam_d, prediction_error, scales
 from .linear import linear_curves, linear_dims, linear_energy, radius_quadrature
 from .linear_onehot import onehot_linear_phase_curve
 from .phase_curve import PhaseCurve
 from .softmax_minima import softmax_action_minima
-from .softmax_table import cached_table, softmax_tables
+from .softmax_table import cached_table, check_table_numerics, softmax_tables
 
 # ----------------------------------------------------------------------------------------------------
 # phase curves
@@ -365,7 +364,7 @@ def phase_curve(
     attention = covered(task, attention, onehot=True, causal=True)
     prior = check_prior(prior)
     P = check_grid("P_values", P_values)
-    num_samples = check_int("num_samples", num_samples, minimum=100)
+    check_table_numerics(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
     check_noise_fit(task, noise_fit)
     numerics = dict(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
     pc = PHASE_CURVES[attention]([task], [prior], P, float(noise_fit), numerics)[0]

@@ -21,7 +21,7 @@ import numpy as np
 
 from .common import check_grid, check_prior, covered, occam_d, scales
 from .softmax_minima import cell_log_weights
-from .softmax_table import cached_table, interp_c, row_bins, std_draws, unphysical
+from .softmax_table import cached_table, check_table_numerics, interp_c, row_bins, std_draws, unphysical
 
 
 @jax.jit
@@ -104,6 +104,7 @@ def _posterior_mean(h, g, Lam, m, q, detC, EH, ok, beta, eps, Tq, d):
 
 def _table_and_moment(task, prior, beta_max, num_samples, seed, nh, ng):
     """The phase curve's table for this beta_max (shared through its cache) and the matching Hbar(y, c)."""
+    check_table_numerics(num_samples=num_samples, seed=seed, nh=nh, ng=ng)
     tab = cached_table(
         task.T, float(prior.sigma_A2), occam_d(task), float(beta_max), nh, ng, num_samples, seed, 200, 96, 800
     )

@@ -265,6 +265,16 @@ def cached_table(T, sigma_A2, d, beta_max, nh, ng, num_samples, seed, nl, nc, ny
     return softmax_tables([T], [sigma_A2], d, beta_max, nh, ng, num_samples, seed, nl, nc, ny)[0]
 
 
+def check_table_numerics(*, num_samples, seed, nh, ng, nl=200, nc=96, ny=800) -> None:
+    """The softmax table's numerics, checked before it is built: ``num_samples`` >= 100 prior draws, a ``seed``
+    >= 0 and grids of at least 3 points (``nh``, ``ng``, ``nl``, ``nc``, ``ny``); ValueError naming the first that
+    is not."""
+    check_int("num_samples", num_samples, minimum=100)
+    check_int("seed", seed, minimum=0)
+    for name, value in (("nh", nh), ("ng", ng), ("nl", nl), ("nc", nc), ("ny", ny)):
+        check_int(name, value, minimum=3)
+
+
 def softmax_action_table(
     task,
     prior,
@@ -287,16 +297,7 @@ def softmax_action_table(
     covered(task, "softmax")
     prior = check_prior(prior)
     beta_max = check_positive("beta_max", beta_max)
-    for name, value, least in (
-        ("nh", nh, 2),
-        ("ng", ng, 2),
-        ("num_samples", num_samples, 100),
-        ("nl", nl, 2),
-        ("nc", nc, 2),
-        ("ny", ny, 2),
-        ("seed", seed, 0),
-    ):
-        check_int(name, value, minimum=least)
+    check_table_numerics(num_samples=num_samples, seed=seed, nh=nh, ng=ng, nl=nl, nc=nc, ny=ny)
     return cached_table(
         task.T, float(prior.sigma_A2), task.d_out, float(beta_max), nh, ng, num_samples, seed, nl, nc, ny
     )
