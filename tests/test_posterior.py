@@ -368,3 +368,28 @@ def test_closed_form_equals_bruteforce_gp_evidence_larger(attention, tokens, bou
     for L in (random_L(rng, 8), 5.0 * data.task.target_pattern):
         ref = np_gp_log_evidence(*np_design(L, data, attention), prior)
         np.testing.assert_allclose(post.log_likelihood(L), ref, rtol=1e-10)
+
+
+def test_posterior_views_and_references_refuse_arguments_that_would_broadcast():
+    """features, gram and the brute-force references check their shapes (a V of another shape, an L of one axis or
+    a dataset of another d would broadcast into a number); with no sequences the GP evidence is 0, the closed
+    form's value, and a prediction for no sequences is empty."""
+    task, prior = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0)
+    data = task.sample(jax.random.key(0), 5)
+    post = ba.Posterior(data, "softmax", prior)
+    L = jnp.zeros((4, 4))
+    for call, named in [
+        (lambda: post.features(L, jnp.zeros((2, 4, 3))), r"X has shape \(2, 4, 3\)"),
+        (lambda: post.gram(jnp.zeros((3, 3))), r"L has shape \(3, 3\)"),
+        (lambda: ba.joint_log_density(L, jnp.zeros((1, 2)), data, "softmax", prior), r"V has shape \(1, 2\)"),
+        (lambda: ba.gp_log_evidence(jnp.zeros(4), data, "softmax", prior), r"L has shape \(4,\)"),
+        (lambda: ba.gp_log_evidence(L, data, "softmax", None), "prior=NoneType"),
+        (lambda: post.with_prior(None), "prior=NoneType"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            call()
+    empty = task.sample(jax.random.key(1), 0)
+    assert float(ba.gp_log_evidence(L, empty, "softmax", prior)) == 0.0
+    assert float(ba.Posterior(empty, "softmax", prior).log_likelihood(L)) == 0.0
+    mean, var = post.predict(L, jnp.zeros((0, 4, 2)))
+    assert mean.shape == (0, 4, 2) and var.shape == (0, 4)

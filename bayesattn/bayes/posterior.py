@@ -334,6 +334,8 @@ class Posterior:
     def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
         """G = Z^T Z: (H d, H d) and C = Z^T Y: (H d, d_out) from the sufficient statistics (H = 1: (d, d), (d, d_out))."""
         T, d, H = self.T, self.d, self.heads
+        if tuple(np.shape(L)) != self.L_shape:  # shapes only: L may be traced here, inside log_density
+            raise ValueError(f"L has shape {tuple(np.shape(L))}: expected {self.L_shape} (no broadcasting)")
         alpha = self.model.weights(L, self.task.key_mask).reshape(H, T, T)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
         # (aw^T alpha) over t for every head pair, as one (T, H T)^T (T, H T) product: [(h, s), (h', s')]
@@ -391,9 +393,10 @@ class Posterior:
 
     def features(self, L: jax.Array, X: jax.Array) -> jax.Array:
         """The readout's inputs z = [z^1, ..., z^H]: (P', T, H d) for sequences X: (P', T, d)."""
+        X = check_array("X", X, (None, self.T, self.d))
         alpha = self.attention_weights(L).reshape(self.heads, self.T, self.T)
         Z = jnp.einsum("hts,psi->pthi", alpha, X)
-        return Z.reshape(*Z.shape[:2], -1)
+        return Z.reshape(Z.shape[0], self.T, self.heads * self.d)  # explicit sizes: -1 cannot be inferred at P' = 0
 
     def predict(self, L: jax.Array, X: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Posterior predictive of the outputs for new sequences X: (P', T, d) at fixed L.
@@ -410,7 +413,24 @@ def _direct_features(model: AttentionModel, task, L, X) -> jax.Array:
     """z = [z^1, ..., z^H]: (P, T, H d) straight from the data (the references below; cost grows with P)."""
     alpha = model.weights(L, task.key_mask).reshape(model.heads, task.T, task.T)
     Z = jnp.einsum("hts,psi->pthi", alpha, X)
-    return Z.reshape(*Z.shape[:2], -1)
+    return Z.reshape(Z.shape[0], task.T, model.heads * task.d)  # explicit sizes, as in Posterior.features
+
+
+def _reference_inputs(model: AttentionModel, dataset, prior, L, V=None) -> None:
+    """The references' arguments (shapes only, so that they stay jit-able): a Dataset, a Prior, L of the model's
+    logit shape and V: (d_out, H d); ValueError naming the first that is not (a V of another shape broadcasts)."""
+    if not isinstance(dataset, Dataset):
+        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+    if not isinstance(prior, Prior):
+        raise ValueError(f"prior={type(prior).__name__}: expected a bayesattn Prior")
+    task = dataset.task
+    want = model.logit_shape(task.T)
+    if tuple(np.shape(L)) != want:
+        raise ValueError(f"L has shape {tuple(np.shape(L))}: expected {want} (no broadcasting)")
+    if V is not None and tuple(np.shape(V)) != (task.d_out, model.heads * task.d):
+        raise ValueError(
+            f"V has shape {tuple(np.shape(V))}: expected {(task.d_out, model.heads * task.d)} (d_out, H d)"
+        )
 
 
 def joint_log_density(
@@ -426,6 +446,7 @@ def joint_log_density(
     L: (T, T) or (H, T, T), V: (d_out, H d). Integrating exp of this over V gives ``Posterior.log_density``.
     """
     model = AttentionModel.coerce(attention, heads)
+    _reference_inputs(model, dataset, prior, L, V)
     task = dataset.task
     F = _direct_features(model, task, L, dataset.X) @ V.T
     qm = jnp.asarray(task.query_mask, F.dtype)[None, :, None]
@@ -454,12 +475,13 @@ def gp_log_evidence(
     Used by the benchmarks as the brute-force path the closed form replaces.
     """
     model = AttentionModel.coerce(attention, heads)
+    _reference_inputs(model, dataset, prior, L)
     task = dataset.task
     rows = np.flatnonzero(task.query_mask)
     Zf = _direct_features(model, task, L, dataset.X)
-    Z = Zf[:, rows].reshape(-1, Zf.shape[-1])
-    Y = dataset.Y[:, rows].reshape(-1, task.d_out)
-    n = Z.shape[0]
+    n = dataset.P * rows.size  # explicit sizes: -1 cannot be inferred at P = 0
+    Z = Zf[:, rows].reshape(n, Zf.shape[-1])
+    Y = dataset.Y[:, rows].reshape(n, task.d_out)
     K = (prior.sigma_V2 / task.d) * Z @ Z.T + prior.sigma2 * jnp.eye(n)
     chol = jnp.linalg.cholesky(K)
     w = jsl.solve_triangular(chol, Y, lower=True)
