@@ -148,6 +148,9 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
     assert load_checkpoint(path).config == cfg  # the header's config suffices
     with pytest.raises(ValueError, match="another network.*width"):
         load_checkpoint(path, cfg.replace(width=12))
+    with pytest.raises(ValueError, match="net=NoneType: expected a network"):
+        save_checkpoint(tmp_path / "none.eqx", None)
+    assert not list(tmp_path.glob("none*"))
     with pytest.raises(ValueError, match=r"array .*W_in \(9, 8\)"):  # same config, other arrays
         load_checkpoint(path, eqx.tree_at(lambda n: n.blocks[0].W_in, net, jnp.zeros((9, 8))))
     with pytest.raises(ValueError, match="no header"):

@@ -172,6 +172,12 @@ def test_bad_input():
         heads_curve([100], attention="relu")
     with pytest.raises(ValueError, match="P"):
         heads_curve([300, 100])
+    with pytest.raises(ValueError, match="fluct_samples=0"):  # before the importance sampling runs
+        heads_curve([100], fluct_samples=0)
+    with pytest.raises(ValueError, match="min_ess=nan"):
+        heads_curve([100], min_ess=float("nan"))
+    with pytest.raises(ValueError, match="T=8, d=8, weights=None with a task"):
+        heads_curve([100], task=ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,))), T=8)
     assert n_stats(3, 2) == 12
 
 

@@ -2,6 +2,7 @@
 of the closed-form profile posterior, NUTS on the closed form, exact emergence of a logistic curve."""
 
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -642,3 +643,42 @@ def test_run_clock_carries_the_time_saved_with_a_state_and_knows_when_it_cannot(
     unknown = checkpoints.RunClock()
     assert unknown.load(tmp_path / "old.npz", like, "A") is not None
     assert unknown.seconds() is None and unknown.meta(steps=9) == {"steps": 9}
+
+
+def test_optimizer_and_sgld_refuse_what_they_cannot_run():
+    """A negative plateau tolerance, a Langevin optimizer built without its temperature, and SGLD's own
+    learning rate or temperature out of range are refused naming them (they ran, or failed later)."""
+    from bayesattn.training.core import OptimizerConfig, sgld
+
+    for call, named in [
+        (lambda: OptimizerConfig("adam", decay="plateau", plateau_rtol=-1.0), "plateau_rtol=-1.0"),
+        (lambda: OptimizerConfig("langevin").build(10), "temperature=None"),
+        (lambda: sgld(-1.0, 1.0), "learning_rate=-1.0"),
+        (lambda: sgld(0.1, -1.0), "temperature=-1.0"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            call()
+
+
+def test_loop_and_analysis_refuse_arguments_of_another_kind_in_one_line():
+    """run_loop's plan and optimizer, emergence's record name and final_vs_P's sweep are named when they are of
+    another kind (they failed with an AttributeError or a KeyError)."""
+    import bayesattn as ba
+    from bayesattn.training.analysis import final_vs_P
+    from bayesattn.training.results import emergence
+
+    loss_fn, record = _noisy_quadratic()
+    plan, key = tr.Plan.make(4, 2), jax.random.key(0)
+    for call, named in [
+        (lambda: tr.run_loop(jnp.zeros(3), loss_fn, optax.adam(0.1), 3, record, key), "plan=3"),
+        (lambda: tr.run_loop(jnp.zeros(3), loss_fn, "adam", plan, record, key), "opt='adam'"),
+        (lambda: tr.run_loop(jnp.zeros(3), loss_fn, optax.adam(0.1), plan, record, 0), "key=0"),
+        (lambda: emergence({"step": [0, 1], "m": [0.0, 1.0]}, key="u"), "key='u'"),
+        (lambda: final_vs_P(None), "sweep_small=NoneType"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    task, prior = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0)
+    sweep = ba.train_sweep(task, prior, "softmax", [4], [0], key, steps=4)
+    with pytest.raises(ValueError, match="key='x': expected one of"):
+        final_vs_P(sweep, key="x")

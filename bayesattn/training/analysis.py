@@ -48,8 +48,13 @@ def final_vs_P(
     ``onset_hot`` (smallest P at which every hot seed stays above threshold), the theory's P_c and spinodals,
     and, if the theory has them, which of binodal / spinodals the small-init onset is closest to (in log P).
     """
+    for name, sw in (("sweep_small", sweep_small), ("sweep_hot", sweep_hot)):
+        if not isinstance(sw, SweepResult) and not (name == "sweep_hot" and sw is None):
+            raise ValueError(f"{name}={type(sw).__name__}: expected a SweepResult (ba.train_sweep)")
     kind = attention_kind(sweep_small.config.get("attention", "softmax"))
     key = key or kind.order_parameter
+    if key not in sweep_small.final_order_parameters:
+        raise ValueError(f"key={key!r}: expected one of {sorted(sweep_small.final_order_parameters)}")
     T = sweep_small.config["task"]["T"]
     threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
     # an unnormalised map collapses to L -> 0, where its cosine u is arbitrary

@@ -48,7 +48,10 @@ def _net_config(net) -> dict | None:
 def save_checkpoint(
     path: str | os.PathLike, net: eqx.Module, *, step: int | None = None, extra: dict | None = None
 ) -> Path:
-    """Write ``net``'s arrays to ``path`` and its header to ``path + ".json"``; returns the path."""
+    """Write ``net``'s arrays to ``path`` and its header to ``path + ".json"``; returns the path. ValueError for a
+    ``net`` that is not an Equinox module (nothing is written)."""
+    if not isinstance(net, eqx.Module):
+        raise ValueError(f"net={type(net).__name__}: expected a network (an Equinox module)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net), **(extra or {})}

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validate import check_between, check_choice, check_int, check_nonnegative, check_positive
+from .._validate import check_between, check_choice, check_int, check_key, check_nonnegative, check_positive
 
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 DECAYS = ("constant", "cosine", "exponential", "plateau")
@@ -43,6 +43,11 @@ def sgld(learning_rate, temperature) -> optax.GradientTransformationExtraArgs:
     With the loss J and temperature tau its stationary law (lr -> 0) is exp(-J / tau). learning_rate: a number
     or an optax schedule of the step; temperature: a number or a (traced) array.
     """
+
+    if isinstance(learning_rate, (int, float, np.number)):  # a schedule or an array is the caller's
+        check_positive("learning_rate", learning_rate)
+    if isinstance(temperature, (int, float, np.number)) or temperature is None:
+        check_nonnegative("temperature", temperature)
 
     def init(params):
         return SGLDState(jnp.zeros([], jnp.int32))
@@ -98,6 +103,7 @@ class OptimizerConfig:
         object.__setattr__(self, "final_factor", check_between("final_factor", self.final_factor, 0, 1, closed="both"))
         object.__setattr__(self, "plateau_factor", check_between("plateau_factor", self.plateau_factor, 0, 1))
         object.__setattr__(self, "plateau_patience", check_int("plateau_patience", self.plateau_patience, minimum=1))
+        object.__setattr__(self, "plateau_rtol", check_nonnegative("plateau_rtol", self.plateau_rtol))
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive("clip", self.clip))
         if self.weight_decay is not None:
@@ -135,8 +141,11 @@ class OptimizerConfig:
 
     def build(self, steps: int, temperature=None) -> optax.GradientTransformationExtraArgs:
         """The optax transformation for a run of ``steps`` steps (``temperature``: langevin only)."""
+        steps = check_int("steps", steps, minimum=1)
         lr = self.schedule(steps)
         if self.name == "langevin":
+            if temperature is None:
+                raise ValueError("temperature=None: optimizer='langevin' needs its temperature (a number >= 0)")
             return optax.chain(sgld(lr, temperature))
         parts = [] if self.clip is None else [optax.clip_by_global_norm(self.clip)]
         extra = {} if self.weight_decay is None else {"weight_decay": self.weight_decay}
@@ -222,6 +231,11 @@ def run_loop(
     Returns (final LoopState, records: dict with a leading axis over ``plan.record_steps`` (and "step"),
     checkpoints: params with a leading axis over ``plan.checkpoint_steps``, or None).
     """
+    if not isinstance(plan, Plan):
+        raise ValueError(f"plan={plan!r}: expected a Plan (Plan.make(steps, record_every))")
+    if not (hasattr(opt, "init") and hasattr(opt, "update")):
+        raise ValueError(f"opt={opt!r}: expected an optax GradientTransformation (e.g. optax.adam(1e-2))")
+    check_key("key", key)
     step_fns = loop_steps(loss_fn, opt, record_fn, key, bound)
     rec_steps = np.asarray(plan.record_steps)
     n_ck = len(plan.checkpoint_steps)

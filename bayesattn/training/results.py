@@ -29,6 +29,9 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     Returns {"emerged", "step", "sharpness", "step_10", "step_90", "initial", "final", "rise"}; "emerged" is
     False (and the steps NaN) when |final - initial| < min_rise.
     """
+    if not isinstance(history, dict) or "step" not in history or key not in history:
+        known = sorted(history) if isinstance(history, dict) else type(history).__name__
+        raise ValueError(f"key={key!r}: expected a record of the history (it has {known}), with its 'step'")
     steps = np.asarray(history["step"], dtype=float)
     x = np.asarray(history[key], dtype=float)
     if steps.ndim != 1 or x.shape != steps.shape or steps.size < 2:

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
-from ..._validate import check_int, check_positive
+from ..._validate import check_int, check_nonnegative, check_positive
 from ...models.attention import attention_kind
 from ..posterior import Prior
 from .common import check_grid, check_prior, first_crossing
@@ -343,13 +343,20 @@ def heads_curve(
 
     kind = attention_kind(attention)
     H = check_int("heads", heads, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    fluct_samples = check_int("fluct_samples", fluct_samples, minimum=2)
+    min_ess = check_nonnegative("min_ess", min_ess)
+    if task is not None and (T, d, weights) != (16, 8, None):
+        raise ValueError(
+            f"T={T}, d={d}, weights={weights!r} with a task: these build the default task; give them or a task"
+        )
     if task is None:
         w = tuple(0.6**k for k in range(H)) if weights is None else tuple(weights)
         task = MultiLagCopyTask(
             T=T, d=d, spans=tuple((k + 1,) for k in range(len(w))), weights=w, rotations="orthogonal"
         )
     check_heads_task(task)
-    prior = Prior(1.0, 100.0, 400.0) if prior is None else prior
+    prior = Prior(1.0, 100.0, 400.0) if prior is None else check_prior(prior)
     P = check_grid("P", P)
     T, K = task.T, task.K
     ep = energy_params(task, prior, P)
