@@ -682,3 +682,22 @@ def test_loop_and_analysis_refuse_arguments_of_another_kind_in_one_line():
     sweep = ba.train_sweep(task, prior, "softmax", [4], [0], key, steps=4)
     with pytest.raises(ValueError, match="key='x': expected one of"):
         final_vs_P(sweep, key="x")
+
+
+def test_objectives_need_data_and_sweeps_distinct_runs():
+    """The objectives are per data row, so a posterior of no data is refused (it gave NaN); a sweep with a repeated
+    P or seed is refused before it trains."""
+    import bayesattn as ba
+
+    task, prior, key = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0), jax.random.key(0)
+    empty = ba.Posterior(task.sample(key, 0), "softmax", prior)
+    for call in (
+        lambda: ba.training_objective(jnp.zeros((4, 4)), jnp.zeros((2, 2)), empty),
+        lambda: ba.marginal_objective(jnp.zeros((4, 4)), empty),
+    ):
+        with pytest.raises(ValueError, match="posterior with no data"):
+            call()
+    with pytest.raises(ValueError, match=re.escape("P_values=[4, 4]: expected distinct values")):
+        ba.train_sweep(task, prior, "softmax", [4, 4], [0], key, steps=2)
+    with pytest.raises(ValueError, match=re.escape("seeds=[0, 0]: expected distinct values")):
+        ba.fit_sweep(ba.models.SingleLayerConfig.for_task(task), task, [4], [0, 0], key, steps=2)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validate import check_choice, check_positive
-from ..bayes.posterior import Posterior
+from ..bayes.posterior import Posterior, check_posterior
 from ..diagnostics.observables import declared, evaluate
 from ..training.objective import joint_loss, marginal_loss
 
@@ -72,8 +72,7 @@ def gradient_flow(
 
     if importlib.util.find_spec("diffrax") is None:
         raise ImportError("gradient_flow needs diffrax: pip install 'bayesattn[dynamics]'")
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    check_posterior(posterior)
     check_choice("objective", objective, OBJECTIVES)
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size < 2 or not np.all(np.isfinite(ts)) or np.any(np.diff(ts) <= 0):

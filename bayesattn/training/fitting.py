@@ -404,6 +404,11 @@ def fit_sweep(
         P_list = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     if not P_list or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
+    for name, values in (("P_values", P_list), ("seeds", seeds)):
+        if len(set(values)) != len(values):
+            raise ValueError(
+                f"{name}={values}: expected distinct values (a repeated one would train the same run twice)"
+            )
     check_key("key", key)
     if runs_per_batch is not None:  # before any data is drawn
         runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)

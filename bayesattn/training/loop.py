@@ -376,6 +376,11 @@ def train_sweep(
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
     if not P_values or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
+    for name, values in (("P_values", P_values), ("seeds", seeds)):
+        if len(set(values)) != len(values):
+            raise ValueError(
+                f"{name}={values}: expected distinct values (a repeated one would train the same run twice)"
+            )
     if not isinstance(init, str):
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)

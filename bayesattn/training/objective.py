@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_array
-from ..bayes.posterior import Posterior, Prior
+from .._validate import check_array, is_traced
+from ..bayes.posterior import Posterior, Prior, check_posterior
 from ..models.attention import AttentionModel
 from ..tasks import Task
 
@@ -74,6 +74,13 @@ def batch_sq_error(task: Task, attention, L, V, Xb, Yb):
     return jnp.sum(((Yb - F) * qm) ** 2)
 
 
+def _with_data(posterior) -> None:
+    """A posterior with data: the objectives are per data row (normalised by n), so n = 0 would give NaN."""
+    check_posterior(posterior)
+    if not is_traced(posterior.n) and float(posterior.n) == 0:
+        raise ValueError("posterior with no data (n = 0 rows): the objective is per data row; expected P >= 1")
+
+
 def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.Array:
     """The full-batch training objective J(L, V) (module docstring) for L: ``posterior.L_shape`` ((T, T), or
     (H, T, T) for H heads) and V: (d_out, H d).
@@ -81,8 +88,7 @@ def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.
     J = -(sigma2 / n) log p(L, V, D) + const, so ``training_objective`` and ``ba.joint_log_density`` have
     the same minimisers and gradients up to the factor -sigma2 / n.
     """
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    _with_data(posterior)
     L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
     V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
     return joint_loss(posterior, L, V)
@@ -95,7 +101,6 @@ def marginal_objective(L: jax.Array, posterior: Posterior) -> jax.Array:
     J_marg(L) = min_V J(L, V) + (sigma2 d_out / 2n) log det(I + G / lam) (the Occam term). Its minimisers are
     the modes of the marginal posterior p(L | D).
     """
-    if not isinstance(posterior, Posterior):
-        raise ValueError(f"posterior={type(posterior).__name__}: expected a bayesattn Posterior")
+    _with_data(posterior)
     L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
     return marginal_loss(posterior, L)
