@@ -126,6 +126,16 @@ class KillProbe:
         header["meta"] = {k: v for k, v in header["meta"].items() if k != "wall_s"}
         np.savez(path, **{**arrays, "header": np.asarray(json.dumps(header))})
 
+    def rerun_without_saved_time(self, run, folder, pattern: str):
+        """``run()`` until the kill, its saved state (the one file ``folder/pattern``) rewritten without its time,
+        then resumed: the rerun's result."""
+        with pytest.raises(KeyboardInterrupt):
+            run()
+        (saved,) = Path(folder).glob(pattern)
+        self.drop_saved_time(saved)
+        self.resume()
+        return run()
+
     def resume(self) -> None:
         self.monkeypatch.setattr(self.module, "save_loop_state", self.real_save)
         self.monkeypatch.setattr(self.checkpoints, "load_loop_state", self._load)

@@ -294,12 +294,7 @@ def test_a_block_resumed_from_a_state_without_its_time_reports_the_time_unknown(
     cfg = fd.FDConfig(T=6, n=16, d=4, steps=60, record_every=1, lr=0.05, init_scale=0.05, optimizer="adam")
     points = _fd_points(cfg, [0, 1])
     probe = kill_at_second_save(fd)
-    with pytest.raises(KeyboardInterrupt):
-        fd.run_block(points, artifacts=tmp_path)
-    (saved,) = tmp_path.glob("focus-*.npz")
-    probe.drop_saved_time(saved)
-    probe.resume()
-    again = fd.run_block(points, artifacts=tmp_path)
+    again = probe.rerun_without_saved_time(lambda: fd.run_block(points, artifacts=tmp_path), tmp_path, "focus-*.npz")
     assert [records["loss"].shape[1] - 1 for _, records in probe.loaded] == [40]
     assert [a["train_wall_s"] for a in again] == [None, None]
 

@@ -384,12 +384,9 @@ def test_a_training_point_resumed_from_a_state_without_its_time_reports_the_time
     point = {"method": "train", "variant": "t", "train": cfg.config(), "seed": 1}
     monkeypatch.setattr(training, "PART_STEPS", 9)
     probe = kill_at_second_save(training)
-    with pytest.raises(KeyboardInterrupt):
-        bayes.train_point(point, artifacts=tmp_path)
-    (saved,) = tmp_path.glob("train-*.npz")
-    probe.drop_saved_time(saved)
-    probe.resume()
-    again = bayes.train_point(point, artifacts=tmp_path)
+    again = probe.rerun_without_saved_time(
+        lambda: bayes.train_point(point, artifacts=tmp_path), tmp_path, "train-*.npz"
+    )
     assert [int(state.step) for state, _ in probe.loaded] == [18]
     assert again["train_wall_s"] is None
 
