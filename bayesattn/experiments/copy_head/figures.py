@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ... import figstyle
-from ...models.attention import ORDER_PARAMETER, attention_kind
+from ...models.attention import ATTENTIONS, ORDER_PARAMETER, attention_kind
 from .figures_common import (
     COLORS,
     SERIES,
@@ -81,7 +81,7 @@ def _theory_overlay(ax, curve: dict, x: str) -> None:
 
 
 def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
-    atts = sorted({a for m in runs.values() for a in m}, key=lambda a: a != "softmax")
+    atts = sorted({a for m in runs.values() for a in m}, key=ATTENTIONS.index)  # the registry's order
     if not atts:
         return []
     fig, axes = figstyle.subplots(1, len(atts), panel=(6.2, 4.3))
