@@ -98,6 +98,14 @@ def check_between(name: str, value: Any, low: float, high: float, *, closed: str
     return v
 
 
+def check_distinct(name: str, values: list) -> list:
+    """``values`` as they are when none is repeated; ValueError naming ``name`` and the repeated ones otherwise."""
+    repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
+    if repeated:
+        raise ValueError(f"{name}={values!r}: expected distinct values ({', '.join(map(repr, repeated))} repeated)")
+    return values
+
+
 def check_choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
     if value not in allowed:

@@ -292,14 +292,17 @@ class Posterior:
     def __repr__(self):
         return f"Posterior(task={self.task!r}, model={self.model!r}, prior={self.prior!r}, n={self.n})"
 
-    def _check_L(self, L):
-        shape = self.L_shape
-        if tuple(np.shape(L)) != shape:
+    def _check_L_shape(self, L) -> None:
+        """L of exactly ``L_shape`` (shapes only: L may be traced, inside ``log_density``)."""
+        if tuple(np.shape(L)) != self.L_shape:
             raise ValueError(
-                f"L has shape {tuple(np.shape(L))}: expected {shape} for heads={self.heads}, "
+                f"L has shape {tuple(np.shape(L))}: expected {self.L_shape} for heads={self.heads}, "
                 f"T={self.T} (no broadcasting)"
             )
-        return jnp.asarray(check_array("L", L, shape), jnp.float64)
+
+    def _check_L(self, L):
+        self._check_L_shape(L)
+        return jnp.asarray(check_array("L", L, self.L_shape), jnp.float64)
 
     def _check_batch_L(self, L):
         shape, want = tuple(np.shape(L)), self.L_shape
@@ -334,8 +337,7 @@ class Posterior:
     def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
         """G = Z^T Z: (H d, H d) and C = Z^T Y: (H d, d_out) from the sufficient statistics (H = 1: (d, d), (d, d_out))."""
         T, d, H = self.T, self.d, self.heads
-        if tuple(np.shape(L)) != self.L_shape:  # shapes only: L may be traced here, inside log_density
-            raise ValueError(f"L has shape {tuple(np.shape(L))}: expected {self.L_shape} (no broadcasting)")
+        self._check_L_shape(L)
         alpha = self.model.weights(L, self.task.key_mask).reshape(H, T, T)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
         # (aw^T alpha) over t for every head pair, as one (T, H T)^T (T, H T) product: [(h, s), (h', s')]

@@ -92,8 +92,9 @@ class Samples:
 
     def summary(self) -> dict:
         """JSON-serialisable summary: per observable mean, std, se = std / sqrt(ess), ess_bulk, r_hat, the
-        many-chain methods' nested_r_hat (None where undefined: one superchain), chain_means (non-finite draws excluded from mean/std/chain_means, and counted in "num_nan"); the
-        diagnostics; "draws" of every observable thinned to at most 1000 per chain; SMC extras; method and config."""
+        many-chain methods' nested_r_hat (None where undefined: one superchain), chain_means (non-finite draws
+        excluded from mean/std/chain_means, and counted in "num_nan"); the diagnostics; "draws" of every observable
+        thinned to at most 1000 per chain; SMC extras; method and config."""
         out: dict[str, Any] = {"method": self.method, "config": to_plain(self.config)}
         names = tuple(self.order_parameters)
         for name in names:

@@ -81,8 +81,8 @@ class Section(BaseModel):
         for name, field in type(self).model_fields.items():
             if not _is_list(field) or typing.get_origin(typing.get_args(_unwrap(field.annotation))[0]) is not Literal:
                 continue
-            values = getattr(self, name) or []
-            repeated = sorted({v for v in values if values.count(v) > 1})
+            values = getattr(self, name) or []  # as _validate.check_distinct, which this NumPy-free module can't import
+            repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
             if repeated:
                 raise ValueError(
                     f"{name}={values!r}: expected distinct values ({', '.join(map(repr, repeated))} repeated)"

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_choice, check_int, check_key, check_positive
+from .._validate import check_array, check_choice, check_distinct, check_int, check_key, check_positive
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
@@ -404,11 +404,8 @@ def fit_sweep(
         P_list = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     if not P_list or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
-    for name, values in (("P_values", P_list), ("seeds", seeds)):
-        if len(set(values)) != len(values):
-            raise ValueError(
-                f"{name}={values}: expected distinct values (a repeated one would train the same run twice)"
-            )
+    check_distinct("P_values", P_list)  # a repeated P or seed would train the same run twice
+    check_distinct("seeds", seeds)
     check_key("key", key)
     if runs_per_batch is not None:  # before any data is drawn
         runs_per_batch = check_int("runs_per_batch", runs_per_batch, minimum=1)

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_int, check_key
+from .._validate import check_array, check_distinct, check_int, check_key
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
@@ -376,11 +376,8 @@ def train_sweep(
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
     if not P_values or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
-    for name, values in (("P_values", P_values), ("seeds", seeds)):
-        if len(set(values)) != len(values):
-            raise ValueError(
-                f"{name}={values}: expected distinct values (a repeated one would train the same run twice)"
-            )
+    check_distinct("P_values", P_values)  # a repeated P or seed would train the same run twice
+    check_distinct("seeds", seeds)
     if not isinstance(init, str):
         raise ValueError(f"init={init!r}: train_sweep takes 'small' or 'hot'")
     test_size = check_int("test_size", test_size, minimum=1)

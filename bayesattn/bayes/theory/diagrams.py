@@ -217,7 +217,7 @@ def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> d
     if not low < high:
         raise ValueError(f"rel_range={tuple(rel_range)}: expected (low, high) with 0 < low < high")
     Pc = linear_critical_P(task, prior, 0.0)
-    P = Pc * (1 + np.geomspace(*rel_range, num))
+    P = Pc * (1 + np.geomspace(low, high, num))
     u = np.array([_linear_mode_u(task, prior, p) for p in P])
     good = u > 0
     if good.sum() < 2:

@@ -80,8 +80,8 @@ def train_minimal(cfg: TrainingConfig, seed: int, progress: bool = False, resume
     (R,) (on min(probe, train) of the training sequences; online: on probe sequences of the stream), "mass_last":
     (R, H, K), "mass_rows": (R, H, K), "kl": (R, K), "teacher_entropy": float (the floor of the validation
     loss), "teacher_seed", "failed_at": int (-1: healthy), "wall_s": float (seconds spent on the run, summed over
-    every process that ran a part of it; None when it went on from a state saved without that time)}. ``progress``: a bar over the steps, updated at every
-    record step from inside the compiled parts.
+    every process that ran a part of it; None when it went on from a state saved without that time)}.
+    ``progress``: a bar over the steps, updated at every record step from inside the compiled parts.
 
     The run is compiled in parts of about PART_STEPS steps (:func:`~bayesattn.training.core.run_loop_in_parts`).
     ``resume``: a file that holds the run's state after its last finished part (written after every part, removed
