@@ -75,6 +75,21 @@ def test_mode_weights_bad_input(post):
         ba.mode_weights(post, jax.random.key(0), {"low": low, "again": (np.full((4, 4), 0.01), np.full((4, 4), 0.1))})
     with pytest.raises(ValueError, match="posterior="):
         ba.mode_weights("x", jax.random.key(0), {"low": low, "high": high})
+    with pytest.raises(ValueError, match=r"branches\['high'\] is a list of two: ambiguous"):
+        ba.mode_weights(post, jax.random.key(0), {"low": low, "high": list(high)})
+
+
+def test_branch_evidences_bad_references():
+    """Each reference is a (mean, std) tuple, checked before any SMC: a (2, ...) array of draws is not read as
+    one, a zero std (which would give NaN weights) and shapes that differ are refused."""
+    good = (np.full(3, MU), np.full(3, 0.5))
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match=r"branches\['b'\]=ndarray: expected a \(mean, std\) tuple"):
+        ba.branch_evidences(log_mixture, key, {"a": good, "b": np.zeros((2, 3))})
+    with pytest.raises(ValueError, match=r"branches\['b'\]: expected a finite mean and a positive finite std"):
+        ba.branch_evidences(log_mixture, key, {"a": good, "b": (np.full(3, -MU), np.zeros(3))})
+    with pytest.raises(ValueError, match=r"branches\['b'\] = \(mean, std\) of shapes \(2,\), \(2,\): expected \(3,\)"):
+        ba.branch_evidences(log_mixture, key, {"a": good, "b": (np.zeros(2), np.ones(2))})
 
 
 def test_mode_weights_on_a_posterior_sum_to_one(post):

@@ -77,29 +77,45 @@ class ModeWeights:
         )
 
 
+def _mean_std(name: str, ref: Any, shape: tuple | None) -> tuple[np.ndarray, np.ndarray]:
+    """A (mean, std) reference given as a tuple, checked: both of ``shape`` (None: the mean's), finite, std > 0."""
+    if not (isinstance(ref, tuple) and len(ref) == 2):
+        raise ValueError(
+            f"branches[{name!r}]={type(ref).__name__}: expected a (mean, std) tuple of the position's shape"
+        )
+    try:
+        mean, std = (np.asarray(x, np.float64) for x in ref)
+    except (TypeError, ValueError):
+        raise ValueError(f"branches[{name!r}]: expected a (mean, std) tuple of numeric arrays") from None
+    shape = mean.shape if shape is None else shape
+    if mean.shape != shape or std.shape != shape:
+        raise ValueError(f"branches[{name!r}] = (mean, std) of shapes {mean.shape}, {std.shape}: expected {shape} each")
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+        raise ValueError(f"branches[{name!r}]: expected a finite mean and a positive finite std")
+    return mean, std
+
+
 def _reference(name: str, ref: Any, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, std) of shape ``shape`` from a Samples, an array of draws (n, *shape) or a (mean, std) pair."""
+    """(mean, std) of shape ``shape`` from a Samples, an array of draws (n, *shape) or a (mean, std) tuple."""
     if isinstance(ref, Samples):
         ref = np.asarray(ref.L).reshape(-1, *ref.L.shape[2:])
-    if isinstance(ref, tuple) and len(ref) == 2:
-        mean, std = (np.asarray(x, np.float64) for x in ref)
-        if mean.shape != shape or std.shape != shape:
-            raise ValueError(
-                f"branches[{name!r}] = (mean, std) of shapes {mean.shape}, {std.shape}: expected {shape} each"
-            )
-        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
-            raise ValueError(f"branches[{name!r}]: expected a finite mean and a positive finite std")
-        return mean, std
+    if isinstance(ref, tuple):
+        return _mean_std(name, ref, shape)
+    if isinstance(ref, list) and len(ref) == 2:  # [mean, std] and two draws look alike: say which is meant
+        raise ValueError(
+            f"branches[{name!r}] is a list of two: ambiguous; give a (mean, std) pair as a tuple, or draws as an "
+            f"array (n, {', '.join(map(str, shape))})"
+        )
     try:
         draws = np.asarray(ref, np.float64)
     except (TypeError, ValueError):
         raise ValueError(
-            f"branches[{name!r}]={type(ref).__name__}: expected Samples, draws (n, {shape}) or a (mean, std) pair"
+            f"branches[{name!r}]={type(ref).__name__}: expected Samples, draws (n, {shape}) or a (mean, std) tuple"
         ) from None
     if draws.ndim != len(shape) + 1 or draws.shape[1:] != shape or draws.shape[0] < 2:
         raise ValueError(
             f"branches[{name!r}] has shape {draws.shape}: expected draws (n >= 2, "
-            f"{', '.join(map(str, shape))}), Samples or a (mean, std) pair"
+            f"{', '.join(map(str, shape))}), Samples or a (mean, std) tuple"
         )
     if not np.all(np.isfinite(draws)):
         raise ValueError(f"branches[{name!r}] contains NaN or inf draws")
@@ -129,8 +145,8 @@ def branch_evidences(
     observable_fn=None,
 ) -> ModeWeights:
     """Log evidence and weight of each branch of an unnormalised density ``logdensity_fn`` (jax-traceable, of
-    one position). branches: {name: (mean, std)} of diagonal Gaussian references (arrays of the position's
-    shape). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG key). observable_fn:
+    one position). branches: {name: (mean, std)} of diagonal Gaussian references (a tuple of two arrays of the
+    position's shape, std > 0). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG key). observable_fn:
     optional map position -> scalar, whose range over each branch's final particles is reported.
     """
     check_key("key", key)
@@ -139,6 +155,8 @@ def branch_evidences(
     if not isinstance(branches, dict) or len(branches) < 2:
         raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
     names = list(branches)
+    first = _mean_std(names[0], branches[names[0]], None)
+    refs = {name: _mean_std(name, ref, first[0].shape) for name, ref in branches.items()}
 
     @jax.jit
     def one(k, mean, std):  # one compilation for every branch and run (the reference is an argument)
@@ -161,7 +179,7 @@ def branch_evidences(
 
     out = {"runs": {}, "range": {}}
     for j, name in enumerate(names):
-        mean, std = (jnp.asarray(x, jnp.float64) for x in branches[name])
+        mean, std = (jnp.asarray(x, jnp.float64) for x in refs[name])
         rows = [one(k, mean, std) for k in jax.random.split(jax.random.fold_in(key, j), runs)]
         if any(float(r[1]) < 1.0 for r in rows):
             raise RuntimeError(f"branch {name!r}: SMC stopped before reaching the target (max_steps={max_steps})")
@@ -217,7 +235,7 @@ def mode_weights(
     window): ``branch_evidences`` on ``posterior.log_density``.
 
     branches: {name: reference}, each a :class:`Samples` on that branch, draws (n, *L_shape) or a (mean, std)
-    pair of L_shape arrays; a diagonal Gaussian is fitted to draws. The branches must be told apart by the
+    tuple of L_shape arrays; a diagonal Gaussian is fitted to draws. The branches must be told apart by the
     attention's order parameter (m for softmax, u for linear): overlapping references raise ValueError, and the
     order parameter's range over each branch's final particles is reported (``observable_range``) so that a run
     that crossed the barrier shows.
