@@ -212,6 +212,8 @@ def test_sweep_equals_single_runs(runs_per_batch, cfg):
             run = sw.run(i, j)
             for x, y in zip(jax.tree.leaves(run.network), jax.tree.leaves(one.network)):
                 np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match=r"i_seed=-1: expected an integer in 0\.\.1"):
+        sw.run(0, -1)
 
 
 def test_bad_fit_arguments():

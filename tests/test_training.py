@@ -217,6 +217,10 @@ def test_sweep_equals_loop(kw):
             np.testing.assert_allclose(sw.final_V[i, j], one.final_params[1], rtol=1e-9, atol=1e-12)
             assert sw.run(i, j).final_order_parameters == pytest.approx(one.final_order_parameters, rel=1e-9)
     json.dumps(sw.to_dict(max_L_records=2))
+    with pytest.raises(ValueError, match=r"i_P=-1: expected an integer in 0\.\.1"):
+        sw.run(-1, 0)  # Python's negative index would pick the last P silently
+    with pytest.raises(ValueError, match=r"i_seed=2: expected an integer in 0\.\.1"):
+        sw.run(0, 2)
 
 
 def test_hot_init_starts_on_the_copy_pattern():
@@ -261,6 +265,7 @@ def test_initial_loss_and_trained_loss():
         (dict(optimizer="sgd"), "optimizer"),
         (dict(init="cold"), "init"),
         (dict(init=np.zeros((3, 3))), "init"),
+        (dict(init=np.zeros((4, 4)), init_scale=0.5), "init_scale=0.5: only init='small' or 'hot'"),
         (dict(init_scale=-1.0), "init_scale"),
         (dict(batch_size=0), "batch_size"),
         (dict(batch_size=10**6), "batch_size"),

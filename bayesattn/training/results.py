@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._json import to_plain
+from .._validate import check_int
 
 
 def _crossing(steps: np.ndarray, frac: np.ndarray, level: float) -> float:
@@ -56,6 +57,14 @@ def _thin_L(L: np.ndarray, max_records: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices and L matrices of at most max_records evenly spaced records (first and last kept)."""
     idx = np.unique(np.linspace(0, L.shape[0] - 1, min(max_records, L.shape[0])).round().astype(int))
     return idx, L[idx]
+
+
+def _sweep_index(sweep, i_P, i_seed) -> tuple[int, int]:
+    """(i_P, i_seed) checked against a sweep's grid: a negative index would pick a run from the end silently."""
+    return (
+        check_int("i_P", i_P, minimum=0, maximum=len(sweep.P_values) - 1),
+        check_int("i_seed", i_seed, minimum=0, maximum=len(sweep.seeds) - 1),
+    )
 
 
 @dataclass
@@ -119,7 +128,8 @@ class SweepResult:
     config: dict = field(default_factory=dict)
 
     def run(self, i_P: int, i_seed: int) -> TrainResult:
-        """The (P_values[i_P], seeds[i_seed]) run as a :class:`TrainResult`."""
+        """The (P_values[i_P], seeds[i_seed]) run as a :class:`TrainResult` (indices from 0; no negative ones)."""
+        i_P, i_seed = _sweep_index(self, i_P, i_seed)
         P, s = int(self.P_values[i_P]), int(self.seeds[i_seed])
         fail = [f for f in self.failures if f["P"] == P and f["seed"] == s]
         return TrainResult(
@@ -274,11 +284,13 @@ class FitSweepResult:
     config: dict = field(default_factory=dict)
 
     def run(self, i_P: int, i_seed: int) -> FitResult:
+        """The (P_values[i_P], seeds[i_seed]) run as a :class:`FitResult` (indices from 0; no negative ones)."""
         import equinox as eqx
         import jax
 
         from ..models.networks import network_from_config
 
+        i_P, i_seed = _sweep_index(self, i_P, i_seed)
         like = network_from_config(self.config["network"], jax.random.key(0))
         static = eqx.partition(like, eqx.is_inexact_array)[1]
         net = eqx.combine(jax.tree.map(lambda a: a[i_P, i_seed], self.params), static)

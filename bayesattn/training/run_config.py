@@ -49,8 +49,9 @@ def _default_lr(optimizer: str) -> float:
 
 
 def _default_init_scale(init: str) -> float | None:
-    # hot: None lets hot_logits put 0.9 on the source in every row (softmax) or alpha = pattern (linear)
-    return None if init == "hot" else 1e-2
+    # hot: None lets hot_logits put 0.9 on the source in every row (softmax) or alpha = pattern (linear); an array
+    # init sets L itself and has no scale
+    return 1e-2 if init == "small" else None
 
 
 def make_train_config(
@@ -93,6 +94,11 @@ def make_train_config(
         init_kind = check_choice("init", init, TRAIN_INITS)
     else:
         init_kind = "array"
+        if init_scale is not None:
+            raise ValueError(
+                f"init_scale={init_scale!r}: only init='small' or 'hot' has a scale; an array init sets L itself, "
+                "leave init_scale None"
+            )
     scale = _default_init_scale(init_kind) if init_scale is None else check_positive("init_scale", init_scale)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_max)
