@@ -5,7 +5,7 @@ checked by figstyle), on synthetic records: no training runs here."""
 import numpy as np
 import pytest
 
-from bayesattn.experiments.staircase.figures import datasize_figure
+from bayesattn.experiments.staircase.figures import datasize_figure, posterior_stages
 from bayesattn.experiments.staircase.summary import (
     at_best_validation,
     data_size_table,
@@ -99,8 +99,10 @@ def test_datasize_figure_is_drawn_and_checked(tmp_path):
     recs = [_record("main", s, 9000) for s in (0, 1)] + [_record("n300", s, 300, final_k=1) for s in (0, 1)]
     recs += [_record("online", 0, 3000, data="online", final_k=3)]
     summ = {
+        "config": {"bayes": {"attention": ["softmax", "linear"]}},
         "data_sizes": data_size_table(recs),
         "mcmc": {
+            "linear/H=3/w=0.6/cold": {"attention": "linear", "heads": 3, "init": "cold", "P_k": {"lag1": 900.0}},
             "softmax/H=3/w=0.6/cold": {"attention": "softmax", "heads": 3, "init": "cold", "P_k": {"lag1": 600.0}},
             "softmax/H=2/w=0.6/cold": {"attention": "softmax", "heads": 2, "init": "cold", "P_k": {"lag1": 610.0}},
         },
@@ -108,6 +110,9 @@ def test_datasize_figure_is_drawn_and_checked(tmp_path):
     assert datasize_figure(tmp_path, tmp_path / "d.png") is None  # no summary yet
     write_json_atomic(tmp_path / "summary.json", summ)
     assert datasize_figure(tmp_path, tmp_path / "d.png").stat().st_size > 1000  # BAYESATTN_FIGURE_CHECK=error
+    # beside the data sizes: the config's first attention, most heads, cold start
+    assert posterior_stages(summ) == ("softmax, H = 3", [600.0])
+    assert posterior_stages({**summ, "config": {"bayes": {"attention": ["linear"]}}}) == ("linear, H = 3", [900.0])
 
 
 def test_describe_names_each_training_run_and_prints_plain_numbers():

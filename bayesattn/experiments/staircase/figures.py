@@ -271,7 +271,7 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
         Line2D([], [], color="C3", marker="o", mfc="none", lw=1, label="(c) final validation loss"),
         Line2D([], [], color="k", ls=":", lw=0.8, label="(c) teacher's entropy"),
     ]
-    pk = _posterior_stages(summ)
+    pk = posterior_stages(summ)
     if pk:
         key, stages = pk
         for P in stages:
@@ -299,15 +299,16 @@ def datasize_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
-def _posterior_stages(summ: dict) -> tuple[str, list] | None:
-    """The P_k of the run's Bayesian staircase to draw beside the training data sizes: the softmax curve with the
-    most heads, cold start (None without an MCMC part)."""
-    curves = [e for e in summ.get("mcmc", {}).values() if e["attention"] == "softmax" and e["init"] == "cold"]
+def posterior_stages(summ: dict) -> tuple[str, list] | None:
+    """The P_k of the run's Bayesian staircase to draw beside the training data sizes: the curve of the config's
+    first attention with the most heads, cold start (None without an MCMC part)."""
+    first = summ.get("config", {}).get("bayes", {}).get("attention", [None])[0]
+    curves = [e for e in summ.get("mcmc", {}).values() if e["attention"] == first and e["init"] == "cold"]
     if not curves:
         return None
     e = max(curves, key=lambda c: c["heads"])
     stages = [P for P in e["P_k"].values() if P is not None]
-    return (f"softmax, H = {e['heads']}", stages) if stages else None
+    return (f"{first}, H = {e['heads']}", stages) if stages else None
 
 
 # part -> [(figure file, drawer)]; the ratio figure reads the summary (no part of that name: drawn at the end)
