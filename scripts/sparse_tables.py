@@ -44,7 +44,7 @@ def training_table(run: Path) -> str:
             rows.append(
                 f"| {part} | {t['model']} | {t['S']} | {t['s']} | {t['heads'] if tf else '-'} "
                 f"| {hd if tf else '-'} | {d['solved']}/{d['seeds']} {fmt_ci(d['solve_ci'])} | {tm} | {esc} "
-                f"| {d['iou']:.2f} | {np.mean(res['entropy_final']):.2f} | {r['wall_time_s']:.0f} |"
+                f"| {d['iou']:.2f} | {d['entropy']:.2f} | {r['wall_time_s']:.0f} |"
             )
     return "\n".join(rows)
 

@@ -78,6 +78,10 @@ def test_difficulty_and_bayes_summary():
     assert few["t_ci_solved"] is None  # one solved seed: no interval
     assert difficulty({**res, "t_star": [None, None, None]}, budget=100)["t_median_solved"] is None
     assert "in_context_gain" not in d  # the map has no states to compare
+    assert "entropy" not in d and "accuracy_final" not in d  # not recorded in res
+    rec = {**res, "entropy_final": [1.0, 1.5, 2.0], "history": {"step": [1, 2], "acc10": [[0.1, 0.5], [0.2, 0.9], []]}}
+    full = difficulty(rec, budget=100)
+    assert full["entropy"] == pytest.approx(1.5) and full["accuracy_final"] == [0.5, 0.9, None]
     ca = difficulty({**res, "state_loss": [[1.4, 1.0, 0.2], [1.2, 0.9, 0.4], [1.0, 1.0, 1.0]]}, budget=100)
     assert ca["state_loss"] == pytest.approx([1.2, 29 / 30, 1.6 / 3])
     assert ca["in_context_gain"] == pytest.approx((1.2 + 0.8 + 0.0) / 3)

@@ -63,7 +63,9 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
     censored at ``budget`` (default: the result's "budget", else its "steps_run") and its 95% bootstrap interval;
     the median, its 95% bootstrap interval and the range of t* over solved seeds only (``t_median_solved``,
     ``t_ci_solved``: the convention of the replication's tables, which leave unsolved seeds out); mean plateau,
-    mean final IoU, and the median escape step from ln 2 (first stored step with loss < ln 2 - 0.05)."""
+    mean final IoU and, where recorded, mean final attention entropy and each seed's final accuracy (the trailing
+    10-step mean of the last state's, ``accuracy_final``), and the median escape step from ln 2 (first stored step
+    with loss < ln 2 - 0.05)."""
     ts = [t for t in result["t_star"] if t is not None]
     if budget is None:
         budget = result.get("budget") or result.get("steps_run") or max(ts, default=1)
@@ -89,6 +91,8 @@ def difficulty(result: dict, budget: float | None = None) -> dict:
         "t_star": list(result["t_star"]),
         "plateau": float(np.mean(result["plateau"])),
         "iou": float(np.mean(result["iou_final"])),
+        **({"entropy": float(np.mean(result["entropy_final"]))} if "entropy_final" in result else {}),
+        **({"accuracy_final": [a[-1] if a else None for a in h["acc10"]]} if "acc10" in h else {}),
         **_state_loss(result),
     }
 
