@@ -11,7 +11,9 @@ from bayesattn.experiments.staircase.summary import (
     data_size_table,
     leave_teacher_steps,
     nearest_teacher_steps,
+    run_losses,
     seed_statistics,
+    summarize,
 )
 from bayesattn.files import write_json_atomic
 
@@ -79,6 +81,25 @@ def test_at_best_validation_reads_the_early_stopping_step():
     best = at_best_validation(_record("main", 0, 9000, stages=(10, 30, None))["result"])
     # best validation loss at step 20: stage 1 held (10 <= 20), stage 2 not yet (30); one boundary (at 10)
     assert best == {"step": 20, "excess": pytest.approx(3.8 - 3.665), "spans_by_mass": 1, "boundaries": 1}
+
+
+def test_summary_records_every_runs_losses():
+    """Every training run's losses are in the summary (not only the data-size rows): the lowest validation loss
+    and its step, the final losses and the teacher's entropy, read off the synthetic record by hand."""
+    recs = [_record("transformer", 0, 9000), _record("small", 0, 300)]
+    for r in recs:
+        r["wall_time_s"] = 1.0
+        r["point"]["train"].update(model="minimal", optimizer="adamw")
+    losses = summarize({"train": recs})["train"]["losses"]
+    assert losses[0] == {
+        "best_val_step": 20,
+        "best_val_loss": 3.8,
+        "val_loss_final": 3.82,
+        "train_loss_final": 3.6,
+        "teacher_entropy": 3.665,
+    }
+    assert losses[1]["val_loss_final"] == 12.0 and losses[1]["train_loss_final"] == 0.01
+    assert run_losses(recs[1]["result"]) == losses[1]
 
 
 def test_data_size_table_groups_runs_by_their_data_only():

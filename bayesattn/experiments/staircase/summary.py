@@ -156,6 +156,20 @@ def at_best_validation(res: dict) -> dict:
     }
 
 
+def run_losses(res: dict) -> dict:
+    """A training run's losses (nats per token): the lowest validation loss and its step, the final validation and
+    training losses and the teacher's entropy (the floor of both)."""
+    val = np.asarray(res["val_loss"], np.float64)
+    i = int(np.argmin(val))
+    return {
+        "best_val_step": int(res["step"][i]),
+        "best_val_loss": float(val[i]),
+        "val_loss_final": float(val[-1]),
+        "train_loss_final": float(res["train_loss"][-1]),
+        "teacher_entropy": float(res["teacher_entropy"]),
+    }
+
+
 def data_size_table(records: list) -> list:
     """The training runs that differ from the main run only in their data (:data:`DATA_FIELDS`), one row per run
     kind, by data size: "n" (training sequences; None: online, fresh sequences every step), and per seed the state
@@ -239,6 +253,7 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             t["variants"], t["leave_teacher_steps"], t["stages"], [r["point"]["train"]["steps"] for r in recs]
         )
         if all("train_loss" in r["result"] for r in recs):
+            t["losses"] = [run_losses(r["result"]) for r in recs]
             summary["data_sizes"] = data_size_table(recs)
     if "theory" in records:
         summary["theory"] = {
