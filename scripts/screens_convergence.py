@@ -4,7 +4,10 @@ per class at 30x, the induction-circuit (50x) and previous-token-circuit (100x) 
 counts, and the agreement of each head set with the reference folder's (the largest N of the paper's rule by
 default): |A & B| / |A | B| (Jaccard).
 
-    python scripts/screens_convergence.py RUN_DIR [RUN_DIR ...] [--reference RUN_DIR] [--json OUT.json]
+    python scripts/screens_convergence.py RUN [RUN ...] [--reference RUN] [--json OUT.json]
+
+RUN: a result folder (its model point is read) or a summary.json that records the head sets (``model.head_sets``,
+written since 2026-12-06), so a committed summary is enough.
 
 docs/results/screens.md shows its table for SmolLM2 (N = 64, 256, 1000, 2000; paper and class-free baselines).
 """
@@ -16,22 +19,32 @@ import json
 import sys
 from pathlib import Path
 
-from bayesattn.diagnostics.screens import CLASSES
+from bayesattn.diagnostics.screens import THRESHOLD
+from bayesattn.experiments.screens.summary import head_sets as result_head_sets
 from bayesattn.files import load_results
 
 
-def head_sets(folder: Path) -> dict:
-    (rec,) = load_results(folder / "points" / "model")
-    res = rec["result"]
-    heads = {(r["layer"], r["head"]): r for r in res["records"]}
-    sets = {f"{c} (30x)": {h for h, r in heads.items() if c in r["classes"]} for c in CLASSES}
-    sets["induction circuit (50x)"] = {h for h, r in heads.items() if r["induction_circuit"]}
-    sets["previous-token circuit (100x)"] = {h for h, r in heads.items() if r["previous_token_circuit"]}
-    for c in CLASSES:
-        sets[f"best class {c}"] = {h for h, r in heads.items() if r["best_class"] == c}
-    sets["unclassified"] = {h for h, r in heads.items() if r["best_class"] is None}
-    probe = res["probe"]
-    return {"N": probe["N"], "baseline": probe.get("baseline", "class_free"), "sets": sets}
+def head_sets(run: Path) -> dict:
+    """N, baseline and the head sets (sets of (layer, head)) of a run folder or of a summary.json with head sets."""
+    if run.is_file():
+        model = json.loads(run.read_text())["model"]
+        probe, sets = model["probe"], model["head_sets"]
+    else:
+        (rec,) = load_results(run / "points" / "model")
+        threshold = rec["point"].get("model", {}).get("threshold", THRESHOLD)
+        probe, sets = rec["result"]["probe"], result_head_sets(rec["result"], threshold)
+    return {
+        "N": probe["N"],
+        "baseline": probe.get("baseline", "class_free"),
+        "sets": {name: {tuple(h) for h in heads} for name, heads in sets.items()},
+    }
+
+
+def _has_head_sets(path: Path) -> bool:
+    try:
+        return path.is_file() and "head_sets" in json.loads(path.read_text()).get("model", {})
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def jaccard(a: set, b: set) -> float:
@@ -45,8 +58,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="write the table as JSON here")
     args = p.parse_args(argv)
     for r in args.runs + ([args.reference] if args.reference else []):
-        if not (r / "points" / "model").is_dir():
-            print(f"screens_convergence: {r}: no points/model folder (not a model screen run)", file=sys.stderr)
+        if not ((r / "points" / "model").is_dir() or _has_head_sets(r)):
+            print(
+                f"screens_convergence: {r}: no points/model folder (not a model screen run) and not a summary.json "
+                "with model.head_sets",
+                file=sys.stderr,
+            )
             return 2
     runs = {str(r): head_sets(r) for r in args.runs}
     if args.reference:

@@ -9,8 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from bayesattn.experiments.sparse.summary import bayes_summary, difficulty, group_seeds
 from bayesattn.files import load_results
 from bayesattn.stats import fmt_ci

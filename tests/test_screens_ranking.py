@@ -121,3 +121,35 @@ def test_screens_convergence_script_counts_and_overlaps(tmp_path, capsys):
     assert table["induction (30x)"]["jaccard_with_reference"] == [1 / 3, 1.0]  # {0,1} vs {1,2}: 1 of 3
     assert table["unclassified"]["counts"] == [2, 2]
     assert mod.main([str(tmp_path)]) == 2 and "no points/model" in capsys.readouterr().err
+    # a summary.json recording the head sets (bayesattn.experiments.screens.summary.head_sets) gives the same table
+    from bayesattn.experiments.screens.summary import head_sets
+
+    for name in ("small", "large"):
+        (rec,) = [json.loads(p.read_text()) for p in (tmp_path / name / "points" / "model").iterdir()]
+        model = {"probe": rec["result"]["probe"], "head_sets": head_sets(rec["result"])}
+        (tmp_path / f"{name}.json").write_text(json.dumps({"model": model}))
+    out2 = tmp_path / "table2.json"
+    assert mod.main([str(tmp_path / "small.json"), str(tmp_path / "large.json"), "--json", str(out2)]) == 0
+    assert json.loads(out2.read_text()) == json.loads(out.read_text())
+
+
+def test_model_summary_records_head_sets_at_the_runs_threshold():
+    """The screens summary keeps each head set of a model screen as sorted [layer, head] lists, labelled with the
+    run's threshold, so screens can be compared without their point files."""
+    from bayesattn.experiments.screens.summary import summarize
+
+    recs = [
+        {"layer": 1, "head": 0, "classes": ["induction"], "best_class": "induction", "induction_circuit": True,
+         "previous_token_circuit": False},
+        {"layer": 0, "head": 2, "classes": ["induction", "bos"], "best_class": "bos", "induction_circuit": False,
+         "previous_token_circuit": False},
+        {"layer": 0, "head": 1, "classes": [], "best_class": None, "induction_circuit": False,
+         "previous_token_circuit": True},
+    ]  # fmt: skip
+    res = {"models": [], "probe": {"N": 8}, "lines": [], "ranking": None, "records": recs}
+    sets = summarize({"model": [{"point": {"model": {"threshold": 12.5}}, "result": res}]})["model"]["head_sets"]
+    assert sets["induction (12.5x)"] == [[0, 2], [1, 0]]
+    assert sets["bos (12.5x)"] == [[0, 2]] and sets["self (12.5x)"] == []
+    assert sets["induction circuit (50x)"] == [[1, 0]] and sets["previous-token circuit (100x)"] == [[0, 1]]
+    assert sets["best class induction"] == [[1, 0]] and sets["best class bos"] == [[0, 2]]
+    assert sets["unclassified"] == [[0, 1]]

@@ -4,9 +4,28 @@ the Bayesian copy head's selectivity and PR thresholds in P (NUTS and theory), a
 from __future__ import annotations
 
 from ...bayes.theory.common import first_crossing
-from ...diagnostics.screens import THRESHOLD
+from ...diagnostics.screens import CLASSES, THRESHOLD
 from .bayes import half_rise
 from .trajectory import summarize as trajectory_summary
+
+
+def head_sets(result: dict, threshold: float = THRESHOLD) -> dict[str, list[list[int]]]:
+    """A model screen's head sets, each a sorted list of [layer, head]: the heads of each class at the run's
+    selectivity ``threshold`` ("induction (30x)", ...), the induction (50x) and previous-token (100x) circuits, the heads of each
+    best class and the unclassified ones. Kept in the summary so that screens of one model can be compared set by
+    set (scripts/screens_convergence.py) without their point files."""
+    recs = result["records"]
+
+    def pick(keep) -> list[list[int]]:
+        return sorted([int(r["layer"]), int(r["head"])] for r in recs if keep(r))
+
+    sets = {f"{c} ({threshold:g}x)": pick(lambda r, c=c: c in r["classes"]) for c in CLASSES}
+    sets["induction circuit (50x)"] = pick(lambda r: r["induction_circuit"])
+    sets["previous-token circuit (100x)"] = pick(lambda r: r["previous_token_circuit"])
+    for c in CLASSES:
+        sets[f"best class {c}"] = pick(lambda r, c=c: r["best_class"] == c)
+    sets["unclassified"] = pick(lambda r: r["best_class"] is None)
+    return sets
 
 
 def summarize(records: dict[str, list[dict]]) -> dict:
@@ -34,6 +53,7 @@ def summarize(records: dict[str, list[dict]]) -> dict:
     if records.get("model"):
         res = records["model"][0]["result"]
         out["model"] = {k: res[k] for k in ("models", "probe", "lines", "ranking")}
+        out["model"]["head_sets"] = head_sets(res, records["model"][0]["point"]["model"]["threshold"])
     return out
 
 
