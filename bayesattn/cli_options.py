@@ -126,6 +126,18 @@ def command(name: str):
     return run
 
 
+def point_model_group(p: argparse.ArgumentParser, set_help: str) -> None:
+    """The model group of a one-point command (``sample``, ``train``): a phase-diagram config, the attention, the
+    model options at one P and --set overrides."""
+    g = p.add_argument_group("model (override the config)")
+    g.add_argument(
+        "--config", type=nonempty("--config"), metavar="NAME|PATH", help="a named phase-diagram config or a TOML file"
+    )
+    g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
+    model_options(g, one_point=True)
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=nonempty("--set"), help=set_help)
+
+
 def add_point_commands(sub) -> None:
     """Add the one-shot commands ``sample``, ``train`` and ``screen`` to the subparsers ``sub``."""
     sp = sub.add_parser(
@@ -133,20 +145,7 @@ def add_point_commands(sub) -> None:
         help="sample the exact posterior over L at one point",
         description="Sample the closed-form posterior over the attention matrix at one (attention, P).",
     )
-    g = sp.add_argument_group("model (override the config)")
-    g.add_argument(
-        "--config", type=nonempty("--config"), metavar="NAME|PATH", help="a named phase-diagram config or a TOML file"
-    )
-    g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
-    model_options(g, one_point=True)
-    g.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        type=nonempty("--set"),
-        help="override any phase-diagram config field, e.g. --set prior.sigma2=100 (repeatable)",
-    )
+    point_model_group(sp, "override any phase-diagram config field, e.g. --set prior.sigma2=100 (repeatable)")
     sp.add_argument("--method", default="nuts", choices=choices(Sampler), help="sampler")
     sp.add_argument(
         "--backend",
@@ -183,20 +182,7 @@ def add_point_commands(sub) -> None:
         help="train the attention network at one point (Adam or Langevin)",
         description="Train L and V on the squared loss plus the prior's weight decay at one (attention, P).",
     )
-    g = tp.add_argument_group("model (override the config)")
-    g.add_argument(
-        "--config", type=nonempty("--config"), metavar="NAME|PATH", help="a named phase-diagram config or a TOML file"
-    )
-    g.add_argument("--attention", choices=ATTENTIONS, help="attention map (default: the config's first)")
-    model_options(g, one_point=True)
-    g.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        type=nonempty("--set"),
-        help="override any phase-diagram config field (repeatable)",
-    )
+    point_model_group(tp, "override any phase-diagram config field (repeatable)")
     tp.add_argument(
         "--optimizer", default="adam", choices=("adam", "langevin", "gd"), help="optimiser (gd: plain gradient descent)"
     )
