@@ -463,6 +463,17 @@ def test_pi_vocab_sweep_summary_and_figures(tmp_path):
     ]
     th = [{"point": {"T": 8}, "result": {"P": [16, 256], "posterior": [1.1, 0.9]}}]
     assert equilibrium_figure([], eq, tmp_path / "eq.png", th).exists()
+    # twelve settings (the full grid's count), some with 8 tokens: the training panel's legend goes below the
+    # panels, and the figure check (an error in the tests) finds nothing cut or overlapping; a panel legend of
+    # twelve long labels had squeezed the axes to nothing
+    many = []
+    for k in range(12):
+        V, ratio = (3, 4, 6, 8)[k % 4], (0.1, 0.25, 0.5)[k % 3]
+        pi = fd.geometric_pi(V, ratio)
+        label = f"V={V}, pi=({', '.join(f'{x:.3g}' for x in pi)}), gd #{k}"  # as long as the run's labels
+        point = {"experiment": "focus_dilution", "label": label, "config": {"optimizer": "gd"}}
+        many += [{"point": {**point, "seed": r["seed"]}, "result": {**r, "pi": pi}} for r in runs]
+    assert equilibrium_figure(group_runs(many), eq, tmp_path / "eq12.png", th).exists()
 
 
 def test_equilibrium_points_per_T_and_theory_points():

@@ -265,6 +265,7 @@ FIGURE_COMMANDS = {
     "dynlab_fd_pca_paths.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_equilibrium.png": "bayesattn dynlab --config focus_dilution",
     "dynlab_fd_pi_vocab.png": "bayesattn dynlab --config focus_dilution_pi",
+    "dynlab_fd_full_pi_vocab.png": "bayesattn dynlab --config focus_dilution_full",
     "dynlab_fd_langevin.png": "bayesattn dynlab --config focus_dilution_pi",
     "screens_smollm2.png": "bayesattn screens --config smollm2",
     "screens_trajectory.png": "bayesattn screens --config screens",

@@ -24,6 +24,7 @@ from .summary import group_runs
 
 WRAP = 44  # characters per title line in a 4.6-inch panel
 MAX_COLS = 4  # settings side by side; more go on the next row (not a strip too wide to read)
+MAX_LEGEND = 6  # entries a panel's own legend holds; more go into one legend below the panels
 
 
 def _runs(run_dir, part="train"):
@@ -302,14 +303,23 @@ def equilibrium_figure(recs, eq, out: Path, theory=()) -> Path | None:
         return None
     fig, axes = subplots(1, 2, panel=(5.0, 3.8))
     a, b = axes[0]
-    for r in recs:
+    for i, r in enumerate(recs):
         ok = [x for x in r["result"]["runs"] if x["diverged_at_step"] is None]
-        for x in ok[:1]:
-            a.plot(r["result"]["step"], x["curves"]["entropy"], lw=0.9, label=_wrap(r["point"]["label"], 30))
+        pi, opt = r["result"]["pi"], r["point"]["config"].get("optimizer", "gd")
+        label = f"V={len(pi)}, pi_0={pi[0]:.3g}, {opt}"  # short (V, the frequent token's pi): a dozen settings fit
+        for x in ok[:1]:  # past the colour cycle's 10 colours, dashed
+            a.plot(r["result"]["step"], x["curves"]["entropy"], lw=0.9, ls="-" if i < 10 else "--", label=label)
     a.set_title("training (focus-dilution), the first seed drawn")
     if a.lines:
-        a.set(xlabel="GD step", ylabel="attention entropy over positions (nats)")
-        legend(a)
+        a.set(xlabel="training step (GD or Adam)", ylabel="attention entropy over positions (nats)")
+        ends = [r["result"]["step"][-1] for r in recs]
+        if max(ends) >= 5 * min(ends):  # runs of very different lengths (Adam's 5000 steps beside GD's 50000)
+            a.set_xscale("symlog", linthresh=max(min(ends) / 50, 1))
+            a.set_xlim(left=0)
+        if len(a.lines) > MAX_LEGEND:
+            _fig_legend(fig, dict(zip(*reversed(a.get_legend_handles_labels()))))
+        else:
+            legend(a)
     else:
         empty_panel(a, "no training run in this folder")
     th = {r["point"]["T"]: r["result"] for r in theory}
