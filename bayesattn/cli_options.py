@@ -10,11 +10,9 @@ import re
 import typing
 
 from ._validate import check_int, check_positive
-from .experiments.config import MAX_SEED
+from .experiments.config import MAX_SEED, Attention
 from .experiments.copy_head.config import TrainInit
 from .experiments.sections import MIN_KEPT_DRAWS, Backend, CopyTaskSection, Sampler, SamplerInit
-
-ATTENTIONS = ("softmax", "linear")
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,6 +23,9 @@ class Parser(argparse.ArgumentParser):
 def choices(literal) -> tuple:
     """The allowed values of a config field's ``Literal`` type, as argparse choices."""
     return typing.get_args(literal)
+
+
+ATTENTIONS = choices(Attention)  # the config's attention kinds (JAX-free, as the parser must be)
 
 
 def model_options(g, *, one_point: bool) -> None:

@@ -146,8 +146,9 @@ def branch_evidences(
 ) -> ModeWeights:
     """Log evidence and weight of each branch of an unnormalised density ``logdensity_fn`` (jax-traceable, of
     one position). branches: {name: (mean, std)} of diagonal Gaussian references (a tuple of two arrays of the
-    position's shape, std > 0). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG key). observable_fn:
-    optional map position -> scalar, whose range over each branch's final particles is reported.
+    position's shape, std > 0). ``runs`` independent SMC runs of ``num_particles`` each per branch (key: a PRNG
+    key). observable_fn: optional map position -> scalar, whose range over each branch's final particles is
+    reported.
     """
     check_key("key", key)
     runs = check_int("runs", runs, minimum=1)
@@ -155,8 +156,8 @@ def branch_evidences(
     if not isinstance(branches, dict) or len(branches) < 2:
         raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
     names = list(branches)
-    first = _mean_std(names[0], branches[names[0]], None)
-    refs = {name: _mean_std(name, ref, first[0].shape) for name, ref in branches.items()}
+    shape = _mean_std(names[0], branches[names[0]], None)[0].shape  # the first reference's, which all must share
+    refs = {name: _mean_std(name, ref, shape) for name, ref in branches.items()}
 
     @jax.jit
     def one(k, mean, std):  # one compilation for every branch and run (the reference is an argument)

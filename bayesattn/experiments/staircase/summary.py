@@ -192,6 +192,7 @@ def data_size_table(records: list) -> list:
         tc = rs[0]["point"]["train"]
         res = [r["result"] for r in sorted(rs, key=lambda r: r["point"]["seed"])]
         best = [at_best_validation(x) for x in res]
+        losses = [run_losses(x) for x in res]
         rows.append(
             {
                 "variant": name,
@@ -200,9 +201,7 @@ def data_size_table(records: list) -> list:
                 "spans": len(res[0]["stages"]),
                 "seeds": sorted(r["point"]["seed"] for r in rs),
                 **{f"best_{k}": [b[k] for b in best] for k in best[0]},
-                "train_loss_final": [float(x["train_loss"][-1]) for x in res],
-                "val_loss_final": [float(x["val_loss"][-1]) for x in res],
-                "teacher_entropy": [float(x["teacher_entropy"]) for x in res],
+                **{k: [x[k] for x in losses] for k in ("train_loss_final", "val_loss_final", "teacher_entropy")},
             }
         )
     rows.sort(key=lambda r: (r["n"] is None, r["n"] or 0))
