@@ -153,3 +153,22 @@ def test_model_summary_records_head_sets_at_the_runs_threshold():
     assert sets["induction circuit (50x)"] == [[1, 0]] and sets["previous-token circuit (100x)"] == [[0, 1]]
     assert sets["best class induction"] == [[1, 0]] and sets["best class bos"] == [[0, 2]]
     assert sets["unclassified"] == [[0, 1]]
+
+
+def test_the_results_pages_probe_size_table_is_the_script_on_the_committed_summaries(capsys):
+    """docs/results/screens.md section 1b: its table of heads per class and Jaccard overlaps is, row for row,
+    scripts/screens_convergence.py's output on the five committed SmolLM2 summaries under reference/."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    spec = importlib.util.spec_from_file_location("screens_convergence", root / "scripts" / "screens_convergence.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    files = [root / "reference" / f"smollm2_N{N}_summary.json" for N in (64, 256, 1000, 2000)]
+    files.append(root / "reference" / "smollm2_N64_class_free_summary.json")
+    assert mod.main([str(f) for f in files]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    page = (root / "docs" / "results" / "screens.md").read_text(encoding="utf-8")
+    start = page.index(table[0])  # the header row, naming the five columns
+    assert page[start:].splitlines()[: len(table)] == table
