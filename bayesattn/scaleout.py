@@ -29,6 +29,8 @@ import concurrent.futures as cf
 import contextlib
 import logging
 import multiprocessing as mp
+import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +56,7 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
     distributed = _import_distributed()
     if not isinstance(scheduler, str) or not scheduler.strip():
         raise ValueError(f"scheduler={scheduler!r}: expected the address of a Dask scheduler, e.g. tcp://HOST:8786")
+    _reachable(scheduler, timeout)
     try:
         return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
     except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
@@ -61,6 +64,23 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
         raise ValueError(
             f"scheduler={scheduler!r}: cannot connect within {timeout:g} s ({why}); expected the "
             "address of a running Dask scheduler, e.g. tcp://HOST:8786"
+        ) from None
+
+
+def _reachable(scheduler: str, timeout: float) -> None:
+    """For a tcp:// address, one plain TCP connection first: a host that does not resolve or a port that refuses
+    fails at once, where Dask's client retries until its timeout. ValueError naming the address; other protocols
+    are left to Dask."""
+    m = re.fullmatch(r"tcp://([^\s/:]+):(\d{1,5})", scheduler)
+    if m is None:
+        return
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=timeout).close()
+    except OSError as e:  # socket.gaierror, ConnectionRefusedError, TimeoutError
+        why = e.strerror or str(e) or type(e).__name__
+        raise ValueError(
+            f"scheduler={scheduler!r}: cannot connect ({why}); expected the address of a running Dask scheduler, "
+            "e.g. tcp://HOST:8786"
         ) from None
 
 
