@@ -13,13 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._fused import fused
+
 Observable = Callable[[jax.Array], jax.Array]
 
 
-def _row_weights(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> jax.Array:
-    """The query rows' weights (1 / rows on each query row, 0 elsewhere) for weights alpha: (..., T, T), from a (T,)
-    bool ``query_mask`` with at least one query row; ``pattern``, when given, must be (T, T). ValueError naming the
-    argument otherwise (an integer mask would weight rows by its values; another T would broadcast)."""
+def _check_rows(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> np.ndarray:
+    """The (T,) bool ``query_mask`` of weights alpha: (..., T, T), checked: at least one query row, and ``pattern``,
+    when given, (T, T). ValueError naming the argument otherwise (an integer mask would weight rows by its values;
+    another T would broadcast)."""
     T = alpha.shape[-1]
     if alpha.ndim < 2 or alpha.shape[-2] != T:
         raise ValueError(f"alpha of shape {tuple(alpha.shape)}: expected (..., T, T) attention weights")
@@ -31,7 +33,12 @@ def _row_weights(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray |
         )
     if pattern is not None and np.shape(pattern) != (T, T):
         raise ValueError(f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}), as alpha's last axes")
-    return jnp.asarray(mask, alpha.dtype) / np.sum(mask)
+    return mask
+
+
+def _row_weights(alpha: jax.Array, mask) -> jax.Array:
+    """The query rows' weights: 1 / rows on each query row of the checked (T,) bool ``mask``, 0 elsewhere."""
+    return jnp.asarray(mask, alpha.dtype) / jnp.sum(mask)
 
 
 def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: np.ndarray) -> dict:
@@ -65,7 +72,12 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     >>> {k: v.tolist() for k, v in op.items()}
     {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
-    w = _row_weights(alpha, query_mask, target_pattern)
+    return _order_parameters(alpha, np.asarray(target_pattern), _check_rows(alpha, query_mask, target_pattern))
+
+
+@fused
+def _order_parameters(alpha, target_pattern, mask) -> dict:
+    w = _row_weights(alpha, mask)
     m = jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(target_pattern, alpha.dtype), w)
     q = jnp.einsum("...ts,...ts,t->...", alpha, alpha, w)
     safe_q = jnp.where(q > 0, q, 1.0)
@@ -75,13 +87,22 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
 
 def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
     """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
-    w = _row_weights(alpha, query_mask, pattern)
-    return jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(pattern, alpha.dtype), w)
+    return _pattern_mass(alpha, np.asarray(pattern), _check_rows(alpha, query_mask, pattern))
+
+
+@fused
+def _pattern_mass(alpha, pattern, mask) -> jax.Array:
+    return jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(pattern, alpha.dtype), _row_weights(alpha, mask))
 
 
 def attention_entropy(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
     """Mean over query rows of -sum_s alpha_ts log alpha_ts (nats; rows of a softmax sum to 1)."""
-    w = _row_weights(alpha, query_mask)
+    return _attention_entropy(alpha, _check_rows(alpha, query_mask))
+
+
+@fused
+def _attention_entropy(alpha, mask) -> jax.Array:
+    w = _row_weights(alpha, mask)
     safe = jnp.where(alpha > 0, alpha, 1.0)
     return -jnp.einsum("...ts,t->...", jnp.where(alpha > 0, alpha * jnp.log(safe), 0.0), w)
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._fused import fused
 from .._validate import check_choice, check_int
 
 AttentionName = Literal["softmax", "linear"]
@@ -64,7 +65,11 @@ def softmax_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     >>> np.round(np.asarray(alpha), 2).tolist()
     [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.33, 0.33, 0.33]]
     """
-    L, key_mask = _logits_and_mask(L, key_mask)
+    return _softmax_rows(*_logits_and_mask(L, key_mask))
+
+
+@fused
+def _softmax_rows(L, key_mask):
     logits = jnp.where(key_mask, L, -jnp.inf)
     return jax.nn.softmax(logits, axis=-1, where=key_mask) * key_mask
 
@@ -91,9 +96,12 @@ def linear_attention(L: jax.Array, key_mask: np.ndarray) -> jax.Array:
     >>> np.asarray(alpha)[0].tolist()
     [0.5, 0.0, 0.0, 0.0]
     """
-    L, key_mask = _logits_and_mask(L, key_mask)
-    T = L.shape[-1]
-    return jnp.where(key_mask, L, 0.0) / jnp.sqrt(T)
+    return _linear_rows(*_logits_and_mask(L, key_mask))
+
+
+@fused
+def _linear_rows(L, key_mask):
+    return jnp.where(key_mask, L, 0.0) / jnp.sqrt(L.shape[-1])
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 
+from ..._fused import fused
 from ..samples import Samples, assemble_samples
 from .base import Sampler, SamplerJob
 
@@ -90,10 +91,13 @@ def run_numpyro_nuts(sampler: Sampler, job: SamplerJob) -> Samples:
         model_kwargs={},
     )
     L = np.asarray(samples)
-    logdens = np.asarray(jax.vmap(jax.vmap(posterior.log_density))(jnp.asarray(L)))
+    logdens = np.asarray(_draws_log_density(posterior, jnp.asarray(L)))
     return assemble_samples(
         posterior, L, logdens, diag, sampler.method, job.config, sample_stats={"lp": logdens, **stats}
     )
+
+
+_draws_log_density = fused(lambda posterior, L: jax.vmap(jax.vmap(posterior.log_density))(L))  # (chains, draws)
 
 
 NUMPYRO_NUTS = Sampler("nuts", "numpyro", NUMPYRO_NUTS_OPTIONS, run=run_numpyro_nuts)
