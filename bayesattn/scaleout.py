@@ -25,6 +25,7 @@ good is listed in the sweep's ``failures.jsonl`` and computed by the rerun.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
 import contextlib
 import logging
@@ -52,11 +53,14 @@ def _import_distributed():
 
 def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
     """A ``distributed.Client`` of the running scheduler at ``scheduler`` (``tcp://HOST:PORT``); ValueError
-    naming it, after at most ``timeout`` seconds, when it cannot be reached."""
+    naming it when it cannot be reached (at once where the port refuses or the host does not resolve, else after at
+    most ``timeout`` seconds) or when what answers there is not a Dask scheduler."""
     distributed = _import_distributed()
     if not isinstance(scheduler, str) or not scheduler.strip():
         raise ValueError(f"scheduler={scheduler!r}: expected the address of a Dask scheduler, e.g. tcp://HOST:8786")
-    _reachable(scheduler, timeout)
+    if scheduler.startswith("tcp://"):  # other protocols (tls://, ...) need the security settings Dask's client reads
+        _reachable(scheduler, timeout)
+        _is_a_scheduler(distributed, scheduler, timeout)
     try:
         return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
     except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
@@ -68,9 +72,8 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
 
 
 def _reachable(scheduler: str, timeout: float) -> None:
-    """For a tcp:// address, one plain TCP connection first: a host that does not resolve or a port that refuses
-    fails at once, where Dask's client retries until its timeout. ValueError naming the address; other protocols
-    are left to Dask."""
+    """One plain TCP connection to a tcp:// address: a host that does not resolve or a port that refuses fails at
+    once, where Dask's client retries until its timeout. ValueError naming the address."""
     m = re.fullmatch(r"tcp://([^\s/:]+):(\d{1,5})", scheduler)
     if m is None:
         return
@@ -82,6 +85,35 @@ def _reachable(scheduler: str, timeout: float) -> None:
             f"scheduler={scheduler!r}: cannot connect ({why}); expected the address of a running Dask scheduler, "
             "e.g. tcp://HOST:8786"
         ) from None
+
+
+def _is_a_scheduler(distributed, scheduler: str, timeout: float) -> None:
+    """Ask the service at ``scheduler`` who it is, in Dask's own protocol; ValueError naming the address unless a
+    scheduler answers. A ``Client`` given a service that is not a scheduler fails with an unreadable message, and its
+    half-built self then hangs for 10 s and prints a traceback when the interpreter exits."""
+
+    async def ask():
+        comm = await distributed.comm.connect(scheduler, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            comm.abort()
+
+    try:
+        with cf.ThreadPoolExecutor(1) as pool:  # an event loop of its own, whatever loop the caller runs
+            reply = pool.submit(asyncio.run, ask()).result()
+    except Exception as e:  # noqa: BLE001 -- whatever a service that does not speak Dask's protocol makes it raise
+        raise ValueError(
+            f"scheduler={scheduler!r}: no Dask scheduler answers there ({type(e).__name__}); expected the address of a "
+            "running Dask scheduler, e.g. tcp://HOST:8786"
+        ) from None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if not (isinstance(kind, str) and kind.endswith("Scheduler")):  # Scheduler, or a subclass named so
+        raise ValueError(
+            f"scheduler={scheduler!r}: a Dask {kind or 'service'} answers there, not a scheduler; expected the address "
+            "of a running Dask scheduler, e.g. tcp://HOST:8786"
+        )
 
 
 def local_cluster(workers: int, processes: bool = True, **kwargs):

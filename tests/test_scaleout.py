@@ -496,3 +496,32 @@ def test_cli_joins_a_running_scheduler(tmp_path, cluster2, capsys):
     assert "executor: dask" in capsys.readouterr().out
     assert main(argv[:-2] + ["--executor", "dask", "--scheduler", cluster.scheduler_address, "--workers", "2"]) == 2
     assert "own workers" in capsys.readouterr().err
+    # a worker's address given for the scheduler's: refused in one line, before any point
+    worker = next(iter(client.scheduler_info()["workers"]))
+    assert main([*argv[:-1], worker]) == 2
+    assert f"scheduler={worker!r}: a Dask Worker answers there, not a scheduler" in capsys.readouterr().err
+
+
+def test_a_service_that_is_not_dask_is_refused_at_once():
+    """A port that accepts the connection but does not speak Dask's protocol (here a server that answers every
+    connection with an HTTP error): one ValueError naming the address, at once. A Dask client given it failed with
+    an unreadable message, then hung for 10 s and printed a traceback when the interpreter exited."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer():
+        with contextlib.suppress(OSError):  # the server closed at the end of the test
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 3)
+                conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"scheduler='{address}': no Dask scheduler answers there \("):
+        connect(address)
+    assert time.perf_counter() - t0 < 5
+    server.close()
