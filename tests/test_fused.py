@@ -12,7 +12,7 @@ import pytest
 
 import bayesattn as ba
 from bayesattn._fused import fused
-from bayesattn.bayes.posterior import SufficientStats, sufficient_statistics
+from bayesattn.bayes.statistics import SufficientStats, sufficient_statistics
 from bayesattn.diagnostics.observables import attention_entropy, order_parameters, pattern_mass
 from bayesattn.models.attention import linear_attention, softmax_attention
 
