@@ -1,5 +1,8 @@
 """The paper's PR-integral ranking of heads (bayesattn.diagnostics.ranking), against brute-force loops."""
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,8 @@ from bayesattn.diagnostics.ranking import (
     rank_heads,
     ranking_over_training,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _trapezoid_loop(y, x):
@@ -82,18 +87,20 @@ def test_ranking_over_training_on_constructed_trajectories():
     assert spread["from_step"] == 8
 
 
+def convergence_script():
+    """scripts/screens_convergence.py as a module."""
+    spec = importlib.util.spec_from_file_location("screens_convergence", ROOT / "scripts" / "screens_convergence.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_screens_convergence_script_counts_and_overlaps(tmp_path, capsys):
     """scripts/screens_convergence.py: per run folder the heads per class and their Jaccard overlap with the
     reference (the paper-baseline run of largest N), from constructed head records."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "screens_convergence", Path(__file__).parents[1] / "scripts" / "screens_convergence.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = convergence_script()
 
     def run(name, N, induction_heads):
         recs = [
@@ -158,17 +165,11 @@ def test_model_summary_records_head_sets_at_the_runs_threshold():
 def test_the_results_pages_probe_size_table_is_the_script_on_the_committed_summaries(capsys):
     """docs/results/screens.md section 1b: its table of heads per class and Jaccard overlaps is, row for row,
     scripts/screens_convergence.py's output on the five committed SmolLM2 summaries under reference/."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).parents[1]
-    spec = importlib.util.spec_from_file_location("screens_convergence", root / "scripts" / "screens_convergence.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    files = [root / "reference" / f"smollm2_N{N}_summary.json" for N in (64, 256, 1000, 2000)]
-    files.append(root / "reference" / "smollm2_N64_class_free_summary.json")
+    mod = convergence_script()
+    files = [ROOT / "reference" / f"smollm2_N{N}_summary.json" for N in (64, 256, 1000, 2000)]
+    files.append(ROOT / "reference" / "smollm2_N64_class_free_summary.json")
     assert mod.main([str(f) for f in files]) == 0
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    page = (root / "docs" / "results" / "screens.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "results" / "screens.md").read_text(encoding="utf-8")
     start = page.index(table[0])  # the header row, naming the five columns
     assert page[start:].splitlines()[: len(table)] == table
