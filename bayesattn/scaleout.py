@@ -30,7 +30,6 @@ import concurrent.futures as cf
 import contextlib
 import logging
 import multiprocessing as mp
-import re
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -59,32 +58,32 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
     if not isinstance(scheduler, str) or not scheduler.strip():
         raise ValueError(f"scheduler={scheduler!r}: expected the address of a Dask scheduler, e.g. tcp://HOST:8786")
     if scheduler.startswith("tcp://"):  # other protocols (tls://, ...) need the security settings Dask's client reads
-        _reachable(scheduler, timeout)
+        _reachable(distributed, scheduler, timeout)
         _is_a_scheduler(distributed, scheduler, timeout)
     try:
         return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
     except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(
-            f"scheduler={scheduler!r}: cannot connect within {timeout:g} s ({why}); expected the "
-            "address of a running Dask scheduler, e.g. tcp://HOST:8786"
-        ) from None
+        raise _refusal(scheduler, f"cannot connect within {timeout:g} s ({why})") from None
 
 
-def _reachable(scheduler: str, timeout: float) -> None:
+def _refusal(scheduler: str, what: str) -> ValueError:
+    return ValueError(
+        f"scheduler={scheduler!r}: {what}; expected the address of a running Dask scheduler, e.g. tcp://HOST:8786"
+    )
+
+
+def _reachable(distributed, scheduler: str, timeout: float) -> None:
     """One plain TCP connection to a tcp:// address: a host that does not resolve or a port that refuses fails at
     once, where Dask's client retries until its timeout. ValueError naming the address."""
-    m = re.fullmatch(r"tcp://([^\s/:]+):(\d{1,5})", scheduler)
-    if m is None:
+    try:
+        host, port = distributed.comm.parse_host_port(distributed.comm.parse_address(scheduler)[1])
+    except ValueError:  # no port: left to Dask's client
         return
     try:
-        socket.create_connection((m.group(1), int(m.group(2))), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as e:  # socket.gaierror, ConnectionRefusedError, TimeoutError
-        why = e.strerror or str(e) or type(e).__name__
-        raise ValueError(
-            f"scheduler={scheduler!r}: cannot connect ({why}); expected the address of a running Dask scheduler, "
-            "e.g. tcp://HOST:8786"
-        ) from None
+        raise _refusal(scheduler, f"cannot connect ({e.strerror or str(e) or type(e).__name__})") from None
 
 
 def _is_a_scheduler(distributed, scheduler: str, timeout: float) -> None:
@@ -104,16 +103,10 @@ def _is_a_scheduler(distributed, scheduler: str, timeout: float) -> None:
         with cf.ThreadPoolExecutor(1) as pool:  # an event loop of its own, whatever loop the caller runs
             reply = pool.submit(asyncio.run, ask()).result()
     except Exception as e:  # noqa: BLE001 -- whatever a service that does not speak Dask's protocol makes it raise
-        raise ValueError(
-            f"scheduler={scheduler!r}: no Dask scheduler answers there ({type(e).__name__}); expected the address of a "
-            "running Dask scheduler, e.g. tcp://HOST:8786"
-        ) from None
+        raise _refusal(scheduler, f"no Dask scheduler answers there ({type(e).__name__})") from None
     kind = reply.get("type") if isinstance(reply, dict) else None
     if not (isinstance(kind, str) and kind.endswith("Scheduler")):  # Scheduler, or a subclass named so
-        raise ValueError(
-            f"scheduler={scheduler!r}: a Dask {kind or 'service'} answers there, not a scheduler; expected the address "
-            "of a running Dask scheduler, e.g. tcp://HOST:8786"
-        )
+        raise _refusal(scheduler, f"a Dask {kind or 'service'} answers there, not a scheduler")
 
 
 def local_cluster(workers: int, processes: bool = True, **kwargs):
