@@ -1,7 +1,7 @@
 """Benchmark: many chains in lockstep (ChEES-HMC) against the NUTS default; every ratio from one process.
 
     python benchmarks/bench_ensemble.py                       # all sections (long on 2 shared cores)
-    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | grad | sweep
+    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | split | grad | sweep
     python benchmarks/bench_ensemble.py --only grad --K 1 4 16 64 256 1024
 
 Sections
@@ -17,6 +17,9 @@ Sections
   adds each ChEES run again from the theory's stable branch (``bayesattn.branch_starts`` with
   ``phase_curve``'s m at this P; the theory's time is printed apart) with each of ``--branch-warmup`` warm-up
   lengths (default: ``--ess-warmup``).
+- split: where a long ChEES run's time goes (``bench_split``): K x (``--ess-warmup`` + ``--ess-draws``
+  (1000)) against the NUTS default, the warm-up's seconds and share of the run, and the ratio the run would
+  reach with a free warm-up.
 - grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
   K = 1, 4, 16, 64, 256 at T = 32 and 64, against the flop count: the K chains' contractions with the
   statistics are one matrix-matrix product.
@@ -157,6 +160,34 @@ def branch_rows(args, post, K, n, m):
     return rows
 
 
+def bench_split(args, peak):
+    """Where a long ChEES run's time goes: K x (W + N) and K x (W + N / 10) from the same key (the same warm-up),
+    so that the N - N / 10 extra draws give the time per draw and the rest of the long run is the warm-up's. The
+    last column is the ratio the long run would reach if its warm-up were free: its ESS of m over its draws' time
+    alone, against the NUTS default's ESS/s."""
+    for T in args.T:
+        post = posterior(T, args.P, args.seed, args.sigma2)
+        init = "cold" if T <= 32 else "hot"
+        base = run(post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500, num_samples=1000, init=init)
+        nuts = base["ess"] / base["wall"]
+        print(f"\n[split] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: NUTS {nuts:.1f} ESS/s")
+        print("| ChEES | <m> +- se | ESS(m) | wall (s) | x NUTS | warm-up (s) | share | draws alone: x NUTS |")
+        print("|---|---|---|---|---|---|---|---|")
+        for K in args.chains:
+            W, N = args.ess_warmup, args.ess_draws or 1000
+            kw = dict(method="chees", num_chains=K, num_warmup=W, init=init)
+            short = run(post, jax.random.key(args.seed + 2), num_samples=N // 10, **kw)
+            long = run(post, jax.random.key(args.seed + 2), num_samples=N, **kw)
+            draws = N * (long["wall"] - short["wall"]) / (N - N // 10)
+            warm = long["wall"] - draws
+            print(
+                f"| {K} x ({W} + {N}) | {long['mean']:.4f} +- {long['se']:.4f} | {long['ess']:.0f} | "
+                f"{long['wall']:.1f} | {long['ess'] / long['wall'] / nuts:.1f} | {warm:.1f} | "
+                f"{warm / long['wall']:.0%} | {long['ess'] / draws / nuts:.1f} |",
+                flush=True,
+            )
+
+
 def bench_grad(args, peak):
     for T in args.T:
         post = posterior(T, args.P, args.seed)
@@ -277,7 +308,7 @@ def bench_sweep(args, peak):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["ess", "grad", "sweep"], action="append", help="sections (default all)")
+    ap.add_argument("--only", choices=["ess", "split", "grad", "sweep"], action="append", help="sections (default all)")
     ap.add_argument("--T", type=int, nargs="+", default=[32, 64], help="sequence lengths (ess, grad)")
     ap.add_argument("--chains", type=int, nargs="+", default=[16, 64, 256], help="ChEES chain counts K (ess)")
     ap.add_argument("--K", type=int, nargs="+", default=[1, 4, 16, 64, 256], help="chain counts (grad)")
@@ -325,7 +356,7 @@ def main(argv=None):
         f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s",
         flush=True,
     )
-    for name in args.only or ["ess", "grad", "sweep"]:
+    for name in args.only or ["ess", "split", "grad", "sweep"]:
         t0 = time.perf_counter()
         globals()[f"bench_{name}"](args, peak)
         print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
