@@ -306,6 +306,9 @@ def bench_sweep(args, peak):
     )
 
 
+SECTIONS = {"ess": bench_ess, "split": bench_split, "grad": bench_grad, "sweep": bench_sweep}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["ess", "split", "grad", "sweep"], action="append", help="sections (default all)")
@@ -356,9 +359,9 @@ def main(argv=None):
         f"measured float64 matmul peak {peak / 1e9:.1f} GFLOP/s",
         flush=True,
     )
-    for name in args.only or ["ess", "split", "grad", "sweep"]:
+    for name in args.only or list(SECTIONS):
         t0 = time.perf_counter()
-        globals()[f"bench_{name}"](args, peak)
+        SECTIONS[name](args, peak)
         print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
 
 

@@ -253,25 +253,28 @@ def bench_sweep(rows, out_dir=None, workers=1):
     ]
 
 
+SECTIONS = {"joint": bench_joint, "draws": bench_draws, "grad": bench_grad}  # and "sweep", with its own arguments
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--only",
-        choices=["joint", "draws", "grad", "sweep"],
+        choices=[*SECTIONS, "sweep"],
         action="append",
         help="run only these sections (repeatable); default all",
     )
     ap.add_argument("--sweep-dir", default=None, help="keep the sweep's result files here (default: a temp dir)")
     ap.add_argument("--workers", type=int, default=1, help="sweep points run in this many worker processes")
     args = ap.parse_args()
-    sections = args.only or ["joint", "draws", "grad", "sweep"]
+    sections = args.only or [*SECTIONS, "sweep"]
     rows: list[tuple] = []
     for name in sections:
         t0 = time.perf_counter()
         if name == "sweep":
             bench_sweep(rows, args.sweep_dir, args.workers)
         else:
-            globals()[f"bench_{name}"](rows)
+            SECTIONS[name](rows)
         print(f"[{name} done in {time.perf_counter() - t0:.0f} s]", flush=True)
     print(f"\njax {jax.__version__}, {jax.devices()[0].platform}, float64")
     print(f"{'section':8} | {'quantity':70} | {'value':>28} | note")
