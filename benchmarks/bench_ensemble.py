@@ -1,7 +1,7 @@
 """Benchmark: many chains in lockstep (ChEES-HMC) against the NUTS default; every ratio from one process.
 
     python benchmarks/bench_ensemble.py                       # all sections (long on 2 shared cores)
-    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | split | grad | sweep
+    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | split | floor | grad | sweep
     python benchmarks/bench_ensemble.py --only grad --K 1 4 16 64 256 1024
 
 Sections
@@ -20,6 +20,8 @@ Sections
 - split: where a long ChEES run's time goes (``bench_split``): K x (``--ess-warmup`` + ``--ess-draws``
   (1000)) against the NUTS default, the warm-up's seconds and share of the run, and the ratio the run would
   reach with a free warm-up.
+- floor: what blackjax's ChEES trajectory-length floor costs per warm-up step (its full covariance update), against
+  the same top eigenvalue from the window's stored positions (``bench_floor``), K = ``--chains`` at T = ``--T``.
 - grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
   K = 1, 4, 16, 64, 256 at T = 32 and 64, against the flop count: the K chains' contractions with the
   statistics are one matrix-matrix product.
@@ -306,12 +308,87 @@ def bench_sweep(args, peak):
     )
 
 
-SECTIONS = {"ess": bench_ess, "split": bench_split, "grad": bench_grad, "sweep": bench_sweep}
+def bench_floor(args, peak):
+    """What blackjax's ChEES trajectory-length floor costs per warm-up step, and what a floor computed from stored
+    positions would cost. blackjax folds every chain's position into a full dim x dim covariance at every step of
+    its window (``cgl_update_batch``); the floor then needs only the top eigenvalue of that covariance, by a few
+    power iterations every 32 steps. The alternative keeps the window's positions and forms each product C v as
+    X^T (X v) / (n - 1) from the centred positions X (n rows), never the matrix. Times per step of a window of
+    ``--floor-steps`` steps in one compiled loop, both ways, with K chains at dim = T^2, and the top eigenvalues
+    both ways (they must agree)."""
+    from blackjax.adaptation.metric_buffers import MomentBlock, cgl_update_batch
+
+    n_steps, every, iters = args.floor_steps, 32, 5
+    print(f"\n[floor] a window of {n_steps} steps, power iteration ({iters} products) every {every} steps")
+    print("| T | K | covariance: ms per step | positions: ms per step | x | lambda_max (both) |")
+    print("|---|---|---|---|---|---|")
+    for T in args.T:
+        dim = T * T
+        for K in args.chains:
+            xs = jax.random.normal(jax.random.key(T * K), (n_steps, K, dim)) * jnp.linspace(0.5, 2.0, dim)
+
+            def top(matvec, v):
+                v = jax.lax.fori_loop(0, iters, lambda _, v: matvec(v) / jnp.linalg.norm(matvec(v)), v)
+                return v @ matvec(v), v
+
+            @jax.jit
+            def covariance(xs):
+                def body(carry, x):
+                    block, v, lam, i = carry
+                    block = cgl_update_batch(block, x)
+                    cov = block.m2 / jnp.maximum(block.count - 1.0, 1.0)
+                    lam, v = jax.lax.cond(i % every == 0, lambda v: top(lambda u: cov @ u, v), lambda v: (lam, v), v)
+                    return (block, v, lam, i + 1), None
+
+                block = MomentBlock(count=jnp.zeros(()), mean=jnp.zeros(dim), m2=jnp.zeros((dim, dim)))
+                v0 = jnp.ones(dim) / jnp.sqrt(dim)
+                return jax.lax.scan(body, (block, v0, 1.0, 1), xs)[0][2]
+
+            @jax.jit
+            def positions(xs):
+                def body(carry, x):
+                    buf, total, v, lam, i = carry
+                    buf = jax.lax.dynamic_update_slice(buf, x, (i * K, 0))
+                    total, n = total + x.sum(0), (i + 1) * K
+                    rows = jnp.arange(n_steps * K) < n
+
+                    def matvec(u):  # C u from the raw positions: the centring is folded into the two products
+                        mean = total / n
+                        w = jnp.where(rows, buf @ u - mean @ u, 0.0)
+                        return (buf.T @ w - mean * w.sum()) / (n - 1)
+
+                    lam, v = jax.lax.cond((i + 1) % every == 0, lambda v: top(matvec, v), lambda v: (lam, v), v)
+                    return (buf, total, v, lam, i + 1), None
+
+                init = (jnp.zeros((n_steps * K, dim)), jnp.zeros(dim), jnp.ones(dim) / jnp.sqrt(dim), 1.0, 0)
+                return jax.lax.scan(body, init, xs)[0][3]
+
+            times = []
+            for fn in (covariance, positions):
+                lam = float(jax.block_until_ready(fn(xs)))
+                t0 = time.perf_counter()
+                jax.block_until_ready(fn(xs))
+                times.append((time.perf_counter() - t0) / n_steps)
+                times.append(lam)
+            print(
+                f"| {T} | {K} | {times[0] * 1e3:.1f} | {times[2] * 1e3:.1f} | {times[0] / times[2]:.1f} | "
+                f"{times[1]:.4f}, {times[3]:.4f} |",
+                flush=True,
+            )
+
+
+SECTIONS = {
+    "ess": bench_ess,
+    "split": bench_split,
+    "floor": bench_floor,
+    "grad": bench_grad,
+    "sweep": bench_sweep,
+}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["ess", "split", "grad", "sweep"], action="append", help="sections (default all)")
+    ap.add_argument("--only", choices=list(SECTIONS), action="append", help="sections (default all)")
     ap.add_argument("--T", type=int, nargs="+", default=[32, 64], help="sequence lengths (ess, grad)")
     ap.add_argument("--chains", type=int, nargs="+", default=[16, 64, 256], help="ChEES chain counts K (ess)")
     ap.add_argument("--K", type=int, nargs="+", default=[1, 4, 16, 64, 256], help="chain counts (grad)")
@@ -326,6 +403,7 @@ def main(argv=None):
         default=[8],
         help="ChEES rows that adapt on this many chains, then copy them to all K (ess; none: only full warm-ups)",
     )
+    ap.add_argument("--floor-steps", type=int, default=100, help="steps of the covariance window (floor)")
     ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (ess)")
     ap.add_argument("--branch-starts", action="store_true", help="ChEES again from the theory's branch (ess)")
     ap.add_argument("--branch-warmup", type=int, nargs="+", default=[], help="warm-up lengths from the branch")
