@@ -175,8 +175,8 @@ def bench_split(args, peak):
         print(f"\n[split] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: NUTS {nuts:.1f} ESS/s")
         print("| ChEES | <m> +- se | ESS(m) | wall (s) | x NUTS | warm-up (s) | share | draws alone: x NUTS |")
         print("|---|---|---|---|---|---|---|---|")
+        W, N = args.ess_warmup, args.ess_draws or 1000
         for K in args.chains:
-            W, N = args.ess_warmup, args.ess_draws or 1000
             kw = dict(method="chees", num_chains=K, num_warmup=W, init=init)
             short = run(post, jax.random.key(args.seed + 2), num_samples=N // 10, **kw)
             long = run(post, jax.random.key(args.seed + 2), num_samples=N, **kw)
@@ -328,7 +328,11 @@ def bench_floor(args, peak):
             xs = jax.random.normal(jax.random.key(T * K), (n_steps, K, dim)) * jnp.linspace(0.5, 2.0, dim)
 
             def top(matvec, v):
-                v = jax.lax.fori_loop(0, iters, lambda _, v: matvec(v) / jnp.linalg.norm(matvec(v)), v)
+                def step(_, v):
+                    w = matvec(v)
+                    return w / jnp.linalg.norm(w)
+
+                v = jax.lax.fori_loop(0, iters, step, v)
                 return v @ matvec(v), v
 
             @jax.jit
@@ -363,16 +367,17 @@ def bench_floor(args, peak):
                 init = (jnp.zeros((n_steps * K, dim)), jnp.zeros(dim), jnp.ones(dim) / jnp.sqrt(dim), 1.0, 0)
                 return jax.lax.scan(body, init, xs)[0][3]
 
-            times = []
-            for fn in (covariance, positions):
+            def per_step(fn):
+                """(seconds per step of the compiled loop, its top eigenvalue), timed after compiling."""
                 lam = float(jax.block_until_ready(fn(xs)))
                 t0 = time.perf_counter()
                 jax.block_until_ready(fn(xs))
-                times.append((time.perf_counter() - t0) / n_steps)
-                times.append(lam)
+                return (time.perf_counter() - t0) / n_steps, lam
+
+            (t_cov, lam_cov), (t_pos, lam_pos) = per_step(covariance), per_step(positions)
             print(
-                f"| {T} | {K} | {times[0] * 1e3:.1f} | {times[2] * 1e3:.1f} | {times[0] / times[2]:.1f} | "
-                f"{times[1]:.4f}, {times[3]:.4f} |",
+                f"| {T} | {K} | {t_cov * 1e3:.1f} | {t_pos * 1e3:.1f} | {t_cov / t_pos:.1f} | "
+                f"{lam_cov:.4f}, {lam_pos:.4f} |",
                 flush=True,
             )
 
