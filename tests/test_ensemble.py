@@ -185,7 +185,7 @@ def test_lockstep_step_equals_blackjax_dynamic_hmc_step():
     import blackjax
     import optax
 
-    from bayesattn.bayes.samplers.ensemble import lockstep_dynamic_hmc
+    from bayesattn.bayes.samplers.chees_loop import lockstep_dynamic_hmc
 
     data = ba.CopyTask(T=8, d=4).sample(jax.random.key(0), 200)
     post = ba.Posterior(data, "softmax", ba.Prior(1.0, 100.0, 100.0))

@@ -8,7 +8,9 @@ once per step for all chains, and the adaptation pools information across chains
 
 - ``method="chees"``: ``blackjax.chees_adaptation`` (step size by dual averaging, trajectory length by the ChEES
   criterion, optax Adam on its log, a diagonal mass matrix from the ensemble) then ``blackjax.dynamic_hmc`` with
-  the adapted Halton-jittered trajectory length.
+  the adapted Halton-jittered trajectory length. ``stored_floor=True`` runs the same warm-up with the length
+  floor's eigenvalue from stored positions (:mod:`.chees_loop`), which saves most of the warm-up's window at
+  large T.
 - ``method="meads"``: ``blackjax.meads_adaptation`` (step size, damping and momentum scale from the ensemble
   over K folds) then ``blackjax.ghmc`` (one leapfrog step per transition with a persistent momentum: give it
   ``thin`` of tens).
@@ -35,6 +37,7 @@ from blackjax.adaptation.base import get_filter_adapt_info_fn
 from ..._validate import check_int
 from ..program import rebuild_posterior
 from .base import Sampler, SamplerJob
+from .chees_loop import chees_warmup_stored, lockstep_dynamic_hmc
 from .starts import initial_positions
 
 ENSEMBLE_METHODS = ("chees", "meads")
@@ -48,6 +51,7 @@ ENSEMBLE_OPTIONS = {
         "num_superchains": None,
         "warmup_chains": None,
         "spread_steps": 0,
+        "stored_floor": False,
     },
     "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
@@ -104,40 +108,17 @@ def lockstep_starts(method, posterior, init_key, init, num_chains, opts):
     )
 
 
-def lockstep_dynamic_hmc(logdensity, params):
-    """The sampling step after ChEES's warm-up: ``blackjax.dynamic_hmc(logdensity, **params).step`` for all chains
-    at once, with the trajectory's number of leapfrog steps computed once per iteration instead of per chain.
-
-    ChEES gives every chain the same jittered trajectory (its step counter starts at 0 for all chains and
-    advances by one per iteration, so ``random_generator_arg`` is equal across chains). ``jax.vmap`` of the
-    per-chain step cannot know that: it batches the trip count of the leapfrog loop, which turns the loop into a
-    masked loop that selects every carried array at every step. Here the count is one scalar, the leapfrog loop
-    stays a plain loop around the chains' batched gradient, and each chain runs blackjax's own HMC kernel (the
-    one ``dynamic_hmc`` wraps) with the same key, so the draws are those of the vmapped ``dynamic_hmc`` step
-    (``tests/test_ensemble.py`` compares them)."""
-    from blackjax.mcmc.dynamic_hmc import DynamicHMCState
-    from blackjax.mcmc.hmc import HMCState, build_kernel
-
-    hmc = build_kernel()
-    steps_fn, steps_params = params["integration_steps_fn"], params["integration_steps_params"]
-
-    def step(keys, states):
-        n = steps_fn(states.random_generator_arg[0], *steps_params)  # the same for every chain
-        one = lambda k, st: hmc(k, st, logdensity, params["step_size"], params["inverse_mass_matrix"], n)  # noqa: E731
-        new, info = jax.vmap(one)(keys, HMCState(states.position, states.logdensity, states.logdensity_grad))
-        return DynamicHMCState(
-            new.position, new.logdensity, new.logdensity_grad, params["next_random_arg_fn"](states.random_generator_arg)
-        ), info
-
-    return step
+def step_counts(is_divergent, num_integration_steps):
+    """(divergences, gradient evaluations) per chain from per-step arrays (steps, chains)."""
+    return (
+        jnp.sum(is_divergent, axis=0, dtype=jnp.int64),
+        jnp.sum(num_integration_steps, axis=0, dtype=jnp.int64),
+    )
 
 
 def warmup_counts(winfo):
     """(divergences, gradient evaluations) per chain over a blackjax ensemble warm-up, from its info."""
-    return (
-        jnp.sum(winfo.info.is_divergent, axis=0, dtype=jnp.int64),
-        jnp.sum(winfo.info.num_integration_steps, axis=0, dtype=jnp.int64),
-    )
+    return step_counts(winfo.info.is_divergent, winfo.info.num_integration_steps)
 
 
 def chees_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
@@ -149,27 +130,35 @@ def chees_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
     num_chains chains in turn (chain i takes warm chain i mod w), and every chain then takes
     ``opts["spread_steps"]`` steps of the adapted kernel with its own keys, discarded, before the draws, so that
     copies of one warm chain part before they are kept (the diagnostics count the copies as separate chains:
-    ``scripts/ensemble_calibration.py`` checks what that does to the standard errors)."""
+    ``scripts/ensemble_calibration.py`` checks what that does to the standard errors).
+
+    With ``opts["stored_floor"]`` the warm-up is :func:`~.chees_loop.chees_warmup_stored`: blackjax's, step for
+    step, with the trajectory-length floor's eigenvalue from the window's stored positions instead of a full
+    covariance updated at every step (the same adapted parameters, to rounding)."""
     w = opts.get("warmup_chains") or num_chains
     wkey, skey = jax.random.split(key)
-    warmup = blackjax.chees_adaptation(
-        logdensity,
-        w,
-        target_acceptance_rate=opts["target_acceptance_rate"],
-        max_leapfrog_steps=opts["max_leapfrog_steps"],
-        mass_matrix_estimation="diagonal",
-        adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
+    run_key = key if w == num_chains else wkey
+    settings = dict(
+        target_acceptance_rate=opts["target_acceptance_rate"], max_leapfrog_steps=opts["max_leapfrog_steps"]
     )
-    (states, params), winfo = warmup.run(
-        key if w == num_chains else wkey,
-        positions[:w],
-        opts["initial_step_size"],
-        optax.adam(opts["learning_rate"]),
-        num_warmup,
-    )
+    optim = optax.adam(opts["learning_rate"])
+    if opts.get("stored_floor"):  # the same warm-up, its length floor from the window's stored positions
+        (states, params), (wdiv, wsteps) = chees_warmup_stored(
+            logdensity, run_key, positions[:w], opts["initial_step_size"], optim, num_warmup, **settings
+        )
+        div, grads = step_counts(wdiv, wsteps)
+    else:
+        warmup = blackjax.chees_adaptation(
+            logdensity,
+            w,
+            **settings,
+            mass_matrix_estimation="diagonal",
+            adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"}),
+        )
+        (states, params), winfo = warmup.run(run_key, positions[:w], opts["initial_step_size"], optim, num_warmup)
+        div, grads = warmup_counts(winfo)
     step = lockstep_dynamic_hmc(logdensity, params)
     trajectory = params["integration_steps_params"][0] * params["step_size"]
-    div, grads = warmup_counts(winfo)
     if w < num_chains:
         copy = jnp.arange(num_chains) % w
         states = jax.tree.map(lambda x: x[copy], states)

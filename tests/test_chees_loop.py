@@ -1,0 +1,65 @@
+"""ChEES's warm-up with the length floor from stored positions (bayesattn.bayes.samplers.chees_loop) against
+blackjax.chees_adaptation itself, on a target where the floor binds, and the option end to end."""
+
+from __future__ import annotations
+
+import blackjax
+import jax
+import numpy as np
+import optax
+import pytest
+from blackjax.adaptation.base import get_filter_adapt_info_fn
+
+import bayesattn as ba
+from bayesattn.bayes.samplers.chees_loop import chees_warmup_stored
+
+SETTINGS = dict(target_acceptance_rate=0.651, max_leapfrog_steps=1000)
+INFO = get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"})
+
+
+def correlated_gaussian(dim, seed):
+    """log N(x; 0, C) with a C whose whitened top eigenvalue is large: a slow direction the diagonal mass matrix
+    cannot remove, so that ChEES's length floor binds."""
+    a = np.random.default_rng(seed).standard_normal((dim, dim))
+    prec = np.linalg.inv(a @ a.T + 0.05 * np.eye(dim))
+    return lambda x: -0.5 * x @ prec @ x
+
+
+@pytest.mark.parametrize("dim, chains, steps", [(6, 8, 200), (12, 4, 130)])
+def test_stored_floor_warmup_is_blackjax_chees_step_for_step(dim, chains, steps):
+    logdensity = correlated_gaussian(dim, dim)
+    x0 = np.random.default_rng(1).standard_normal((chains, dim))
+    key, optim = jax.random.key(dim), optax.adam(0.025)
+
+    def reference(**private):
+        warmup = blackjax.chees_adaptation(
+            logdensity, chains, **SETTINGS, mass_matrix_estimation="diagonal", adaptation_info_fn=INFO, **private
+        )
+        return warmup.run(key, x0, 0.1, optim, steps)
+
+    (ref_states, ref_params), ref_info = reference()
+    (states, params), (div, n_steps) = chees_warmup_stored(logdensity, key, x0, 0.1, optim, steps, **SETTINGS)
+    for name in ("step_size", "inverse_mass_matrix"):
+        np.testing.assert_allclose(params[name], ref_params[name], rtol=1e-12)
+    np.testing.assert_allclose(params["integration_steps_params"][0], ref_params["integration_steps_params"][0], 1e-10)
+    np.testing.assert_array_equal(n_steps, ref_info.info.num_integration_steps)
+    np.testing.assert_array_equal(div, ref_info.info.is_divergent)
+    np.testing.assert_allclose(states.position, ref_states.position, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(states.logdensity, ref_states.logdensity, rtol=1e-10)
+    # the floor binds here: without it blackjax adapts a shorter trajectory (its private ablation switch)
+    (_, unfloored), _ = reference(_length_floor=False)
+    assert params["integration_steps_params"][0] > 1.2 * unfloored["integration_steps_params"][0]
+
+
+def test_stored_floor_option_samples_as_the_default_warmup():
+    """ba.sample(method="chees", stored_floor=True) draws what the default warm-up draws (same key), records the
+    option in its config, and rejects a non-bool before any work."""
+    post = ba.Posterior(ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 50), "softmax", ba.Prior(1.0, 100.0, 10.0))
+    run = dict(method="chees", num_chains=8, num_warmup=120, num_samples=20)
+    a = ba.sample(post, jax.random.key(5), **run)
+    b = ba.sample(post, jax.random.key(5), **run, stored_floor=True)
+    np.testing.assert_allclose(b.L, a.L, rtol=0, atol=1e-9)
+    assert b.config["method_options"]["stored_floor"] is True
+    assert b.diagnostics["num_grad_evals"] == a.diagnostics["num_grad_evals"] > 0
+    with pytest.raises(ValueError, match="stored_floor=1: expected True or False"):
+        ba.sample(post, jax.random.key(5), **run, stored_floor=1)
