@@ -16,8 +16,9 @@ Sections
   cold many-chain start can stay on the metastable branch, which is no speed comparison). ``--branch-starts``
   adds each ChEES run again from the theory's stable branch (``bayesattn.branch_starts`` with
   ``phase_curve``'s m at this P; the theory's time is printed apart) with each of ``--branch-warmup`` warm-up
-  lengths (default: ``--ess-warmup``). ``--stored-floor`` adds each ChEES row again with ``stored_floor=True``
-  (the warm-up's length floor from stored positions, ``bayesattn.bayes.samplers.chees_loop``).
+  lengths (default: ``--ess-warmup``). ``--stored-floor`` runs each ChEES row with ``stored_floor=False`` and
+  ``True`` (the warm-up's length floor from blackjax's covariance or from stored positions,
+  ``bayesattn.bayes.samplers.chees_loop``; by default the sampler chooses).
 - split: where a long ChEES run's time goes (``bench_split``): K x (``--ess-warmup`` + ``--ess-draws``
   (1000)) against the NUTS default, the warm-up's seconds and share of the run, and the ratio the run would
   reach with a free warm-up.
@@ -133,14 +134,19 @@ def bench_ess(args, peak):
 
 def chees_rows(args, post, name, chees):
     """The ChEES run ``chees`` (keyword arguments of ``ba.sample``) and the same run with each few-chain warm-up
-    of --warmup-chains, one row each; with --stored-floor each of them again with ``stored_floor=True``."""
+    of --warmup-chains, one row each; with --stored-floor each of them with ``stored_floor=False`` and ``True``
+    (blackjax's covariance and the stored positions for the length floor; by default the sampler chooses)."""
     variants = {name: {}}
     for w in args.warmup_chains:
         variants[f"{name}, {w} adapt + {args.spread_steps} spread"] = dict(
             warmup_chains=w, spread_steps=args.spread_steps
         )
     if args.stored_floor:
-        variants |= {f"{v}, stored floor": dict(opts, stored_floor=True) for v, opts in variants.items()}
+        variants = {
+            f"{v}, {label}": dict(opts, stored_floor=on)
+            for on, label in ((False, "covariance floor"), (True, "stored floor"))
+            for v, opts in variants.items()
+        }
     return {v: run(post, jax.random.key(args.seed + 2), **chees, **opts) for v, opts in variants.items()}
 
 
@@ -410,7 +416,7 @@ def main(argv=None):
         default=[8],
         help="ChEES rows that adapt on this many chains, then copy them to all K (ess; none: only full warm-ups)",
     )
-    ap.add_argument("--stored-floor", action="store_true", help="each ChEES row again with stored_floor=True (ess)")
+    ap.add_argument("--stored-floor", action="store_true", help="each ChEES row with stored_floor=False and True (ess)")
     ap.add_argument("--floor-steps", type=int, default=100, help="steps of the covariance window (floor)")
     ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (ess)")
     ap.add_argument("--branch-starts", action="store_true", help="ChEES again from the theory's branch (ess)")

@@ -11,7 +11,7 @@ import pytest
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 
 import bayesattn as ba
-from bayesattn.bayes.samplers.chees_loop import chees_warmup_stored
+from bayesattn.bayes.samplers.chees_loop import chees_warmup_stored, use_stored_floor
 
 SETTINGS = dict(target_acceptance_rate=0.651, max_leapfrog_steps=1000)
 INFO = get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"})
@@ -51,15 +51,26 @@ def test_stored_floor_warmup_is_blackjax_chees_step_for_step(dim, chains, steps)
     assert params["integration_steps_params"][0] > 1.2 * unfloored["integration_steps_params"][0]
 
 
-def test_stored_floor_option_samples_as_the_default_warmup():
-    """ba.sample(method="chees", stored_floor=True) draws what the default warm-up draws (same key), records the
-    option in its config, and rejects a non-bool before any work."""
+def test_stored_floor_option_samples_as_the_covariance_floor():
+    """ba.sample(method="chees", stored_floor=True) draws what blackjax's warm-up (stored_floor=False) draws with
+    the same key, records the option in its config, and rejects a non-bool before any work."""
     post = ba.Posterior(ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 50), "softmax", ba.Prior(1.0, 100.0, 10.0))
     run = dict(method="chees", num_chains=8, num_warmup=120, num_samples=20)
-    a = ba.sample(post, jax.random.key(5), **run)
+    a = ba.sample(post, jax.random.key(5), **run, stored_floor=False)
     b = ba.sample(post, jax.random.key(5), **run, stored_floor=True)
     np.testing.assert_allclose(b.L, a.L, rtol=0, atol=1e-9)
     assert b.config["method_options"]["stored_floor"] is True
     assert b.diagnostics["num_grad_evals"] == a.diagnostics["num_grad_evals"] > 0
-    with pytest.raises(ValueError, match="stored_floor=1: expected True or False"):
+    with pytest.raises(ValueError, match=r"stored_floor=1: expected True, False or None"):
         ba.sample(post, jax.random.key(5), **run, stored_floor=1)
+
+
+@pytest.mark.parametrize(
+    "option, dim, chains, stored",
+    [(None, 1024, 16, True), (None, 1024, 32, True), (None, 1024, 64, False), (None, 16, 8, False)]
+    + [(True, 16, 8, True), (False, 4096, 2, False)],
+)
+def test_the_default_takes_stored_positions_where_the_dimension_is_large_against_the_chains(
+    option, dim, chains, stored
+):
+    assert use_stored_floor(option, dim, chains) is stored

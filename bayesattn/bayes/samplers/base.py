@@ -33,7 +33,7 @@ INT_OPTIONS = (
 )
 POSITIVE_OPTIONS = ("initial_step_size", "learning_rate", "step_size_multiplier")
 FRACTION_OPTIONS = ("target_acceptance_rate", "target_ess")
-BOOL_OPTIONS = ("stored_floor",)  # and these as True / False
+SWITCH_OPTIONS = ("stored_floor",)  # and these as True, False or None (the sampler chooses)
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ class Sampler:
 
     def check_options(self, method_options: dict) -> dict:
         """The defaults updated by ``method_options``, checked: ValueError for an option this sampler does not
-        take, or a value out of range (counts are ints >= 1, step sizes and rates positive, targets in (0, 1), switches bools)."""
+        take, or a value out of range (counts are ints >= 1, step sizes and rates positive, targets in (0, 1), switches True, False or None)."""
         unknown = sorted(set(method_options) - set(self.options))
         if unknown:
             raise ValueError(
@@ -213,9 +213,9 @@ class Sampler:
         for name in FRACTION_OPTIONS:
             if name in opts:
                 opts[name] = check_between(name, opts[name], 0, 1)
-        for name in BOOL_OPTIONS:
-            if name in opts and not isinstance(opts[name], bool):
-                raise ValueError(f"{name}={opts[name]!r}: expected True or False")
+        for name in SWITCH_OPTIONS:
+            if name in opts and not (opts[name] is None or isinstance(opts[name], bool)):
+                raise ValueError(f"{name}={opts[name]!r}: expected True, False or None (the sampler chooses)")
         if opts.get("mode_threshold") is not None:  # None: the attention kind's own threshold
             opts["mode_threshold"] = check_between("mode_threshold", opts["mode_threshold"], -math.inf, math.inf)
         return opts

@@ -65,6 +65,20 @@ def lockstep_dynamic_hmc(logdensity, params):
     return step
 
 
+STORED_FLOOR_RATIO = 32  # stored_floor=None: stored positions from dim >= this many times the adapting chains
+
+
+def use_stored_floor(option, dim: int, chains: int) -> bool:
+    """Whether the ChEES warm-up of ``chains`` adapting chains in ``dim`` dimensions takes its length floor from
+    stored positions: ``option`` if given (True / False), else (None) where that is the cheaper way.
+
+    blackjax's covariance update costs about chains x dim^2 per window step; the stored positions cost a few
+    dozen reads of window x chains x dim numbers over the window, so they win where dim is large against the
+    chains (``benchmarks/bench_ensemble.py --stored-floor`` measures both; the memory they take is window x chains
+    x dim x 8 bytes)."""
+    return bool(option) if option is not None else dim >= STORED_FLOOR_RATIO * chains
+
+
 def engagement_threshold(dim: int) -> int:
     """The pooled sample count at which the diagonal mass matrix (and the floor) engage."""
     return max(64, int(2 * np.sqrt(dim)))
@@ -82,17 +96,32 @@ def top_eigen(matvec, v0, iterations):
     return jnp.maximum(jnp.dot(v, matvec(v)), LAMBDA_EPS), v
 
 
+def block_rows(dim: int) -> int:
+    """Rows of the stored positions read per block of a product: about 2 MB, so that each block is read from
+    memory once and used twice (X u, then X^T y) from the cache."""
+    return max(8, (1 << 21) // (8 * dim))
+
+
 def whitened_matvec(buf, total, n, inverse_mass_matrix):
     """u -> D^-1/2 C D^-1/2 u, C the covariance of the first n rows of buf (their sum: total), D the diagonal
-    inverse mass matrix; the centring is folded into the two products with the raw rows."""
-    rows = jnp.arange(buf.shape[0]) < n
+    inverse mass matrix. buf: (rows, dim), rows a multiple of :func:`block_rows`. The centring is folded into the
+    products with the raw rows, and only the blocks that hold the n rows are read, each once."""
+    size, dim = block_rows(buf.shape[1]), buf.shape[1]
     mean = total / jnp.maximum(n, 1)
     scale = 1.0 / jnp.sqrt(inverse_mass_matrix)
 
     def matvec(u):
         u = scale * u
-        w = jnp.where(rows, buf @ u - mean @ u, 0.0)
-        return scale * (buf.T @ w - mean * w.sum()) / jnp.maximum(n - 1.0, 1.0)
+        shift = mean @ u
+
+        def block(b, carry):
+            acc, wsum = carry
+            rows = jax.lax.dynamic_slice(buf, (b * size, 0), (size, dim))
+            w = jnp.where(b * size + jnp.arange(size) < n, rows @ u - shift, 0.0)
+            return acc + rows.T @ w, wsum + w.sum()
+
+        acc, wsum = jax.lax.fori_loop(0, (n + size - 1) // size, block, (jnp.zeros(dim, buf.dtype), 0.0))
+        return scale * (acc - mean * wsum) / jnp.maximum(n - 1.0, 1.0)
 
     return matvec
 
@@ -174,7 +203,7 @@ def chees_warmup_stored(
         jax.vmap(lambda p: dynamic_hmc.init(p, logdensity, 0))(positions),
         init(0, step_size),
         wc_init(dim),
-        jnp.zeros((max(window, 1) * num_chains, dim), positions.dtype),
+        jnp.zeros((-(-max(window, 1) * num_chains // block_rows(dim)) * block_rows(dim), dim), positions.dtype),
         jnp.zeros(dim, positions.dtype),
         jnp.ones(dim) / jnp.sqrt(dim),
         jnp.ones(()),

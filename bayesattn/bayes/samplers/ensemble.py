@@ -8,9 +8,9 @@ once per step for all chains, and the adaptation pools information across chains
 
 - ``method="chees"``: ``blackjax.chees_adaptation`` (step size by dual averaging, trajectory length by the ChEES
   criterion, optax Adam on its log, a diagonal mass matrix from the ensemble) then ``blackjax.dynamic_hmc`` with
-  the adapted Halton-jittered trajectory length. ``stored_floor=True`` runs the same warm-up with the length
-  floor's eigenvalue from stored positions (:mod:`.chees_loop`), which saves most of the warm-up's window at
-  large T.
+  the adapted Halton-jittered trajectory length. Where the dimension is large against the adapting chains
+  (``stored_floor=None``, the default; True / False force it) the warm-up is the same one with the length floor's
+  eigenvalue from stored positions (:mod:`.chees_loop`), which is cheaper there.
 - ``method="meads"``: ``blackjax.meads_adaptation`` (step size, damping and momentum scale from the ensemble
   over K folds) then ``blackjax.ghmc`` (one leapfrog step per transition with a persistent momentum: give it
   ``thin`` of tens).
@@ -37,7 +37,7 @@ from blackjax.adaptation.base import get_filter_adapt_info_fn
 from ..._validate import check_int
 from ..program import rebuild_posterior
 from .base import Sampler, SamplerJob
-from .chees_loop import chees_warmup_stored, lockstep_dynamic_hmc
+from .chees_loop import chees_warmup_stored, lockstep_dynamic_hmc, use_stored_floor
 from .starts import initial_positions
 
 ENSEMBLE_METHODS = ("chees", "meads")
@@ -51,7 +51,7 @@ ENSEMBLE_OPTIONS = {
         "num_superchains": None,
         "warmup_chains": None,
         "spread_steps": 0,
-        "stored_floor": False,
+        "stored_floor": None,
     },
     "meads": {"num_folds": 4, "step_size_multiplier": 0.5, "num_superchains": None},
 }
@@ -132,9 +132,10 @@ def chees_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
     copies of one warm chain part before they are kept (the diagnostics count the copies as separate chains:
     ``scripts/ensemble_calibration.py`` checks what that does to the standard errors).
 
-    With ``opts["stored_floor"]`` the warm-up is :func:`~.chees_loop.chees_warmup_stored`: blackjax's, step for
-    step, with the trajectory-length floor's eigenvalue from the window's stored positions instead of a full
-    covariance updated at every step (the same adapted parameters, to rounding)."""
+    With ``opts["stored_floor"]`` True (or None, the default, where :func:`~.chees_loop.use_stored_floor` finds
+    it cheaper) the warm-up is :func:`~.chees_loop.chees_warmup_stored`: blackjax's, step for step, with the
+    trajectory-length floor's eigenvalue from the window's stored positions instead of a full covariance updated at
+    every step (the same adapted parameters, to rounding)."""
     w = opts.get("warmup_chains") or num_chains
     wkey, skey = jax.random.split(key)
     run_key = key if w == num_chains else wkey
@@ -142,7 +143,7 @@ def chees_warmup(logdensity, key, positions, num_chains, num_warmup, opts):
         target_acceptance_rate=opts["target_acceptance_rate"], max_leapfrog_steps=opts["max_leapfrog_steps"]
     )
     optim = optax.adam(opts["learning_rate"])
-    if opts.get("stored_floor"):  # the same warm-up, its length floor from the window's stored positions
+    if use_stored_floor(opts.get("stored_floor"), positions.shape[1], w):
         (states, params), (wdiv, wsteps) = chees_warmup_stored(
             logdensity, run_key, positions[:w], opts["initial_step_size"], optim, num_warmup, **settings
         )
