@@ -1,7 +1,7 @@
 """Benchmark: many chains in lockstep (ChEES-HMC) against the NUTS default; every ratio from one process.
 
     python benchmarks/bench_ensemble.py                       # all sections (long on 2 shared cores)
-    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | split | floor | grad | sweep
+    python benchmarks/bench_ensemble.py --only ess --T 32     # one section: ess | split | floor | warmup | grad | sweep
     python benchmarks/bench_ensemble.py --only grad --K 1 4 16 64 256 1024
 
 Sections
@@ -24,6 +24,8 @@ Sections
   reach with a free warm-up.
 - floor: what blackjax's ChEES trajectory-length floor costs per warm-up step (its full covariance update), against
   the same top eigenvalue from the window's stored positions (``bench_floor``), K = ``--chains`` at T = ``--T``.
+- warmup: the ChEES warm-up alone, K = ``--chains`` chains adapting, with its length floor from blackjax's
+  covariance and from stored positions (``stored_floor=False`` / ``True``, ``bench_warmup``).
 - grad: time per chain-gradient of K chains' value-and-grad, ``vmap``-ed, in a bare jitted loop (no sampler),
   K = 1, 4, 16, 64, 256 at T = 32 and 64, against the flop count: the K chains' contractions with the
   statistics are one matrix-matrix product.
@@ -320,11 +322,14 @@ def bench_floor(args, peak):
     """What blackjax's ChEES trajectory-length floor costs per warm-up step, and what a floor computed from stored
     positions would cost. blackjax folds every chain's position into a full dim x dim covariance at every step of
     its window (``cgl_update_batch``); the floor then needs only the top eigenvalue of that covariance, by a few
-    power iterations every 32 steps. The alternative keeps the window's positions and forms each product C v as
-    X^T (X v) / (n - 1) from the centred positions X (n rows), never the matrix. Times per step of a window of
+    power iterations every 32 steps. The alternative (``stored_floor=True``) keeps the window's positions and forms
+    each product C v as X^T (X v) / (n - 1) from the centred positions X (n rows), never the matrix
+    (``bayesattn.bayes.samplers.chees_loop.whitened_matvec``). Times per step of a window of
     ``--floor-steps`` steps in one compiled loop, both ways, with K chains at dim = T^2, and the top eigenvalues
     both ways (they must agree)."""
     from blackjax.adaptation.metric_buffers import MomentBlock, cgl_update_batch
+
+    from bayesattn.bayes.samplers.chees_loop import block_rows, whitened_matvec
 
     n_steps, every, iters = args.floor_steps, 32, 5
     print(f"\n[floor] a window of {n_steps} steps, power iteration ({iters} products) every {every} steps")
@@ -357,22 +362,17 @@ def bench_floor(args, peak):
                 return jax.lax.scan(body, (block, v0, 1.0, 1), xs)[0][2]
 
             @jax.jit
-            def positions(xs):
+            def positions(xs):  # the package's products (chees_loop.whitened_matvec), unwhitened (D = 1)
                 def body(carry, x):
                     buf, total, v, lam, i = carry
                     buf = jax.lax.dynamic_update_slice(buf, x, (i * K, 0))
                     total, n = total + x.sum(0), (i + 1) * K
-                    rows = jnp.arange(n_steps * K) < n
-
-                    def matvec(u):  # C u from the raw positions: the centring is folded into the two products
-                        mean = total / n
-                        w = jnp.where(rows, buf @ u - mean @ u, 0.0)
-                        return (buf.T @ w - mean * w.sum()) / (n - 1)
-
+                    matvec = whitened_matvec(buf, total, n, jnp.ones(dim))
                     lam, v = jax.lax.cond((i + 1) % every == 0, lambda v: top(matvec, v), lambda v: (lam, v), v)
                     return (buf, total, v, lam, i + 1), None
 
-                init = (jnp.zeros((n_steps * K, dim)), jnp.zeros(dim), jnp.ones(dim) / jnp.sqrt(dim), 1.0, 0)
+                rows = -(-n_steps * K // block_rows(dim)) * block_rows(dim)
+                init = (jnp.zeros((rows, dim)), jnp.zeros(dim), jnp.ones(dim) / jnp.sqrt(dim), 1.0, 0)
                 return jax.lax.scan(body, init, xs)[0][3]
 
             def per_step(fn):
@@ -390,10 +390,48 @@ def bench_floor(args, peak):
             )
 
 
+def bench_warmup(args, peak):
+    """The ChEES warm-up alone (``--ess-warmup`` steps, K = ``--chains`` chains, every one adapting), with the
+    length floor from blackjax's covariance (``stored_floor=False``) and from stored positions (True): seconds of
+    the compiled warm-up (its second call), and the adapted leapfrog steps and gradient count both ways (they must
+    agree: it is the same warm-up)."""
+    from bayesattn.bayes.samplers.ensemble import ENSEMBLE_OPTIONS, chees_warmup, lockstep_starts
+
+    print(f"\n[warmup] ChEES warm-up of {args.ess_warmup} steps, sigma2 = {args.sigma2:g}")
+    print("| T | K | covariance floor (s) | stored floor (s) | x | leapfrog steps | gradients |")
+    print("|---|---|---|---|---|---|---|")
+    for T in args.T:
+        post = posterior(T, args.P, args.seed, args.sigma2)
+        init = "cold" if T <= 32 else "hot"
+        logdensity = lambda x: post.log_density(x.reshape(T, T))  # noqa: E731
+        for K in args.chains:
+            found = {}
+            for stored in (False, True):
+                opts = dict(ENSEMBLE_OPTIONS["chees"], stored_floor=stored)
+                x0 = lockstep_starts("chees", post, jax.random.key(args.seed + 1), init, K, opts)[0].reshape(K, -1)
+
+                @jax.jit
+                def warm(key, x0, opts=opts):
+                    _, params, (_, grads), _, _ = chees_warmup(logdensity, key, x0, K, args.ess_warmup, opts)
+                    return params["integration_steps_params"][0], grads.sum()
+
+                jax.block_until_ready(warm(jax.random.key(args.seed + 2), x0))
+                t0 = time.perf_counter()
+                steps, grads = jax.block_until_ready(warm(jax.random.key(args.seed + 2), x0))
+                found[stored] = (time.perf_counter() - t0, float(steps), int(grads))
+            (t_cov, n_cov, g_cov), (t_pos, n_pos, g_pos) = found[False], found[True]
+            print(
+                f"| {T} | {K} | {t_cov:.2f} | {t_pos:.2f} | {t_cov / t_pos:.2f} | {n_cov:.2f}, {n_pos:.2f} | "
+                f"{g_cov}, {g_pos} |",
+                flush=True,
+            )
+
+
 SECTIONS = {
     "ess": bench_ess,
     "split": bench_split,
     "floor": bench_floor,
+    "warmup": bench_warmup,
     "grad": bench_grad,
     "sweep": bench_sweep,
 }
