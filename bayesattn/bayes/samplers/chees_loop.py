@@ -4,13 +4,15 @@
 trajectory length at pi / 2 times the square root of the top eigenvalue of the whitened ensemble covariance of the
 last half of the warm-up. To get that eigenvalue it folds every chain's position into a full dim x dim covariance
 at every step of the window, although it reads the matrix only through a few power iterations every 32 steps. At
-dim = T^2 that update dominates the warm-up's window (``benchmarks/bench_ensemble.py --only floor``).
+dim = T^2 with few chains that update costs more than the eigenvalue needs (``benchmarks/bench_ensemble.py --only
+floor`` and ``--only warmup``).
 
-:func:`chees_warmup_stored` is the same warm-up, step for step: the same keys, the same dynamic HMC kernel, the
-same ChEES update (blackjax's own ``base``), the same Welford estimate of the diagonal mass matrix and the same
-schedule of power iterations. Only the covariance is never formed: the window's positions X are kept (window steps
-x chains rows), and each product C u is computed as X_c^T (X_c u) / (n - 1) from the centred rows. The adapted
-parameters agree with blackjax's to rounding (``tests/test_chees_loop.py`` compares them where the floor binds).
+:func:`chees_warmup_stored` is the same warm-up, step for step: the same keys, blackjax's HMC kernel with one
+leapfrog count for all chains (:func:`lockstep_dynamic_hmc`, as the draws), the same ChEES update (blackjax's own
+``base``), the same Welford estimate of the diagonal mass matrix and the same schedule of power iterations. Only
+the covariance is never formed: the window's positions X are kept (window steps x chains rows), and each product
+C u is computed as X_c^T (X_c u) / (n - 1) from the centred rows, block by block. The adapted parameters agree with
+blackjax's to rounding (``tests/test_chees_loop.py`` compares them where the floor binds).
 """
 
 from __future__ import annotations
