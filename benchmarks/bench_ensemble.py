@@ -329,7 +329,7 @@ def bench_floor(args, peak):
     both ways (they must agree)."""
     from blackjax.adaptation.metric_buffers import MomentBlock, cgl_update_batch
 
-    from bayesattn.bayes.samplers.chees_loop import block_rows, whitened_matvec
+    from bayesattn.bayes.samplers.chees_loop import stored_rows, top_eigen, whitened_matvec
 
     n_steps, every, iters = args.floor_steps, 32, 5
     print(f"\n[floor] a window of {n_steps} steps, power iteration ({iters} products) every {every} steps")
@@ -340,26 +340,20 @@ def bench_floor(args, peak):
         for K in args.chains:
             xs = jax.random.normal(jax.random.key(T * K), (n_steps, K, dim)) * jnp.linspace(0.5, 2.0, dim)
 
-            def top(matvec, v):
-                def step(_, v):
-                    w = matvec(v)
-                    return w / jnp.linalg.norm(w)
-
-                v = jax.lax.fori_loop(0, iters, step, v)
-                return v @ matvec(v), v
-
             @jax.jit
             def covariance(xs):
                 def body(carry, x):
                     block, v, lam, i = carry
                     block = cgl_update_batch(block, x)
                     cov = block.m2 / jnp.maximum(block.count - 1.0, 1.0)
-                    lam, v = jax.lax.cond(i % every == 0, lambda v: top(lambda u: cov @ u, v), lambda v: (lam, v), v)
+                    lam, v = jax.lax.cond(
+                        i % every == 0, lambda v: top_eigen(lambda u: cov @ u, v, iters), lambda v: (lam, v), v
+                    )
                     return (block, v, lam, i + 1), None
 
                 block = MomentBlock(count=jnp.zeros(()), mean=jnp.zeros(dim), m2=jnp.zeros((dim, dim)))
                 v0 = jnp.ones(dim) / jnp.sqrt(dim)
-                return jax.lax.scan(body, (block, v0, 1.0, 1), xs)[0][2]
+                return jax.lax.scan(body, (block, v0, jnp.ones(()), 1), xs)[0][2]
 
             @jax.jit
             def positions(xs):  # the package's products (chees_loop.whitened_matvec), unwhitened (D = 1)
@@ -368,11 +362,18 @@ def bench_floor(args, peak):
                     buf = jax.lax.dynamic_update_slice(buf, x, (i * K, 0))
                     total, n = total + x.sum(0), (i + 1) * K
                     matvec = whitened_matvec(buf, total, n, jnp.ones(dim))
-                    lam, v = jax.lax.cond((i + 1) % every == 0, lambda v: top(matvec, v), lambda v: (lam, v), v)
+                    lam, v = jax.lax.cond(
+                        (i + 1) % every == 0, lambda v: top_eigen(matvec, v, iters), lambda v: (lam, v), v
+                    )
                     return (buf, total, v, lam, i + 1), None
 
-                rows = -(-n_steps * K // block_rows(dim)) * block_rows(dim)
-                init = (jnp.zeros((rows, dim)), jnp.zeros(dim), jnp.ones(dim) / jnp.sqrt(dim), 1.0, 0)
+                init = (
+                    jnp.zeros((stored_rows(n_steps * K, dim), dim)),
+                    jnp.zeros(dim),
+                    jnp.ones(dim) / jnp.sqrt(dim),
+                    jnp.ones(()),
+                    0,
+                )
                 return jax.lax.scan(body, init, xs)[0][3]
 
             def per_step(fn):
@@ -406,9 +407,10 @@ def bench_warmup(args, peak):
         logdensity = lambda x: post.log_density(x.reshape(T, T))  # noqa: E731
         for K in args.chains:
             found = {}
+            x0 = lockstep_starts("chees", post, jax.random.key(args.seed + 1), init, K, ENSEMBLE_OPTIONS["chees"])[0]
+            x0 = x0.reshape(K, -1)
             for stored in (False, True):
                 opts = dict(ENSEMBLE_OPTIONS["chees"], stored_floor=stored)
-                x0 = lockstep_starts("chees", post, jax.random.key(args.seed + 1), init, K, opts)[0].reshape(K, -1)
 
                 @jax.jit
                 def warm(key, x0, opts=opts):

@@ -11,7 +11,12 @@ import pytest
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 
 import bayesattn as ba
-from bayesattn.bayes.samplers.chees_loop import chees_warmup_stored, use_stored_floor
+from bayesattn.bayes.samplers.chees_loop import (
+    chees_warmup_stored,
+    stored_rows,
+    use_stored_floor,
+    whitened_matvec,
+)
 
 SETTINGS = dict(target_acceptance_rate=0.651, max_leapfrog_steps=1000)
 INFO = get_filter_adapt_info_fn(info_keys={"is_divergent", "num_integration_steps"})
@@ -78,13 +83,11 @@ def test_the_default_takes_stored_positions_where_the_dimension_is_large_against
 
 @pytest.mark.parametrize("dim, filled", [(5, 1), (5, 2), (3000, 7), (3000, 100), (3000, 175)])
 def test_stored_products_are_the_whitened_covariance_times_the_vector(dim, filled):
-    """whitened_matvec over the first n rows of a buffer (the others junk; at dim = 3000 over 1 to 3 blocks) against numpy's covariance of those rows,
-    whitened by D^-1/2, times u; n = 1 gives the zero matrix (blackjax's m2 / max(n - 1, 1) with m2 = 0)."""
-    from bayesattn.bayes.samplers.chees_loop import block_rows, whitened_matvec
-
+    """whitened_matvec over the first n rows of a buffer (the others junk; at dim = 3000 over 1 to 3 blocks)
+    against numpy's covariance of those rows, whitened by D^-1/2, times u; n = 1 gives the zero matrix (blackjax's
+    m2 / max(n - 1, 1) with m2 = 0)."""
     rng = np.random.default_rng(dim + filled)
-    rows = -(-max(filled, 160) // block_rows(dim)) * block_rows(dim)
-    buf = rng.standard_normal((rows, dim)) * 3.0 + 7.0  # rows past n must not count
+    buf = rng.standard_normal((stored_rows(max(filled, 160), dim), dim)) * 3.0 + 7.0  # rows past n must not count
     x, imm, u = buf[:filled], rng.uniform(0.5, 2.0, dim), rng.standard_normal(dim)
     cov = np.cov(x, rowvar=False) if filled > 1 else np.zeros((dim, dim))
     want = (cov / np.sqrt(np.outer(imm, imm))) @ u

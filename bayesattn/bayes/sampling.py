@@ -114,7 +114,8 @@ def sample(
     trajectory length), max_leapfrog_steps (1000), warmup_chains (None: all adapt; w: w chains adapt, then are
     copied to all), spread_steps (0: discarded steps after copying), stored_floor (None: chosen by cost; True:
     the same warm-up, its trajectory-length floor from stored positions,
-    :mod:`bayesattn.bayes.samplers.chees_loop`; False: from blackjax's covariance); meads: num_folds (4), step_size_multiplier (0.5); both:
+    :mod:`bayesattn.bayes.samplers.chees_loop`; False: from blackjax's covariance); meads: num_folds (4),
+    step_size_multiplier (0.5); both:
     num_superchains (None; G with init="prior": G prior draws, each the start of num_chains / G chains; the chains
     of one starting point form a superchain of the nested R-hat, ``diagnostics[name]["nested_r_hat"]``);
     numpyro: target_acceptance_rate, max_num_doublings.

@@ -196,7 +196,8 @@ class Sampler:
 
     def check_options(self, method_options: dict) -> dict:
         """The defaults updated by ``method_options``, checked: ValueError for an option this sampler does not
-        take, or a value out of range (counts are ints >= 1, step sizes and rates positive, targets in (0, 1), switches True, False or None)."""
+        take, or a value out of range (counts are ints >= 1, step sizes and rates positive, targets in (0, 1),
+        switches True, False or None)."""
         unknown = sorted(set(method_options) - set(self.options))
         if unknown:
             raise ValueError(

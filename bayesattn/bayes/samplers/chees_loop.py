@@ -104,9 +104,16 @@ def block_rows(dim: int) -> int:
     return max(8, (1 << 21) // (8 * dim))
 
 
+def stored_rows(count: int, dim: int) -> int:
+    """Rows of a buffer for ``count`` stored positions of ``dim`` numbers: ``count`` rounded up to whole blocks
+    (:func:`block_rows`), as :func:`whitened_matvec` reads it."""
+    size = block_rows(dim)
+    return -(-count // size) * size
+
+
 def whitened_matvec(buf, total, n, inverse_mass_matrix):
     """u -> D^-1/2 C D^-1/2 u, C the covariance of the first n rows of buf (their sum: total), D the diagonal
-    inverse mass matrix. buf: (rows, dim), rows a multiple of :func:`block_rows`. The centring is folded into the
+    inverse mass matrix. buf: (:func:`stored_rows`, dim). The centring is folded into the
     products with the raw rows, and only the blocks that hold the n rows are read, each once."""
     size, dim = block_rows(buf.shape[1]), buf.shape[1]
     mean = total / jnp.maximum(n, 1)
@@ -205,7 +212,7 @@ def chees_warmup_stored(
         jax.vmap(lambda p: dynamic_hmc.init(p, logdensity, 0))(positions),
         init(0, step_size),
         wc_init(dim),
-        jnp.zeros((-(-max(window, 1) * num_chains // block_rows(dim)) * block_rows(dim), dim), positions.dtype),
+        jnp.zeros((stored_rows(max(window, 1) * num_chains, dim), dim), positions.dtype),
         jnp.zeros(dim, positions.dtype),
         jnp.ones(dim) / jnp.sqrt(dim),
         jnp.ones(()),
