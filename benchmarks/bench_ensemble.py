@@ -18,7 +18,9 @@ Sections
   ``phase_curve``'s m at this P; the theory's time is printed apart) with each of ``--branch-warmup`` warm-up
   lengths (default: ``--ess-warmup``). ``--stored-floor`` runs each ChEES row with ``stored_floor=False`` and
   ``True`` (the warm-up's length floor from blackjax's covariance or from stored positions,
-  ``bayesattn.bayes.samplers.chees_loop``; by default the sampler chooses).
+  ``bayesattn.bayes.samplers.chees_loop``; by default the sampler chooses). ``--repeats R`` runs every row R
+  times with new sampler keys (the first repeat is the single run) and prints each ChEES row's ratios, their
+  geometric mean and a 95% interval; ``--no-full-warmup`` leaves out the row with every chain adapting.
 - split: where a long ChEES run's time goes (``bench_split``): K x (``--ess-warmup`` + ``--ess-draws``
   (1000)) against the NUTS default, the warm-up's seconds and share of the run, and the ratio the run would
   reach with a free warm-up.
@@ -99,46 +101,70 @@ def run(post, key, **kw):
     }
 
 
+def sampler_key(args, offset, rep):
+    """The sampler key ``seed + offset`` of repeat ``rep``: repeat 0 is the single run's key, and each later repeat
+    folds its number into it."""
+    key = jax.random.key(args.seed + offset)
+    return jax.random.fold_in(key, rep) if rep else key
+
+
 def bench_ess(args, peak):
     for T in args.T:
         post = posterior(T, args.P, args.seed, args.sigma2)
         init = "cold" if T <= 32 else "hot"
         ideal = flops_per_grad(T, 8) / peak
-        rows = {
-            "nuts (4 x 1000)": run(
-                post, jax.random.key(args.seed + 1), num_chains=4, num_warmup=500, num_samples=1000, init=init
-            )
-        }
         m = m_branch(args, T) if args.branch_starts else None
-        for K in args.chains:
-            n = args.ess_draws or max(100, 16000 // K)
-            chees = dict(method="chees", num_chains=K, num_warmup=args.ess_warmup, num_samples=n, init=init)
-            rows |= chees_rows(args, post, f"chees (K = {K} x ({args.ess_warmup} + {n}))", chees)
-            if m is not None:
-                rows |= branch_rows(args, post, K, n, m)
-        base = rows["nuts (4 x 1000)"]
         print(
             f"\n[ess] T = {T}, d = 8, P = {args.P}, sigma2 = {args.sigma2:g}, init {init}: ideal value-and-grad "
             f"{ideal * 1e6:.2f} us"
         )
         print("| sampler | <m> +- se | ESS(m) | wall (s) | compile (s) | ESS/s | x NUTS | us / chain-grad | x ideal |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for name, r in rows.items():
-            rate = r["ess"] / r["wall"]
-            per = r["wall"] / r["grads"]
-            print(
-                f"| {name} | {r['mean']:.4f} +- {r['se']:.4f} | {r['ess']:.0f} | {r['wall']:.1f} | "
-                f"{r['compile']:.1f} | {rate:.0f} | {rate / (base['ess'] / base['wall']):.1f} | {per * 1e6:.1f} | "
-                f"{per / ideal:.1f} |",
-                flush=True,
-            )
+        ratios = {}
+        for rep in range(args.repeats):
+            nuts = dict(num_chains=4, num_warmup=500, num_samples=1000, init=init)
+            rows = {"nuts (4 x 1000)": run(post, sampler_key(args, 1, rep), **nuts)}
+            for K in args.chains:
+                n = args.ess_draws or max(100, 16000 // K)
+                chees = dict(method="chees", num_chains=K, num_warmup=args.ess_warmup, num_samples=n, init=init)
+                rows |= chees_rows(args, post, f"chees (K = {K} x ({args.ess_warmup} + {n}))", chees, rep)
+                if m is not None:
+                    rows |= branch_rows(args, post, K, n, m, rep)
+            base = rows["nuts (4 x 1000)"]
+            for name, r in rows.items():
+                rate = r["ess"] / r["wall"]
+                per = r["wall"] / r["grads"]
+                ratios.setdefault(name, []).append(rate / (base["ess"] / base["wall"]))
+                print(
+                    f"| {name}{f', repeat {rep}' if args.repeats > 1 else ''} | {r['mean']:.4f} +- {r['se']:.4f} | "
+                    f"{r['ess']:.0f} | {r['wall']:.1f} | {r['compile']:.1f} | {rate:.0f} | {ratios[name][-1]:.1f} | "
+                    f"{per * 1e6:.1f} | {per / ideal:.1f} |",
+                    flush=True,
+                )
+        if args.repeats > 1:
+            print_ratio_intervals(ratios)
 
 
-def chees_rows(args, post, name, chees):
+def print_ratio_intervals(ratios):
+    """Each sampler's ratio to NUTS over the repeats: the geometric mean and a 95% interval from Student's t on
+    the log ratios (each repeat pairs a ChEES run with the NUTS run beside it in time)."""
+    from scipy import stats
+
+    print("| sampler | x NUTS, each repeat | geometric mean | 95% interval |")
+    print("|---|---|---|---|")
+    for name, xs in list(ratios.items())[1:]:  # the first is NUTS's own
+        logs = np.log(xs)
+        half = stats.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
+        lo, mid, hi = np.exp(logs.mean() - half), np.exp(logs.mean()), np.exp(logs.mean() + half)
+        each = ", ".join(f"{x:.2f}" for x in xs)
+        print(f"| {name} | {each} | {mid:.2f} | {lo:.2f}-{hi:.2f} |", flush=True)
+
+
+def chees_rows(args, post, name, chees, rep=0):
     """The ChEES run ``chees`` (keyword arguments of ``ba.sample``) and the same run with each few-chain warm-up
     of --warmup-chains, one row each; with --stored-floor each of them with ``stored_floor=False`` and ``True``
     (blackjax's covariance and the stored positions for the length floor; by default the sampler chooses)."""
-    variants = {name: {}}
+    variants = {} if args.no_full_warmup and args.warmup_chains else {name: {}}
     for w in args.warmup_chains:
         variants[f"{name}, {w} adapt + {args.spread_steps} spread"] = dict(
             warmup_chains=w, spread_steps=args.spread_steps
@@ -149,7 +175,7 @@ def chees_rows(args, post, name, chees):
             for on, label in ((False, "covariance floor"), (True, "stored floor"))
             for v, opts in variants.items()
         }
-    return {v: run(post, jax.random.key(args.seed + 2), **chees, **opts) for v, opts in variants.items()}
+    return {v: run(post, sampler_key(args, 2, rep), **chees, **opts) for v, opts in variants.items()}
 
 
 def m_branch(args, T):
@@ -161,14 +187,14 @@ def m_branch(args, T):
     return m
 
 
-def branch_rows(args, post, K, n, m):
+def branch_rows(args, post, K, n, m, rep=0):
     """ChEES K x (W + n) from branch starts, for each W of --branch-warmup, every chain adapting and each
     --warmup-chains."""
-    init = ba.branch_starts(post, jax.random.key(args.seed + 3), K, m)
+    init = ba.branch_starts(post, sampler_key(args, 3, rep), K, m)
     rows = {}
     for W in args.branch_warmup or [args.ess_warmup]:
         chees = dict(method="chees", num_chains=K, num_warmup=W, num_samples=n, init=init)
-        rows |= chees_rows(args, post, f"chees (K = {K} x ({W} + {n})), branch starts", chees)
+        rows |= chees_rows(args, post, f"chees (K = {K} x ({W} + {n})), branch starts", chees, rep)
     return rows
 
 
@@ -456,6 +482,12 @@ def main(argv=None):
         default=[8],
         help="ChEES rows that adapt on this many chains, then copy them to all K (ess; none: only full warm-ups)",
     )
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="runs of each ess row, with new sampler keys; > 1: ratio intervals"
+    )
+    ap.add_argument(
+        "--no-full-warmup", action="store_true", help="ess: only the --warmup-chains rows, not every chain adapting"
+    )
     ap.add_argument("--stored-floor", action="store_true", help="each ChEES row with stored_floor=False and True (ess)")
     ap.add_argument("--floor-steps", type=int, default=100, help="steps of the covariance window (floor)")
     ap.add_argument("--spread-steps", type=int, default=20, help="discarded steps after copying (ess)")
@@ -485,6 +517,8 @@ def main(argv=None):
         "per-point: the key folded from P, as the phase diagram's",
     )
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
     peak = peak_flops()
     print(
         f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
