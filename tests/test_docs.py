@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import os
 import re
+import typing
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -93,12 +94,34 @@ def test_configuration_page_covers_every_field():
             ref = _reference()
             sub = ref._nested_model(field.annotation)
             if sub is not None:
-                yield from fields(sub, prefix + name + ".")
+                # a dict of sections (mcmc.by_attention) needs its key in a --set path: the page names it
+                dicts = [
+                    a for a in (field.annotation, *typing.get_args(field.annotation)) if typing.get_origin(a) is dict
+                ]
+                level = f".<{' or '.join(typing.get_args(typing.get_args(dicts[0])[0]))}>" if dicts else ""
+                yield from fields(sub, prefix + name + level + ".")
 
     for name, cls in EXPERIMENTS.items():
         assert f"## `{name}`" in page
         for f in fields(cls.Config):
             assert f"| `{f}` |" in page, (name, f)
+
+
+def test_a_per_attention_override_path_from_the_configuration_page_loads():
+    """The page's path for a per-attention override, with its key filled in, is one --set accepts; the path
+    without the key level is refused."""
+    from bayesattn.experiments.config import ConfigError, apply_overrides
+
+    page = _reference().config_markdown()
+    row = "| `mcmc.by_attention.<softmax or linear>.method` |"
+    assert row in page
+    cls = EXPERIMENTS["phase-diagram"].Config
+    for att in ("softmax", "linear"):
+        path = row.split("`")[1].replace("<softmax or linear>", att)
+        cfg = cls.load(apply_overrides(cls, {}, [f"{path}=chees"]))
+        assert cfg.mcmc.by_attention[att].method == "chees"
+    with pytest.raises((ConfigError, ValueError), match="by_attention"):
+        cls.load(apply_overrides(cls, {}, ["mcmc.by_attention.method=chees"]))
 
 
 # ------------------------------------------------------------------------------------------ the built site

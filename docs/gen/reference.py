@@ -134,10 +134,21 @@ def _section(model: type[BaseModel], prefix: str, out: list[str], seen: set) -> 
             shown = f"`{default!r}`" if field.default is not None or not field.is_required() else "required"
         out.append(f"| `{prefix + '.' if prefix else ''}{name}` | {_type_name(ann)} | {shown} | {_allowed(field)} |")
         if sub is not None:
-            nested.append((sub, f"{prefix + '.' if prefix else ''}{name}"))
+            nested.append((sub, f"{prefix + '.' if prefix else ''}{name}{_key_level(ann)}"))
     out.append("")
     for sub, path in nested:
         _section(sub, path, out, seen)
+
+
+def _key_level(annotation) -> str:
+    """For a dict of sections (such as ``mcmc.by_attention``), the key level a ``--set`` path needs:
+    ``.<softmax or linear>`` from a Literal key type, else ``.<key>``; empty for anything else."""
+    for a in [annotation, *typing.get_args(annotation)]:
+        if typing.get_origin(a) is dict:
+            key = typing.get_args(a)[0]
+            names = typing.get_args(key) if typing.get_origin(key) is typing.Literal else ()
+            return f".<{' or '.join(map(str, names))}>" if names else ".<key>"
+    return ""
 
 
 def _nested_model(annotation):
