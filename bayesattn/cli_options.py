@@ -11,7 +11,7 @@ import typing
 
 from ._validate import check_int, check_positive
 from .experiments.config import MAX_SEED, Attention
-from .experiments.copy_head.config import TrainInit
+from .experiments.copy_head.config import RunConfig, TrainInit
 from .experiments.sections import MIN_KEPT_DRAWS, Backend, CopyTaskSection, Sampler, SamplerInit
 
 
@@ -144,36 +144,38 @@ def add_point_commands(sub) -> None:
     sp = sub.add_parser(
         "sample",
         help="sample the exact posterior over L at one point",
-        description="Sample the closed-form posterior over the attention matrix at one (attention, P).",
+        description="Sample the closed-form posterior over the attention matrix at one (attention, P). Unless given "
+        "here, the sampler settings are the config's for that attention, and the keys are those of the phase "
+        "diagram's point at that P and init: by default the command repeats that point's chains.",
     )
     point_model_group(sp, "override any phase-diagram config field, e.g. --set prior.sigma2=100 (repeatable)")
-    sp.add_argument("--method", default="nuts", choices=choices(Sampler), help="sampler")
+    mcmc = RunConfig().mcmc  # the default config's sampler, named in the help
+    cfg_default = "(default: the config's mcmc.{0} for this attention; {0} = {1} in the default config)"
+    sp.add_argument("--method", choices=choices(Sampler), help="sampler " + cfg_default.format("method", mcmc.method))
     sp.add_argument(
-        "--backend",
-        default="blackjax",
-        choices=choices(Backend),
-        help="library",
+        "--backend", choices=choices(Backend), help="library " + cfg_default.format("backend", mcmc.backend)
     )
     sp.add_argument(
         "--num-chains",
         type=checked(check_int, "--num-chains", int, minimum=1),
-        default=4,
-        help="independent chains, all in one compiled program: "
-        "one after another on a CPU, vectorised (vmap) on a GPU or TPU",
+        help="independent chains, all in one compiled program: one after another on a CPU, vectorised (vmap) on a "
+        "GPU or TPU " + cfg_default.format("num_chains", mcmc.num_chains),
     )
     sp.add_argument(
         "--num-warmup",
         type=checked(check_int, "--num-warmup", int, minimum=1),
-        default=500,
-        help="warm-up (adaptation) steps per chain",
+        help="warm-up (adaptation) steps per chain " + cfg_default.format("num_warmup", mcmc.num_warmup),
     )
     sp.add_argument(
         "--num-samples",
         type=checked(check_int, "--num-samples", int, minimum=MIN_KEPT_DRAWS),
-        default=1000,
-        help="draws per chain",
+        help="draws per chain " + cfg_default.format("num_samples", mcmc.num_samples),
     )
-    sp.add_argument("--init", default="cold", choices=choices(SamplerInit), help="chain initialisation")
+    sp.add_argument(
+        "--init",
+        choices=choices(SamplerInit),
+        help="chain initialisation (default: the first of the config's mcmc.inits)",
+    )
     sp.add_argument("--out", type=nonempty("--out"), help="write the summary to this JSON file")
     sp.add_argument("--quiet", action="store_true", help="no progress lines")
     sp.set_defaults(func=command("sample_point"))
@@ -187,13 +189,19 @@ def add_point_commands(sub) -> None:
     tp.add_argument(
         "--optimizer", default="adam", choices=("adam", "langevin", "gd"), help="optimiser (gd: plain gradient descent)"
     )
-    tp.add_argument("--lr", type=checked(check_positive, "--lr", float), help="learning rate (default: the library's)")
+    tp.add_argument(
+        "--lr",
+        type=checked(check_positive, "--lr", float),
+        help="learning rate (default: the config's adam.lr for adam, the library's for langevin and gd)",
+    )
     tp.add_argument(
         "--steps",
         type=checked(check_int, "--steps", int, minimum=1),
-        help="optimisation steps (default: the library's)",
+        help="optimisation steps (default: the config's adam.steps)",
     )
-    tp.add_argument("--init", choices=choices(TrainInit), help="initialisation of L (default small)")
+    tp.add_argument(
+        "--init", choices=choices(TrainInit), help="initialisation of L (default: the first of the config's adam.inits)"
+    )
     tp.add_argument("--out", type=nonempty("--out"), help="write the result to this JSON file")
     tp.add_argument("--quiet", action="store_true", help="no progress bar")
     tp.set_defaults(func=command("train_point"))

@@ -33,9 +33,9 @@ def model_sets(args) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ commands
 def _one_point(args):
-    """(config, attention, P, output file or None) of sample / train, the output path checked before any work."""
+    """(config, attention, P) of sample / train; each command checks its --out after its own options (so that a
+    refused command leaves no folder behind), before any work."""
     from .experiments.copy_head import PhaseDiagram
-    from .runtime import check_output_file
 
     sets = model_sets(args) + list(args.set)
     if args.attention:
@@ -44,38 +44,59 @@ def _one_point(args):
     P = cfg.P.grid()
     if P.size != 1:  # a config file's grid; --P itself takes one value
         raise ValueError(f"P={P.tolist()}: expected a single value for one point (give --P N)")
-    out = check_output_file(args.out, "--out") if args.out else None
-    return cfg, cfg.attention[0], int(P[0]), out
+    return cfg, cfg.attention[0], int(P[0])
+
+
+def _as_run(cfg, section: str, used: dict, init: str, inits: list[str]):
+    """(the config with ``section`` replaced by what a one-point command runs, the init's key index).
+
+    The index is the init's place in the config's own list, so that ``sample`` and ``train`` draw the keys of
+    the phase diagram's point for that init; an init the config does not list takes index 0."""
+    data = cfg.to_dict()
+    data[section] = {**used, "inits": [init]}
+    return type(cfg).load(data, source="the command line"), inits.index(init) if init in inits else 0
 
 
 def sample_point(args) -> int:
-    """``bayesattn sample``: the exact posterior at one (attention, P), printed and optionally saved."""
+    """``bayesattn sample``: the exact posterior at one (attention, P), printed and optionally saved.
+
+    Each sampler option given on the command line is used; the others are the config's settings for this
+    attention's points (``mcmc``, with ``mcmc.by_attention`` applied), so that by default the command samples as
+    the phase diagram's point at that P does, from the same keys. The recorded config is the one that ran."""
     from .bayes.posterior import Posterior
     from .bayes.samplers import get_sampler
     from .bayes.sampling import sample
     from .experiments.copy_head.compute import MCMC, data_record, point_data, point_keys
     from .files import write_json_atomic
     from .provenance import provenance
+    from .runtime import check_output_file
 
-    cfg, att, P, out = _one_point(args)
-    get_sampler(args.method, args.backend)  # the pair, before any data is drawn
+    cfg, att, P = _one_point(args)
+    given = {k: getattr(args, k) for k in ("method", "backend", "num_chains", "num_warmup", "num_samples")}
+    eff = cfg.mcmc.effective(att)
+    used = {k: eff[k] if v is None else v for k, v in given.items()}
+    get_sampler(used["method"], used["backend"])  # the pair, before any data is drawn
+    cfg, key_index = _as_run(cfg, "mcmc", used, args.init or eff["inits"][0], eff["inits"])
+    out = check_output_file(args.out, "--out") if args.out else None
+    mc = cfg.mcmc
     data = point_data(cfg.make_task(), cfg.seed, P)
     rec = data_record(data)
     print(
-        f"bayesattn: sample {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.method} "
-        f"({args.backend}), {args.init} start; data sha256 {rec['sha256'][:12]}",
+        f"bayesattn: sample {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {mc.method} "
+        f"({mc.backend}), {mc.num_chains} chains x ({mc.num_warmup} + {mc.num_samples}), {mc.inits[0]} start; "
+        f"data sha256 {rec['sha256'][:12]}",
         flush=True,
     )
     post = Posterior(data, attention=att, prior=cfg.make_prior())
     s = sample(
         post,
-        point_keys(cfg.seed, MCMC, P, 0),
-        method=args.method,
-        backend=args.backend,
-        num_chains=args.num_chains,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        init=args.init,
+        point_keys(cfg.seed, MCMC, P, key_index),
+        method=mc.method,
+        backend=mc.backend,
+        num_chains=mc.num_chains,
+        num_warmup=mc.num_warmup,
+        num_samples=mc.num_samples,
+        init=mc.inits[0],
         progress=not args.quiet,
     )
     summ = s.summary()
@@ -98,8 +119,8 @@ def sample_point(args) -> int:
                 "config": cfg.to_dict(),
                 "P": P,
                 "attention": att,
-                "method": args.method,
-                "init": args.init,
+                "method": mc.method,
+                "init": mc.inits[0],
                 "data": rec,
                 "result": summ,
                 "versions": prov.pop("versions"),
@@ -111,23 +132,49 @@ def sample_point(args) -> int:
 
 
 def train_point(args) -> int:
-    """``bayesattn train``: one training run at one (attention, P), printed and optionally saved."""
+    """``bayesattn train``: one training run at one (attention, P), printed and optionally saved.
+
+    ``--steps`` and ``--init`` default to the config's ``adam`` section, and so does ``--lr`` for Adam (the other
+    optimisers' default rates are the library's); the run is the phase diagram's first Adam run from that init,
+    from the same key. The recorded config is the one that ran (its ``adam`` section: this one run)."""
     from .experiments.copy_head.compute import ADAM, data_record, point_data, point_keys
     from .files import write_json_atomic
     from .provenance import provenance
+    from .runtime import check_output_file
     from .training import train
 
-    cfg, att, P, out = _one_point(args)
+    cfg0, att, P = _one_point(args)
+    adam = cfg0.adam
+    lr = args.lr if args.lr is not None else (adam.lr if args.optimizer == "adam" else None)
+    used = {**adam.model_dump(), "seeds": 1, "steps": args.steps or adam.steps}
+
+    def as_run(rate: float):
+        return _as_run(cfg0, "adam", {**used, "lr": rate}, args.init or adam.inits[0], adam.inits)
+
+    cfg, key_index = as_run(lr or adam.lr)  # checked before any work; recorded below with the rate that ran
+    out = check_output_file(args.out, "--out") if args.out else None
     data = point_data(cfg.make_task(), cfg.seed, P)
     rec = data_record(data)
-    kw = {k: v for k, v in {"lr": args.lr, "steps": args.steps, "init": args.init}.items() if v is not None}
+    init = cfg.adam.inits[0]
     print(
         f"bayesattn: train {att} attention, P = {P}, T = {cfg.task.T}, d = {cfg.task.d}, {args.optimizer} "
-        f"from {args.init or 'small'} init; data sha256 {rec['sha256'][:12]}",
+        f"for {cfg.adam.steps} steps from {init} init; data sha256 {rec['sha256'][:12]}",
         flush=True,
     )
     t0 = time.perf_counter()
-    res = train(data, cfg.make_prior(), att, point_keys(cfg.seed, ADAM, P, 0, 0), optimizer=args.optimizer, **kw)
+    res = train(
+        data,
+        cfg.make_prior(),
+        att,
+        point_keys(cfg.seed, ADAM, P, key_index, 0),
+        optimizer=args.optimizer,
+        lr=lr,
+        steps=cfg.adam.steps,
+        init=init,
+        record_every=cfg.adam.record_every,
+        log_records=cfg.adam.log_records,
+        seed=0,
+    )
     fin = res.final_order_parameters
     print(
         f"{att}: final m = {float(fin['m']):.4f}, q = {float(fin['q']):.4f}, u = {float(fin['u']):.4f}  "
@@ -138,9 +185,10 @@ def train_point(args) -> int:
         write_json_atomic(
             out,
             {
-                "config": cfg.to_dict(),
+                "config": as_run(float(res.config["lr"]))[0].to_dict(),
                 "P": P,
                 "attention": att,
+                "optimizer": args.optimizer,
                 "data": rec,
                 "result": res.to_dict(),
                 "versions": prov.pop("versions"),
@@ -163,6 +211,15 @@ def screen_models(args) -> int:
     given = [flag for flag, value in model_only if value] if args.directory else []
     if given:
         raise ValueError(f"{given[0]}: applies to a pretrained model (--model) only, not to a checkpoint directory")
+    if args.steps is not None:  # one step per --model file, in increasing order
+        sx.series_steps(args.model, args.steps)
+    if args.T is not None:  # the probe's own checks of its length, before any model is loaded
+        from .diagnostics.screens import PROBES
+
+        try:
+            PROBES[args.probe](1, args.T, 1000, args.seed, baseline=args.baseline)
+        except ValueError as e:
+            raise ValueError(f"--T={args.T}: too short for the {args.probe} probe ({e})") from None
     out = check_output_file(args.out, "--out") if args.out else None
     if args.model:
         cfg = ModelScreen.load(
@@ -263,12 +320,13 @@ def run_command(args) -> int:
             "--scheduler (an existing cluster has its own workers)"
         )
     check_reuse(args.reuse)  # before the output folder is made
-    out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
-    if args.out is None:
-        ignore_results_root(Path(DEFAULT_ROOT))
-    _compile_cache(args)
+    _compile_cache(args)  # before any worker process starts, so that the workers share the cache
     kind = executor_kind or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
+    # the executor's options (and a scheduler's address) are checked as it starts: before the output folder is made
     with sweep_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads) as executor:
+        out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
+        if args.out is None:
+            ignore_results_root(Path(DEFAULT_ROOT))
         print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
         try:
             summary = run_experiment(
