@@ -77,8 +77,9 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
     p.add_argument(
         "--executor",
         choices=EXECUTORS,
-        help="where points run (default: the experiment's, 2 threads for phase-diagram and serial for the others; "
-        "process with --workers > 1; thread: points overlap in this process; dask: a local or remote Dask cluster)",
+        help="where points run (default: the experiment's: 2 threads for phase-diagram; for the others a process "
+        "pool when the config's workers is above 1 (three-transitions: 2), else serial; process with --workers > 1; "
+        "thread: points overlap in this process; dask: a local or remote Dask cluster)",
     )
     p.add_argument(
         "--workers",

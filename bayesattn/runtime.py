@@ -58,6 +58,9 @@ def check_output_file(path: str | os.PathLike, name: str = "out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{name}={str(path)!r}: is a folder; expected a file name")
+    above = next((a for a in path.parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"{name}={str(path)!r}: {str(above)!r} is a file, not a folder; expected a path in a folder")
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{name}={str(path)!r}: exists and is not writable")
     try:

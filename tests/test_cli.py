@@ -146,6 +146,12 @@ def test_mcmc_diagnostics_flag_a_point_over_the_thresholds():
     part = mcmc_diagnostics([bare])["softmax"]
     assert part["chain_groups"] == 1 and part["chain_groups_without_diagnostics"] == 1 and part["met"]
     assert mcmc_diagnostics([{"point": bare["point"], "result": {"inits": {"cold": {"m": {}}}}}]) == {}
+    # the printed line: an R-hat of chains that never mixed in powers of ten, not as 17 digits
+    from bayesattn.experiments.copy_head.summary import describe
+
+    huge = mcmc_diagnostics([rec(100, 82365850033869440.0, 3.0)])
+    line = describe({"transitions": {"softmax": {}}, "mcmc_diagnostics": huge})[-1]
+    assert "max R-hat 8.24e+16 (P = 100, cold), min bulk ESS 3 " in line and line.endswith("NOT met")
 
 
 # slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite
@@ -248,6 +254,15 @@ def test_killed_run_resumes(tmp_path):
         (["train", "--P", "50", "--steps", "0"], "--steps=0: expected an integer >= 1"),
         (["train", "--P", "50", "--lr", "nan"], "--lr=nan: expected a positive finite number"),
         (["train", "--P", "50", "--lr", "fast"], "--lr='fast': expected a positive finite number"),
+        # refused before the output folder is made (the default results/ folder, or --out's parent)
+        (["phase-diagram", "--executor", "serial", "--workers", "3"], "workers=3 with executor='serial'"),
+        (["phase-diagram", "--executor", "thread", "--scheduler", "tcp://127.0.0.1:1"], "scheduler="),
+        (["sample", "--P", "50", "--method", "smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
+        (["sample", "--P", "50", "--set", "mcmc.method=smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
+        (["screen", "--model", "smollm2", "--steps", "1", "2", "--out", "new/x.json"], "steps=[1, 2]: expected one"),
+        (["screen", "--model", "smollm2", "--T", "8"], "--T=8: too short for the repeated_pair probe (T=8"),
+        (["screen", "--model", "smollm2", "--T", "14"], "--T=14: too short for the repeated_pair probe (pair_range"),
+        (["screen", "somewhere", "--T", "13", "--probe", "repeated_sequence"], "--T=13: too short"),
         (["figures", "/nonexistent/folder"], "no run.json there"),
         (["check", "/nonexistent/folder"], "no run.json there"),
         (["nonsense"], "invalid choice"),
@@ -371,6 +386,40 @@ def test_sample_and_train_subcommands_write_results(tmp_path, capsys):
     t = json.loads((tmp_path / "t.json").read_text())
     assert len(t["result"]["history"]["m"]) >= 1 and "final_order_parameters" in t["result"]
     assert "final m =" in capsys.readouterr().out
+
+
+def test_sample_and_train_repeat_the_phase_diagrams_point_and_record_what_ran(tmp_path, capsys):
+    """With only the model options and --set, `sample` and `train` run the phase diagram's point at that P (its
+    sampler and Adam settings, its keys), here from the hot start: the same numbers as compute.mcmc_point and
+    compute.adam_point; and the config they record is the one that ran, not the sections they were given."""
+    from bayesattn.experiments.copy_head.compute import adam_point, mcmc_point
+
+    sets = ["mcmc.num_chains=2", "mcmc.num_warmup=60", "mcmc.num_samples=60", "adam.steps=200", "adam.seeds=2"]
+    sets += ["adam.record_every=20"]
+    small = ["--P", "100", "--T", "8", "--d", "4", "--quiet", *[x for kv in sets for x in ("--set", kv)]]
+    cfg = PD.load_config(None, ["task.T=8", "task.d=4", "P.values=[100]", "attention=softmax", *sets])
+    mcmc, adam = build_points(cfg)["mcmc"][0], build_points(cfg)["adam"][0]
+    assert main(["sample", *small, "--attention", "softmax", "--init", "hot", "--out", str(tmp_path / "s.json")]) == 0
+    s = json.loads((tmp_path / "s.json").read_text())
+    want = mcmc_point(mcmc)["inits"]["hot"]["m"]["mean"]
+    assert s["result"]["m"]["mean"] == want and s["init"] == "hot"
+    assert s["config"]["mcmc"] == {**s["config"]["mcmc"], "num_chains": 2, "num_warmup": 60, "inits": ["hot"]}
+    assert main(["train", *small, "--attention", "softmax", "--init", "hot", "--out", str(tmp_path / "t.json")]) == 0
+    t = json.loads((tmp_path / "t.json").read_text())
+    runs = adam_point(adam)["inits"]["hot"]
+    assert t["result"]["final_order_parameters"]["m"] == runs["final_order_parameters"]["m"][0]
+    assert (t["config"]["adam"]["steps"], t["config"]["adam"]["seeds"], t["config"]["adam"]["inits"]) == (
+        200,
+        1,
+        ["hot"],
+    )
+    # given options win, and what is recorded follows them: a langevin run records the library's rate it used
+    argv = ["train", *small, "--steps", "30", "--optimizer", "langevin", "--out", str(tmp_path / "l.json")]
+    assert main(argv) == 0
+    lg = json.loads((tmp_path / "l.json").read_text())
+    assert lg["config"]["adam"]["steps"] == 30 == lg["result"]["config"]["steps"]
+    assert lg["config"]["adam"]["lr"] == lg["result"]["config"]["lr"] != cfg.adam.lr and lg["optimizer"] == "langevin"
+    assert "chains x (60 + 60)" in capsys.readouterr().out
 
 
 def test_softmax_vs_linear_samples_softmax_with_chees_and_linear_with_nuts():

@@ -66,6 +66,8 @@ def test_output_that_is_a_file_or_a_folder(tmp_path, monkeypatch, capsys):
     assert code == 2 and "is not a folder" in cap.err and len(cap.err.strip().splitlines()) == 1
     code, cap = _run_main(["sample", "--P", "50", "--out", str(tmp_path)], capsys)
     assert code == 2 and "is a folder" in cap.err
+    code, cap = _run_main(["sample", "--P", "50", "--out", str(a_file / "x.json")], capsys)
+    assert code == 2 and "README.md' is a file, not a folder" in cap.err
     # the library call checks too
     with pytest.raises(ValueError, match="--out="):
         run_experiment(PhaseDiagram(), RunConfig(methods=["theory"]), a_file)

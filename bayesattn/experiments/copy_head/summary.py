@@ -113,7 +113,8 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
 
 
 def _num(v, digits: int) -> str:
-    return "not finite" if v is None else f"{v:.{digits}f}"
+    """``v`` with ``digits`` decimals; from 1e6 on in powers of ten (an R-hat of 8e16: chains that never mixed)."""
+    return "not finite" if v is None else (f"{v:.{digits}f}" if abs(v) < 1e6 else f"{v:.2e}")
 
 
 def describe(summary: dict) -> list[str]:
