@@ -170,11 +170,16 @@ def draw_observables(post: Posterior, L) -> dict:
 
 def split_ess(x: np.ndarray) -> float:
     """Effective sample size of draws x: (chains, draws) on split chains (each chain's first and last halves
-    as two chains, as Stan and ArviZ do), by numpyro's Geyer estimator: the same as ArviZ's
-    ``ess(method="mean")``, and low when a chain drifts."""
+    as two chains, as Stan and ArviZ do), by numpyro's Geyer estimator, low when a chain drifts; capped, as
+    Stan and ArviZ cap it, at N log10 N for N draws in all. It is ArviZ's ``ess(method="mean")`` for positively
+    correlated draws; for anticorrelated ones (short NUTS chains) the two truncate the autocorrelation sum
+    slightly differently (tests/test_arviz.py). Without the cap, a few short anticorrelated chains can report
+    several times their number of draws, and so a standard error far too small."""
     x = np.asarray(x)
     half = x.shape[1] // 2
-    return float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
+    ess = float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
+    n = 2 * half * x.shape[0]
+    return min(ess, n * math.log10(n)) if n > 1 else ess
 
 
 def _defined(value) -> float | None:
