@@ -393,3 +393,16 @@ def test_posterior_views_and_references_refuse_arguments_that_would_broadcast():
     assert float(ba.Posterior(empty, "softmax", prior).log_likelihood(L)) == 0.0
     mean, var = post.predict(L, jnp.zeros((0, 4, 2)))
     assert mean.shape == (0, 4, 2) and var.shape == (0, 4)
+
+
+def test_a_posterior_refuses_float32():
+    """float64 switched off after import (a user's jax.config.update) is refused, not run in float32, where the
+    log density moves by O(1) nats; switched back on, the same call works."""
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 20)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="jax_enable_x64=False: the posterior needs float64"):
+            ba.Posterior(data, "softmax", ba.Prior(1.0, 10.0, 10.0))
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    assert ba.Posterior(data, "softmax", ba.Prior(1.0, 10.0, 10.0)).log_density(jnp.zeros((4, 4))).dtype == jnp.float64

@@ -158,6 +158,10 @@ class Posterior:
     ):
         if not isinstance(dataset, Dataset):
             raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+        if not jax.config.jax_enable_x64:  # switched off after import: float32 loses the phases' O(1) differences
+            raise ValueError(
+                "jax_enable_x64=False: the posterior needs float64 (import bayesattn switches it on; leave it on)"
+            )
         model = AttentionModel.coerce(attention, heads)
         prior = Prior() if prior is None else prior
         if not isinstance(prior, Prior):
