@@ -352,9 +352,10 @@ def _folder_experiment(folder: str):
     """(experiment class, config) of a result folder, read from its run.json."""
     from .files import read_run_info
 
-    info = read_run_info(folder)
-    cls = get_experiment(info["experiment"])
-    return cls, cls.Config.load(info["config"], source=str(Path(folder) / "run.json"))
+    info, where = read_run_info(folder), str(Path(folder) / "run.json")
+    if info["experiment"] not in EXPERIMENTS:
+        raise ValueError(f"{where}: experiment={info['experiment']!r}: expected one of {', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[info["experiment"]], EXPERIMENTS[info["experiment"]].Config.load(info["config"], source=where)
 
 
 def figures_command(args) -> int:

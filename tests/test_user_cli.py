@@ -320,3 +320,14 @@ def test_worker_processes_write_warnings_as_one_line():
     assert lines == [lines[0]] and lines[0].startswith(
         "bayesattn: warning: a test warning over two lines (UserWarning,"
     )
+
+
+def test_figures_and_check_name_the_folder_whose_run_json_names_an_unknown_experiment(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"experiment": "nosuch", "config": {}}))
+    for command in ("figures", "check"):
+        code, cap = _run_main([command, str(run)], capsys)
+        err = cap.err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert f"{run / 'run.json'}: experiment='nosuch': expected one of phase-diagram" in err
