@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._fused import fused
+from .._validate import check_array, is_traced
 
 
 class SufficientStats(NamedTuple):
@@ -73,7 +74,21 @@ _query_statistics_fused = fused(_query_statistics, functools.partial(_query_stat
 _statistics_fused = fused(_statistics, functools.partial(_statistics, apart=True))
 
 
+def _real_array(name: str, value, shape: tuple) -> jax.Array:
+    """``value`` as a float64 array of ``shape`` (None: any size), its values finite: ValueError naming ``name``
+    otherwise. A traced value (inside jit, grad or vmap) is checked for its shape and dtype only."""
+    arr = value if is_traced(value) or isinstance(value, jax.Array) else np.asarray(value)
+    kind = np.dtype(arr.dtype).kind if not jnp.issubdtype(arr.dtype, jax.dtypes.prng_key) else "key"
+    if kind not in "biuf":
+        raise ValueError(f"{name} has dtype {arr.dtype}: expected real numbers")
+    check_array(name, arr, shape)
+    return jnp.asarray(arr, jnp.float64)
+
+
 def sufficient_statistics(X: jax.Array, Y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Sxx[s, s'] = sum_mu x_s x_s'^T: (T, T, d, d); Sxy[s, t] = sum_mu x_s y_t^T: (T, T, d, d_out);
-    yy = |Y|^2. X: (P, T, d), Y: (P, T, d_out)."""
+    yy = |Y|^2. X: (P, T, d), Y: (P, T, d_out): arrays of real numbers (computed in float64), finite, with the same
+    P and T; ValueError naming X or Y otherwise (inside a trace only their shapes and dtypes are checked)."""
+    X = _real_array("X", X, (None, None, None))
+    Y = _real_array("Y", Y, (X.shape[0], X.shape[1], None))
     return _statistics_fused(X, Y)

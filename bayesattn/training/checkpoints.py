@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._json import to_plain
+from .._validate import check_int
 from ..models.networks import NetworkConfig, network_config, network_from_config
 
 FORMAT = "bayesattn-eqx-1"
@@ -48,15 +49,21 @@ def _net_config(net) -> dict | None:
 def save_checkpoint(
     path: str | os.PathLike, net: eqx.Module, *, step: int | None = None, extra: dict | None = None
 ) -> Path:
-    """Write ``net``'s arrays to ``path`` and its header to ``path + ".json"``; returns the path. ValueError for a
-    ``net`` that is not an Equinox module (nothing is written)."""
+    """Write ``net``'s arrays to ``path`` exactly (any name: no suffix is added) and its header to ``path + ".json"``;
+    returns the path. ValueError for a ``net`` that is not an Equinox module or a ``step`` that is not an integer
+    >= 0 (nothing is written)."""
     if not isinstance(net, eqx.Module):
         raise ValueError(f"net={type(net).__name__}: expected a network (an Equinox module)")
+    if step is not None:
+        step = check_int("step", step, minimum=0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net), **(extra or {})}
     tmp = path.with_name(path.name + ".tmp")
-    eqx.tree_serialise_leaves(tmp, net)
+    # a file object, not a name: Equinox appends ".eqx" to a name without a suffix when it reads (not when it writes
+    # the ".tmp" name here), so save and load would look at different files
+    with open(tmp, "wb") as f:
+        eqx.tree_serialise_leaves(f, net)
     os.replace(tmp, path)
     tmp_h = path.with_name(path.name + ".json.tmp")
     tmp_h.write_text(json.dumps(to_plain(header), indent=1))
@@ -104,7 +111,8 @@ def load_checkpoint(path: str | os.PathLike, like: eqx.Module | NetworkConfig | 
                 f"checkpoint={str(path)!r}: array {h['path']} {tuple(h['shape'])} {h['dtype']} in the "
                 f"file, the network expects {w['path']} {tuple(w['shape'])} {w['dtype']}"
             )
-    return eqx.tree_deserialise_leaves(path, like)
+    with open(path, "rb") as f:  # a file object: read ``path`` itself (see save_checkpoint)
+        return eqx.tree_deserialise_leaves(f, like)
 
 
 # ----------------------------------------------------------------------------------------------- a run in parts

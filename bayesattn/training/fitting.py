@@ -44,7 +44,16 @@ LOSSES = ("mse", "xent")
 
 def sequence_loss(kind: str, F: jax.Array, Y: jax.Array, query_mask, weights: jax.Array | None = None) -> jax.Array:
     """Mean loss over (weighted) sequences and query rows. F: (B, T, d_out); Y: (B, T, d_out) or, for "xent",
-    int classes (B, T); weights: (B,) (padding), None = all 1."""
+    int classes (B, T); weights: (B,) (padding), None = all 1; query_mask: (T,). ValueError naming the argument for
+    another ``kind`` or shape (static checks only: the same under jit)."""
+    check_choice("kind", kind, LOSSES)
+    F, Y = jnp.asarray(F), jnp.asarray(Y)
+    B, T, d_out = check_array("F", F, (None, None, None), finite=False).shape
+    classes = kind == "xent" and jnp.issubdtype(Y.dtype, jnp.integer)
+    check_array("Y", Y, (B, T) if classes else (B, T, d_out), finite=False)
+    check_array("query_mask", query_mask, (T,), finite=False)
+    if weights is not None:
+        check_array("weights", weights, (B,), finite=False)
     if kind == "mse":
         per = jnp.mean((Y - F) ** 2, axis=-1)
     else:

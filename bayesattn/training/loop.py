@@ -206,8 +206,8 @@ def _run_grid(cfg, runs_per_batch, data, seed_index, keys):
 def train(
     dataset: Dataset,
     prior: Prior,
-    attention: AttentionName = "softmax",
-    key: jax.Array | None = None,
+    attention: AttentionName,
+    key: jax.Array,
     *,
     optimizer: OptimizerKind = "adam",
     lr: float | Callable | None = None,
@@ -227,7 +227,8 @@ def train(
     """Train L: (T, T) and V: (d_out, d) on ``dataset`` by Adam or Langevin (SGLD) on J (module docstring);
     with ``heads=H`` (or an AttentionModel as ``attention``), L: (H, T, T) and V: (d_out, H d).
 
-    key: PRNG key (split into init / noise / test-set keys; the same key gives the same run).
+    attention: "softmax" or "linear" (or an AttentionModel); key: one JAX PRNG key, required (split into init /
+    noise / test-set keys; the same key gives the same run).
     lr: step on J; default 1e-2 (adam), 3e-2 (langevin); for adam an optax schedule is accepted.
     init: "small" (L, V ~ init_scale N(0, 1), default scale 1e-2), "hot" (L = init_scale * target pattern in
     every head, default: source weight 0.9 for softmax, the exact pattern for linear; V at its conditional

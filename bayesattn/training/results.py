@@ -28,7 +28,8 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     values, and the sharpness = steps from 10% to 90% of the rise (linear interpolation between records).
 
     Returns {"emerged", "step", "sharpness", "step_10", "step_90", "initial", "final", "rise"}; "emerged" is
-    False (and the steps NaN) when |final - initial| < min_rise.
+    False (and the steps NaN) when |final - initial| < min_rise. ValueError for a history with a NaN or inf step or
+    ``key`` value (no rise can be read from it; the training loops record finite values only).
     """
     if not isinstance(history, dict) or "step" not in history or key not in history:
         known = sorted(history) if isinstance(history, dict) else type(history).__name__
@@ -37,6 +38,10 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     x = np.asarray(history[key], dtype=float)
     if steps.ndim != 1 or x.shape != steps.shape or steps.size < 2:
         raise ValueError(f"history: expected 1-D 'step' and '{key}' of equal length >= 2, got {steps.shape}, {x.shape}")
+    for name, v in (("step", steps), (key, x)):
+        if not np.all(np.isfinite(v)):
+            bad = int(v.size - np.count_nonzero(np.isfinite(v)))
+            raise ValueError(f"history[{name!r}] contains {bad} NaN or inf value(s): expected finite numbers")
     x0, x1 = float(x[0]), float(x[-1])
     rise = x1 - x0
     out = {"initial": x0, "final": x1, "rise": rise, "emerged": bool(abs(rise) >= min_rise)}

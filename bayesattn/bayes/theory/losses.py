@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._json import to_plain
 from .causal import row_types
 from .common import check_grid, check_prior, covered, covers, prediction_error, scales
 from .curves import phase_curve
@@ -28,6 +29,33 @@ def _zero_attention(task, P, eps) -> list:
 PLATEAUS = {"softmax": _uniform_rows, "linear": _zero_attention}
 
 
+def _check_curve(curve, task, prior, attention, P) -> None:
+    """ValueError naming ``curve`` unless it is the phase_curve of this task, prior, attention and P grid (a curve of
+    another prior or task would give its test errors as this one's)."""
+    if not isinstance(curve, PhaseCurve):
+        raise ValueError(f"curve={type(curve).__name__}: expected a PhaseCurve (ba.theory.phase_curve) or None")
+    if curve.attention != attention:
+        raise ValueError(f"curve of attention={curve.attention!r}: expected the phase_curve of attention={attention!r}")
+    if "test_error" not in curve.mean:
+        raise ValueError(
+            "curve has no posterior test error (a mode_curve?): expected the phase_curve (ba.theory.phase_curve) "
+            "of the same arguments"
+        )
+    if len(curve.P) != len(P) or not np.allclose(curve.P, P):
+        raise ValueError("curve: expected the phase_curve of the same P_values")
+    config = curve.config or {}
+    for name, want in (("task", task.config()), ("prior", prior.config())):
+        if name not in config:
+            raise ValueError(f"curve records no {name} (curve.config has {sorted(config)}): expected a phase_curve")
+        have, want = to_plain(config[name]), to_plain(want)
+        if have != want:
+            diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+            raise ValueError(
+                f"curve is of another {name}: {diff} differ (curve {[have.get(k) for k in diff]}, "
+                f"{name} {[want.get(k) for k in diff]}): expected the phase_curve of the same {name}"
+            )
+
+
 def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     """Predicted errors over P as fractions of the target's variance per query row and output coordinate (the
     mean squared error for Gaussian tokens; for one-hot tokens, of the centred target).
@@ -40,7 +68,8 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
       mean of 1/(t + 1) over the query rows causal); L = 0 for linear
       attention (error 1): where Adam from a small init starts.
 
-    ``curve``: the ``phase_curve`` of the same arguments, if already computed.
+    ``curve``: the ``phase_curve`` of the same arguments, if already computed; ValueError for one of another task,
+    prior, attention or P grid, or a ``mode_curve``.
 
     Examples
     --------
@@ -54,12 +83,8 @@ def loss_curve(task, prior, attention, P_values, *, curve=None) -> dict:
     P = check_grid("P_values", P_values)
     if curve is None:
         curve = phase_curve(task, prior, attention, P)
-    elif not isinstance(curve, PhaseCurve):
-        raise ValueError(f"curve={type(curve).__name__}: expected a PhaseCurve (ba.theory.phase_curve) or None")
-    elif curve.attention != attention:
-        raise ValueError(f"curve of attention={curve.attention!r}: expected the phase_curve of attention={attention!r}")
-    elif len(curve.P) != len(P) or not np.allclose(curve.P, P):
-        raise ValueError("curve: expected the phase_curve of the same P_values")
+    else:
+        _check_curve(curve, task, prior, attention, P)
     _, eps, _ = scales(task, prior, P)
     out = {"P": P.tolist(), "posterior": np.asarray(curve.mean["test_error"]).tolist()}
     out["plateau"] = PLATEAUS[attention](task, P, eps)

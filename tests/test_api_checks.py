@@ -1,0 +1,186 @@
+"""Public entry points that took bad input silently or failed deep inside: each is refused with a ValueError naming
+the argument, and the answers they give for good input are compared with independent numpy references."""
+
+import inspect
+import json
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesattn as ba
+from bayesattn.bayes.theory.phase_curve import PhaseCurve
+from bayesattn.models import TransformerConfig, network_from_config
+from bayesattn.training import load_checkpoint, save_checkpoint, sequence_loss
+
+# ------------------------------------------------------------------------------------------- loss_curve(curve=)
+TASK, PRIOR, PRIOR2 = ba.CopyTask(T=8, d=4), ba.Prior(1.0, 100.0, 100.0), ba.Prior(1.0, 100.0, 10.0)
+P_GRID = np.linspace(50.0, 600.0, 6)
+
+
+def test_loss_curve_refuses_a_curve_of_another_prior_or_task():
+    """The curve of sigma2 = 100 passed for sigma2 = 10 gave that prior's test errors (0.89 against 0.19)."""
+    c1 = ba.theory.phase_curve(TASK, PRIOR, "softmax", P_GRID)
+    with pytest.raises(ValueError, match=r"curve is of another prior: \['sigma2'\] differ"):
+        ba.theory.loss_curve(TASK, PRIOR2, "softmax", P_GRID, curve=c1)
+    other_task = ba.CopyTask(T=8, d=4, offset=2)
+    with pytest.raises(ValueError, match=r"curve is of another task: \['offset'\] differ"):
+        ba.theory.loss_curve(other_task, PRIOR, "softmax", P_GRID, curve=c1)
+    # the right curve, given or computed, and the same curve after a JSON round trip, give its own test errors
+    want = ba.theory.phase_curve(TASK, PRIOR2, "softmax", P_GRID).mean["test_error"]
+    got = ba.theory.loss_curve(TASK, PRIOR2, "softmax", P_GRID)["posterior"]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    back = PhaseCurve.from_dict(json.loads(json.dumps(c1.to_dict())))
+    np.testing.assert_allclose(
+        ba.theory.loss_curve(TASK, PRIOR, "softmax", P_GRID, curve=back)["posterior"], c1.mean["test_error"]
+    )
+    assert not np.allclose(got, c1.mean["test_error"])  # the two priors' errors do differ: the check matters
+
+
+def test_loss_curve_refuses_a_mode_curve_and_a_curve_that_records_no_prior():
+    mode = ba.theory.mode_curve(TASK, PRIOR, "linear", P_GRID)
+    with pytest.raises(ValueError, match=r"curve has no posterior test error \(a mode_curve\?\)"):
+        ba.theory.loss_curve(TASK, PRIOR, "linear", P_GRID, curve=mode)  # was a bare KeyError: 'test_error'
+    pc = ba.theory.phase_curve(TASK, PRIOR, "linear", P_GRID)
+    bare = PhaseCurve(pc.attention, pc.P, pc.branches, pc.stable, pc.mean, pc.transition)  # no config
+    with pytest.raises(ValueError, match="curve records no task"):
+        ba.theory.loss_curve(TASK, PRIOR, "linear", P_GRID, curve=bare)
+
+
+# ------------------------------------------------------------------------------------------------ sequence_loss
+def _np_log_softmax(F):
+    F = np.asarray(F, np.float64)
+    z = F - F.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def test_sequence_loss_refuses_another_kind_and_bad_shapes():
+    rng = np.random.default_rng(0)
+    F, Y = rng.normal(size=(3, 4, 5)), rng.normal(size=(3, 4, 5))
+    qm = np.array([False, True, True, True])
+    for kind in ("MSE", "l1", None):  # each was taken as cross-entropy
+        with pytest.raises(ValueError, match=re.escape(f"kind={kind!r}: expected one of 'mse', 'xent'")):
+            sequence_loss(kind, F, Y, qm)
+    for call, named in [
+        (lambda: sequence_loss("mse", F, Y[:, :3], qm), "Y has shape (3, 3, 5)"),
+        (lambda: sequence_loss("mse", F, Y[..., 0], qm), "Y has shape (3, 4)"),  # would broadcast
+        (lambda: sequence_loss("xent", F, np.zeros((3, 5), int), qm), "Y has shape (3, 5)"),
+        (lambda: sequence_loss("mse", F[0], Y[0], qm), "F has shape (4, 5)"),
+        (lambda: sequence_loss("mse", F, Y, qm[:3]), "query_mask has shape (3,)"),
+        (lambda: sequence_loss("mse", F, Y, qm, jnp.ones(2)), "weights has shape (2,)"),
+        # inside jit the shapes are static, so the same checks run there
+        (lambda: jax.jit(lambda f, y: sequence_loss("mse", f, y, qm))(F, Y[:, :3]), "Y has shape (3, 3, 5)"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+
+
+def test_sequence_loss_values_against_numpy():
+    rng = np.random.default_rng(1)
+    F, Y = rng.normal(size=(3, 4, 5)), rng.normal(size=(3, 4, 5))
+    qm, w = np.array([False, True, True, True]), np.array([1.0, 1.0, 0.0])
+    want = ((Y - F) ** 2).mean(-1)[:2, 1:].mean()  # weight 0 drops sequence 2, the mask drops row 0
+    np.testing.assert_allclose(sequence_loss("mse", F, Y, qm, jnp.asarray(w)), want, rtol=1e-12)
+    cls = rng.integers(0, 5, size=(3, 4))
+    want = -np.take_along_axis(_np_log_softmax(F), cls[..., None], -1)[..., 0][:, 1:].mean()
+    np.testing.assert_allclose(sequence_loss("xent", F, cls, qm), want, rtol=1e-12)
+    np.testing.assert_allclose(sequence_loss("xent", F, np.eye(5)[cls], qm), want, rtol=1e-12)
+    jitted = jax.jit(lambda f, y: sequence_loss("xent", f, y, qm))(F, cls)
+    np.testing.assert_allclose(jitted, want, rtol=1e-12)
+
+
+# -------------------------------------------------------------------------------------------------- checkpoints
+def test_checkpoint_without_a_suffix_loads_back(tmp_path):
+    """save wrote ``ckpt`` and load looked for ``ckpt.eqx`` (Equinox appends the suffix to a bare name)."""
+    cfg = TransformerConfig(T=4, width=8, heads=2, mlp=8, d_in=2)
+    net = network_from_config(cfg, jax.random.key(0))
+    for name in ("ckpt", "step.7.eqx", "a.b"):
+        path = save_checkpoint(tmp_path / name, net, step=1)
+        assert path == tmp_path / name and path.exists()
+        back = load_checkpoint(tmp_path / name)
+        for x, y in zip(jax.tree.leaves(net), jax.tree.leaves(back)):
+            np.testing.assert_array_equal(x, y)
+        assert ba.training.checkpoints.checkpoint_header(path)["step"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [n for name in ("ckpt", "step.7.eqx", "a.b") for n in (name, name + ".json")]
+    )  # no ckpt.eqx, no .tmp left over
+
+
+def test_checkpoint_refuses_a_negative_step_before_writing(tmp_path):
+    net = network_from_config(TransformerConfig(T=4, width=8, heads=2, mlp=8, d_in=2), jax.random.key(0))
+    for bad, named in ((-1, "step=-1: expected an integer >= 0"), (1.5, "step=1.5: expected an integer")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            save_checkpoint(tmp_path / "ckpt", net, step=bad)
+    assert not list(tmp_path.iterdir())
+    save_checkpoint(tmp_path / "ok", net, step=np.int64(0))  # numpy integers and 0 are fine
+
+
+# ------------------------------------------------------------------------------------------ sufficient_statistics
+def _np_statistics(X, Y):
+    X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
+    return np.einsum("psi,puj->suij", X, X), np.einsum("psi,ptj->stij", X, Y), float((Y**2).sum())
+
+
+def test_sufficient_statistics_checks_its_input():
+    data = TASK.sample(jax.random.key(0), 6)
+    X32, Y32 = np.asarray(data.X, np.float32), np.asarray(data.Y, np.float32)
+    got = ba.sufficient_statistics(X32, Y32)  # float32 in: float64 statistics of the same values
+    assert all(g.dtype == jnp.float64 for g in got)
+    for g, w in zip(got, _np_statistics(X32, Y32)):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    for g, w in zip(ba.sufficient_statistics(X32.tolist(), Y32.tolist()), got):  # lists: an AttributeError before
+        np.testing.assert_array_equal(g, w)
+    X_nan = np.asarray(data.X).copy()
+    X_nan[0, 1, 0] = np.nan
+    for call, named in [
+        (lambda: ba.sufficient_statistics(X_nan, data.Y), "X contains 1 NaN or inf value(s)"),
+        (lambda: ba.sufficient_statistics(data.X, data.Y[:5]), "Y has shape (5, 8, 4): expected shape (6, 8, *)"),
+        (lambda: ba.sufficient_statistics(data.X[0], data.Y), "X has shape (8, 4)"),
+        (lambda: ba.sufficient_statistics(data.X.astype(complex), data.Y), "X has dtype complex128"),
+        (lambda: jax.jit(ba.sufficient_statistics)(data.X, data.Y[:5]), "Y has shape (5, 8, 4)"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+
+
+def test_sufficient_statistics_inside_a_trace_checks_shapes_only():
+    data = TASK.sample(jax.random.key(1), 5)
+    want = _np_statistics(data.X, data.Y)
+    X32 = data.X.astype(jnp.float32)  # traced float32: converted, the statistics of its values in float64
+    for g, w in zip(jax.jit(ba.sufficient_statistics)(X32, data.Y), _np_statistics(X32, data.Y)):
+        assert g.dtype == jnp.float64
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    # a traced NaN cannot be seen: it propagates, no error at trace time
+    assert np.isnan(jax.jit(ba.sufficient_statistics)(data.X.at[0, 0, 0].set(jnp.nan), data.Y)[0]).any()
+    batched = jax.vmap(ba.sufficient_statistics)(data.X[None], data.Y[None])
+    for g, w in zip(batched, want):
+        np.testing.assert_allclose(g[0], w, rtol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ train(key=)
+def test_train_needs_its_key_without_a_misleading_default():
+    params = inspect.signature(ba.train).parameters
+    assert params["key"].default is inspect.Parameter.empty
+    data, prior = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 5), ba.Prior(1.0, 100.0, 20.0)
+    with pytest.raises(TypeError, match="key"):
+        ba.train(data, prior, "softmax", steps=2)
+    with pytest.raises(ValueError, match="key=None: expected one JAX PRNG key"):
+        ba.train(data, prior, "softmax", None, steps=2)
+
+
+# ---------------------------------------------------------------------------------------------------- emergence
+def test_emergence_refuses_a_history_with_nan():
+    """A NaN in the history gave emerged=True with step=nan."""
+    steps = np.arange(0.0, 11.0)
+    m = np.clip((steps - 3) / 4, 0, 1)  # rises from 0 to 1 between steps 3 and 7: half-way at step 5
+    e = ba.emergence({"step": steps, "m": m})
+    assert e["emerged"] and e["step"] == pytest.approx(5.0) and e["sharpness"] == pytest.approx(0.8 * 4)
+    for bad_m, bad_steps, named in [
+        (np.where(steps == 5, np.nan, m), steps, "history['m'] contains 1 NaN or inf"),
+        (np.where(steps == 9, np.inf, m), steps, "history['m'] contains 1 NaN or inf"),
+        (m, np.where(steps == 2, np.nan, steps), "history['step'] contains 1 NaN or inf"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            ba.emergence({"step": bad_steps, "m": bad_m})
