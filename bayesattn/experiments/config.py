@@ -30,7 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -52,6 +53,35 @@ MAX_SEED = 2**31 - 1
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 GridCount = Annotated[int, Field(ge=1, le=MAX_GRID)]
 Attention = Literal["softmax", "linear"]  # the attention kinds (bayesattn.models.attention.ATTENTIONS)
+
+
+def _repeated(values: list) -> list:
+    """The values given more than once, in order (lists too: a grid of [S, s] pairs)."""
+    out = []
+    for i, v in enumerate(values):
+        if v in values[:i] and v not in out:
+            out.append(v)
+    return out
+
+
+def _distinct(values: list) -> list:
+    if repeated := _repeated(values):
+        raise PydanticCustomError(
+            "distinct", "expected distinct values ({repeated} repeated)", {"repeated": ", ".join(map(repr, repeated))}
+        )
+    return values
+
+
+def _increasing(values: list) -> list:
+    if any(not a < b for a, b in zip(values, values[1:])):
+        raise PydanticCustomError("increasing", "expected strictly increasing values (sorted, no repeats)")
+    return values
+
+
+# list checks, as Annotated[list[X], Distinct]; a failure reads "field=[4, 4]: expected distinct values (4 repeated)"
+Distinct = AfterValidator(_distinct)  # no value twice: a repeated one would make the same points twice
+Increasing = AfterValidator(_increasing)  # a grid the theory takes as it is (bayes.theory.common.check_grid)
+NonEmptyDistinct = Annotated[list[_Item], Field(min_length=1), Distinct]  # NonEmptyDistinct[X]
 
 
 class ConfigError(ValueError):
@@ -82,7 +112,7 @@ class Section(BaseModel):
             if not _is_list(field) or typing.get_origin(typing.get_args(_unwrap(field.annotation))[0]) is not Literal:
                 continue
             values = getattr(self, name) or []  # as _validate.check_distinct, which this NumPy-free module can't import
-            repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)
+            repeated = sorted(_repeated(values), key=repr)
             if repeated:
                 raise ValueError(
                     f"{name}={values!r}: expected distinct values ({', '.join(map(repr, repeated))} repeated)"

@@ -11,12 +11,14 @@ from ..config import (
     MAX_GRID,
     Attention,
     ExperimentConfig,
+    Increasing,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Section,
     Seed,
     SeedCount,
+    SeqLength,
 )
 from ..sections import CopyTaskSection, GridSection, MCMCSection, PriorSection, Sampler, SamplerInit
 
@@ -31,8 +33,23 @@ class TheorySection(Section):
 
     num_P: Annotated[int, Field(ge=2, le=MAX_GRID)] = 200  # dense grid for the theory curves
     vary_name: Literal["sigma_A2", "T", ""] = "T"  # also compute the (P, vary) plane ("": none)
-    vary_values: list[float] = [8.0, 16.0, 32.0, 64.0]
-    T_values: list[int] = []  # finite-size scaling
+    # the plane's values of vary_name, a grid as theory.phase_diagram checks it (common.check_grid: finite, > 0,
+    # strictly increasing; integers for T, which replaces the task's T)
+    vary_values: Annotated[list[PositiveFloat], Increasing] = [8.0, 16.0, 32.0, 64.0]
+    # finite-size scaling (none when empty): the task at each T (theory.finite_size_scaling: an increasing grid)
+    T_values: Annotated[list[SeqLength], Increasing] = []
+
+    @model_validator(mode="after")
+    def _plane(self):
+        if self.vary_name and not self.vary_values:
+            raise ValueError(
+                f"vary_values=[]: expected at least one value of vary_name={self.vary_name!r} (vary_name='': no plane)"
+            )
+        if self.vary_name == "T" and any(v != int(v) or v < 2 for v in self.vary_values):
+            raise ValueError(
+                f"vary_values={self.vary_values}: with vary_name='T', expected integers >= 2 (sequence lengths)"
+            )
+        return self
 
 
 class MCMCOverride(Section):
@@ -110,6 +127,14 @@ class RunConfig(ExperimentConfig):
             raise ValueError("attention=[]: expected at least one of 'softmax', 'linear'")
         if not self.methods:
             raise ValueError(f"methods=[]: expected at least one of {', '.join(map(repr, METHODS))}")
+        # the theory replaces the task's T by these (task.replace(T=...)): each must leave the offset inside
+        plane = self.theory.vary_values if self.theory.vary_name == "T" else []
+        for name, values in (("vary_values", plane), ("T_values", self.theory.T_values)):
+            if any(T <= self.task.offset for T in values):
+                raise ValueError(
+                    f"theory.{name}={values}: expected sequence lengths T > task.offset={self.task.offset} (the "
+                    "copy target is offset positions back)"
+                )
         return self
 
     def make_task(self):

@@ -10,7 +10,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..config import (
+    Distinct,
     ExperimentConfig,
+    Increasing,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -18,6 +20,7 @@ from ..config import (
     Section,
     Seed,
     SeedCount,
+    SeqLength,
 )
 from ..sections import ChainsSection, PriorSection
 
@@ -157,11 +160,20 @@ class EquilibriumSection(Section):
     """NUTS on the closed-form copy-task posterior (one softmax head) at each P and T, and the order-parameter
     theory's posterior-mean attention entropy beside it."""
 
-    P: PositiveInts
-    T: PositiveInt | list[PositiveInt] = 8
+    P: Annotated[PositiveInts, Increasing]  # the theory's grid (theory.entropy_curve: common.check_grid)
+    T: PositiveInt | list[PositiveInt] = 8  # one point per (T, P)
     d: PositiveInt = 4
     prior: PriorSection = PriorSection()
     mcmc: ChainsSection = ChainsSection(num_chains=2, num_warmup=300, num_samples=300)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        Ts = self.Ts
+        if not Ts or min(Ts) < 2 or len(set(Ts)) != len(Ts):
+            raise ValueError(
+                f"T={self.T!r}: expected a sequence length >= 2 (the copy task's), or a non-empty list of distinct ones"
+            )
+        return self
 
     @property
     def Ts(self) -> list[int]:
@@ -173,8 +185,8 @@ class LangevinSection(Section):
     one-head softmax copy-task posterior with the readout integrated out, from a small init, per seed; the
     attention entropy over positions and m along Langevin time (lr x steps). One data set and one init per seed."""
 
-    P: PositiveInts
-    T: PositiveInt = 8
+    P: Annotated[PositiveInts, Distinct]  # one run per P (train_sweep refuses a repeated one)
+    T: SeqLength = 8
     d: PositiveInt = 4
     prior: PriorSection = PriorSection()
     seeds: SeedCount = 16

@@ -71,3 +71,15 @@ class PlateauConfig(ExperimentConfig):
         CaseSection(attention="softmax", T=32),
         CaseSection(attention="linear", T=16, gd_lr=0.01, gd_steps=4000, P_over=[1.05, 1.1, 1.25, 1.5, 2.0, 4.0]),
     ]
+
+    @model_validator(mode="after")
+    def _distinct_cases(self):
+        """The summary names a case by (attention, T) (summary.case_key): two cases with the same would merge."""
+        keys = [(c.attention, c.T) for c in self.cases]
+        for i, key in enumerate(keys):
+            if key in keys[:i]:
+                raise ValueError(
+                    f"cases[{i}]: attention={key[0]!r}, T={key[1]} is also cases[{keys.index(key)}]'s; expected one "
+                    "case per (attention, T)"
+                )
+        return self

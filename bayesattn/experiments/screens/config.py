@@ -11,10 +11,10 @@ from pydantic import model_validator
 from ..config import (
     ExperimentConfig,
     NonEmpty,
+    NonEmptyDistinct,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    PositiveInts,
     Section,
     Seed,
     SeqLength,
@@ -97,7 +97,7 @@ class BayesLensConfig(Section):
     tokens: Literal["gaussian", "onehot"] = "onehot"
     boundary: Literal["cyclic", "causal"] = "cyclic"
     prior: PriorSection = PriorSection(sigma2=10.0)
-    P: PositiveInts = [30, 53, 95, 169, 300, 533, 949, 1687, 3000, 5335, 9487, 16870, 30000]
+    P: NonEmptyDistinct[PositiveInt] = [30, 53, 95, 169, 300, 533, 949, 1687, 3000, 5335, 9487, 16870, 30000]
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=500)
     probe_N: PositiveInt = 256
     theory_points: NonNegativeInt = 25
@@ -112,7 +112,7 @@ class ModelScreen(Section):
     """Pretrained models screened on one probe batch: ``models`` (``smollm2``, from the ``real`` extra, or llama
     GGUF paths; several: a checkpoint series, ranked by the integral of PR over ``steps``)."""
 
-    models: list[str] = ["smollm2"]
+    models: NonEmpty[str] = ["smollm2"]
     steps: list[int] | None = None
     probe: Probe = "repeated_pair"
     N: PositiveInt = 64

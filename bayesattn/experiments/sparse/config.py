@@ -9,8 +9,10 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ..config import (
+    Distinct,
     ExperimentConfig,
     NonEmpty,
+    NonEmptyDistinct,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -143,12 +145,13 @@ class BayesSparseConfig(Section):
     """The surrogate's posterior: for every (S, s) in ``grid`` and every P, NUTS (cold start, L = 0, and hot start
     on the support) on :class:`~bayesattn.SparseRegressionTask` with random supports."""
 
-    grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
-    P: PositiveInts = [25, 50, 100, 200, 400, 800, 1600]
+    # one point per (S, s, P, init) and one theory curve per (S, s): none of these lists may be empty or repeat a value
+    grid: NonEmptyDistinct[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
+    P: Annotated[PositiveInts, Distinct] = [25, 50, 100, 200, 400, 800, 1600]
     dim: PositiveInt = 8
     normalize: bool = False  # y / sqrt(s): the signal per row independent of s
     prior: PriorSection = PriorSection()
-    inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
+    inits: NonEmpty[Literal["cold", "hot"]] = ["cold", "hot"]
     mcmc: ChainsSection = ChainsSection(num_chains=2, num_warmup=300, num_samples=300)
     theory_P: PositiveInt = 25  # values of P (geometric, P[0] .. 2 P[-1]) of the theory's curve
 
@@ -173,16 +176,18 @@ class SparseConfig(ExperimentConfig):
     seeds: SeedCount = 16
     seeds_per_program: PositiveInt = 16
     train: SparseTrainConfig = SparseTrainConfig()
-    grid: list[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
-    heads: list[PositiveInt] = [1, 2, 4, 8]
-    head_dims: list[PositiveInt] = [2, 4, 8, 16]
+    # the axes of the training parts (grid, heads, head_dim, mixer), one point per value and seed: none may be empty
+    # (a part is left out by ``parts``) or repeat a value
+    grid: NonEmptyDistinct[Pair] = [[8, 1], [8, 2], [8, 3], [16, 1], [16, 2], [16, 3]]
+    heads: NonEmptyDistinct[PositiveInt] = [1, 2, 4, 8]
+    head_dims: NonEmptyDistinct[PositiveInt] = [2, 4, 8, 16]
     head_dim_heads: PositiveInt = 4
     heads_S: PositiveInt = 8
     heads_s: PositiveInt = 3
     mixer_S: PositiveInt = 8
-    mixer_s: list[PositiveInt] = [1, 2, 3, 4]
+    mixer_s: NonEmptyDistinct[PositiveInt] = [1, 2, 3, 4]
     # learning rates of the mixer part per arm ({"transformer": [...], "mixer": [...]}); an arm not named: train.lr
-    mixer_lr: dict[Literal["transformer", "mixer"], NonEmpty[PositiveFloat]] = {}
+    mixer_lr: dict[Literal["transformer", "mixer"], NonEmptyDistinct[PositiveFloat]] = {}
     bayes: BayesSparseConfig = BayesSparseConfig()
 
     @model_validator(mode="after")

@@ -12,7 +12,9 @@ from ..config import (
     MAX_SEEDS,
     Attention,
     ExperimentConfig,
+    Increasing,
     NonEmpty,
+    NonEmptyDistinct,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -37,11 +39,13 @@ class BayesConfig(Section):
 
     T: SeqLength = 16
     d: PositiveInt = 8
-    heads: list[PositiveInt] = [2, 3]
+    # the MCMC points are one per (ratio, attention, H, P, init): none of these lists may be empty or repeat a value
+    heads: NonEmptyDistinct[PositiveInt] = [2, 3]  # H <= T - 1: the task's lags are 1..H
     ratio: float | list[float] = 0.6
-    attention: list[Attention] = ["softmax", "linear"]
-    inits: list[Literal["cold", "hot"]] = ["cold", "hot"]
-    P: PositiveInts = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
+    attention: NonEmpty[Attention] = ["softmax", "linear"]
+    inits: NonEmpty[Literal["cold", "hot"]] = ["cold", "hot"]
+    # increasing: the theory part takes it as its P grid (theory.heads_curve: common.check_grid)
+    P: Annotated[PositiveInts, Increasing] = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
     prior: PriorSection = PriorSection()
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=1000)
 
@@ -52,6 +56,9 @@ class BayesConfig(Section):
                 f"ratio={self.ratio!r}: the weight ratio w_2/w_1 must be a number in (0, 1], or a "
                 "non-empty list of them"
             )
+        if len(set(self.ratios)) != len(self.ratios):
+            raise ValueError(f"ratio={self.ratio!r}: expected distinct ratios (a repeated one makes the same points)")
+        check_heads("heads", self.heads, self.T)
         return self
 
     @property
@@ -69,6 +76,12 @@ class BayesConfig(Section):
             weights=tuple(r**k for k in range(H)),
             rotations="orthogonal",
         )
+
+
+def check_heads(name: str, heads: list[int], T: int) -> None:
+    """H heads on the lags 1..H of a task of length T (:meth:`BayesConfig.task`): every lag in 1..T-1."""
+    if any(H > T - 1 for H in heads):
+        raise ValueError(f"{name}={heads}: expected at most T - 1 = {T - 1} heads (one lag each, lags 1..H < T={T})")
 
 
 class TrainingConfig(Section):
@@ -247,7 +260,7 @@ class HeadsTheory(Section):
     """The H-head theory (``ba.theory.heads_curve``) on the MCMC grid, softmax only (for linear heads the figure
     shows the rotation-invariant capture, which the theory curve does not give)."""
 
-    heads: list[PositiveInt] = [2]
+    heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (ratio, H); H <= bayes.T - 1
     num_samples: Annotated[int, Field(ge=1000)] = 100_000
 
 
@@ -268,6 +281,7 @@ class StaircaseConfig(ExperimentConfig):
 
     @model_validator(mode="after")
     def _runs(self):
+        check_heads("theory.heads", self.theory.heads, self.bayes.T)
         for name in self.train_variants:
             self.variant(name)
         for name in self.train_only or []:

@@ -3,50 +3,83 @@ its points (the T values and attention kinds are the figure's axes)."""
 
 from __future__ import annotations
 
-from ..config import Attention, ExperimentConfig, PositiveFloat, PositiveInt, Section, Seed, SeqLength
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from ..config import (
+    MAX_GRID,
+    Attention,
+    Distinct,
+    ExperimentConfig,
+    NonEmpty,
+    NonEmptyDistinct,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    Seed,
+    SeqLength,
+)
 from ..sections import PriorSection
+
+# the first P of the theory's grids (compute._P_grid, softmax: np.arange(10, theory_P_max, 2); compute.tau_theory_point
+# and sgld_point: np.arange(100, tau.P_max, 2)): a largest P at or below it leaves the grid empty
+THEORY_P_MIN = 10.0
+TAU_P_MIN = 100.0
 
 
 class AdamRounds(Section):
     """Adam's transition P: ``grid_points`` P values per round (two rounds), ``steps`` steps at lr 1e-2."""
 
     steps: PositiveInt = 5000
-    grid_points: PositiveInt = 7
+    # two at least: a bracket of the jump needs a P below and one above it (compute._jump), and the linear fit
+    # q = a - b / P two P values (compute.adam_transition)
+    grid_points: Annotated[int, Field(ge=2, le=MAX_GRID)] = 7
     # runs of one round advanced together by vmap up to this T (XLA:CPU runs small vmapped programs faster, larger
     # ones slower than one run at a time)
     vmap_T_max: PositiveInt = 16
 
 
 class TauSection(Section):
-    """SGLD at temperature tau at one T: the tempered theory over ``values``, SGLD runs at the ``sgld`` taus."""
+    """SGLD at temperature tau at one T: the tempered theory over ``values``, SGLD runs at the ``sgld`` taus
+    (none: ``sgld = []``, the panel then shows the theory alone)."""
 
     T: SeqLength = 32
-    values: list[PositiveFloat] = [0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0]
-    sgld: list[PositiveFloat] = [0.1, 1.0]
+    values: NonEmptyDistinct[PositiveFloat] = [0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0]
+    sgld: Annotated[list[PositiveFloat], Distinct] = [0.1, 1.0]  # one point per (tau, init): a repeat, twice
     sgld_steps: PositiveInt = 10000
     # P range of the tempered theory: wide enough for the posterior's binodal at tau = 1 (738 at T = 32), narrow
     # enough that the dual grid (its width follows the largest beta ~ P / tau) resolves tau down to 0.1
     P_max: PositiveFloat = 900.0
 
+    @model_validator(mode="after")
+    def _grid(self):
+        if self.P_max <= TAU_P_MIN:
+            raise ValueError(
+                f"P_max={self.P_max!r}: expected > {TAU_P_MIN:g} (the tempered theory's P grid runs from "
+                f"{TAU_P_MIN:g} up to P_max)"
+            )
+        return self
+
 
 class CrossingMCMC(Section):
     """NUTS per start (cold and hot): chains, warm-up, draws; round-1 P values in [P_c / span, P_c * span] and
-    round-2 P values inside each start's bracket."""
+    round-2 P values inside each start's bracket (mcmc.crossing_search: grid >= 2, span > 1)."""
 
     num_chains: PositiveInt = 1
     num_warmup: PositiveInt = 200
     num_samples: PositiveInt = 200
-    grid: PositiveInt = 4
+    grid: Annotated[int, Field(ge=2, le=MAX_GRID)] = 4
     refine: PositiveInt = 2
-    span: PositiveFloat = 1.15
+    span: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 1.15
 
 
 class ThreeTransitionsConfig(ExperimentConfig):
     """The figure's settings (configs/three_transitions.toml)."""
 
     name: str = "three_transitions"
-    T_values: list[PositiveInt] = [8, 16, 32, 64]
-    attentions: list[Attention] = ["softmax", "linear"]
+    T_values: NonEmptyDistinct[SeqLength] = [8, 16, 32, 64]  # one point per (kind, attention, T): no repeats
+    attentions: NonEmpty[Attention] = ["softmax", "linear"]
     d: PositiveInt = 8
     seed: Seed = 0  # data and init seed of every Adam / SGLD run
     theory_P_max: PositiveFloat = 2500.0
@@ -55,6 +88,15 @@ class ThreeTransitionsConfig(ExperimentConfig):
     adam: AdamRounds = AdamRounds()
     tau: TauSection = TauSection()
     mcmc: CrossingMCMC = CrossingMCMC()
+
+    @model_validator(mode="after")
+    def _grid(self):
+        if self.theory_P_max <= THEORY_P_MIN:
+            raise ValueError(
+                f"theory_P_max={self.theory_P_max!r}: expected > {THEORY_P_MIN:g} (softmax's theory P grid runs "
+                f"from {THEORY_P_MIN:g} up to theory_P_max)"
+            )
+        return self
 
     def tempered_prior(self, tau: float = 1.0):
         """The prior with every variance multiplied by ``tau`` (SGLD at temperature tau samples its posterior)."""
