@@ -286,7 +286,7 @@ def _compile_cache(args) -> None:
 def run_command(args) -> int:
     """``bayesattn run EXPERIMENT`` (and each experiment's own subcommand)."""
     from .runtime import prepare_output_dir
-    from .scaleout import sweep_executor
+    from .scaleout import check_executor, sweep_executor
     from .sweep import SweepError, check_reuse, run_experiment
 
     name = args.experiment
@@ -319,14 +319,13 @@ def run_command(args) -> int:
             "--dask-threads: local Dask workers as threads; expected with --executor dask and no "
             "--scheduler (an existing cluster has its own workers)"
         )
-    check_reuse(args.reuse)  # before the output folder is made
-    _compile_cache(args)  # before any worker process starts, so that the workers share the cache
-    kind = executor_kind or ("dask" if args.scheduler else ("process" if (workers or 1) > 1 else "serial"))
-    # the executor's options (and a scheduler's address) are checked as it starts: before the output folder is made
+    check_reuse(args.reuse)  # before the output folder is made, as the executor's options are
+    kind = check_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads)
+    out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
+    if args.out is None:
+        ignore_results_root(Path(DEFAULT_ROOT))
+    _compile_cache(args)
     with sweep_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads) as executor:
-        out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
-        if args.out is None:
-            ignore_results_root(Path(DEFAULT_ROOT))
         print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
         try:
             summary = run_experiment(

@@ -125,6 +125,33 @@ def local_cluster(workers: int, processes: bool = True, **kwargs):
     return cluster, distributed.Client(cluster, set_as_default=False)
 
 
+def check_executor(
+    kind: str | None = None, workers: int | None = None, scheduler: str | None = None, *, processes: bool = True
+) -> str:
+    """The kind of executor :func:`sweep_executor` starts for these arguments (None resolved as it resolves it), its
+    options checked: ValueError naming the first that does not fit. Starts nothing and connects nowhere, so that a
+    command can refuse bad options before it makes its output folder."""
+    if kind is None:
+        kind = "dask" if scheduler else ("process" if (workers or 1) > 1 else "serial")
+    check_choice("executor", kind, EXECUTORS)
+    if workers is not None:
+        check_int("workers", workers, minimum=1)
+    if not processes and (kind != "dask" or scheduler):
+        raise ValueError(
+            f"processes=False with executor={kind!r}{' and a scheduler' if scheduler else ''}: thread "
+            "workers are only for a local Dask cluster (or choose executor='thread')"
+        )
+    if scheduler and kind != "dask":
+        raise ValueError(
+            f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'"
+        )
+    if kind == "serial" and workers not in (None, 1):
+        raise ValueError(
+            f"workers={workers} with executor='serial': expected 1 (or choose 'thread', 'process' or 'dask')"
+        )
+    return kind
+
+
 @contextlib.contextmanager
 def sweep_executor(
     kind: str | None = None,
@@ -142,25 +169,8 @@ def sweep_executor(
     of ``--workers N`` alone). ``processes=False``: the local Dask cluster's workers are threads of this
     process (``LocalCluster(processes=False)``), which share its compiled programs; a worker that crashes then
     takes the process with it."""
-    if kind is None:
-        kind = "dask" if scheduler else ("process" if (workers or 1) > 1 else "serial")
-    check_choice("executor", kind, EXECUTORS)
-    if workers is not None:
-        check_int("workers", workers, minimum=1)
-    if not processes and (kind != "dask" or scheduler):
-        raise ValueError(
-            f"processes=False with executor={kind!r}{' and a scheduler' if scheduler else ''}: thread "
-            "workers are only for a local Dask cluster (or choose executor='thread')"
-        )
-    if scheduler and kind != "dask":
-        raise ValueError(
-            f"scheduler={scheduler!r} with executor={kind!r}: a scheduler is joined only with executor='dask'"
-        )
+    kind = check_executor(kind, workers, scheduler, processes=processes)
     if kind == "serial":
-        if workers not in (None, 1):
-            raise ValueError(
-                f"workers={workers} with executor='serial': expected 1 (or choose 'thread', 'process' or 'dask')"
-            )
         yield None
     elif kind == "thread":
         with cf.ThreadPoolExecutor(max_workers=workers or 2, thread_name_prefix="bayesattn-sweep") as pool:
