@@ -20,7 +20,8 @@ Sections
   ``True`` (the warm-up's length floor from blackjax's covariance or from stored positions,
   ``bayesattn.bayes.samplers.chees_loop``; by default the sampler chooses). ``--repeats R`` runs every row R
   times with new sampler keys (the first repeat is the single run) and prints each ChEES row's ratios, their
-  geometric mean and a 95% interval; ``--no-full-warmup`` leaves out the row with every chain adapting.
+  geometric mean and a 95% interval; ``--first-repeat F`` numbers them from F, so that a later run adds new
+  repeats beside an earlier one's; ``--no-full-warmup`` leaves out the row with every chain adapting.
 - split: where a long ChEES run's time goes (``bench_split``): K x (``--ess-warmup`` + ``--ess-draws``
   (1000)) against the NUTS default, the warm-up's seconds and share of the run, and the ratio the run would
   reach with a free warm-up.
@@ -122,7 +123,7 @@ def bench_ess(args, peak):
         print("|---|---|---|---|---|---|---|---|---|")
         nuts = dict(num_chains=4, num_warmup=500, num_samples=1000, init=init)
         ratios = {}  # ChEES row -> its ratio to NUTS's ESS/s in each repeat
-        for rep in range(args.repeats):
+        for rep in range(args.first_repeat, args.first_repeat + args.repeats):
             base = run(post, sampler_key(args, 1, rep), **nuts)
             rows = {"nuts (4 x 1000)": base}
             for K in args.chains:
@@ -488,6 +489,12 @@ def main(argv=None):
         "--repeats", type=int, default=1, help="runs of each ess row, with new sampler keys; > 1: ratio intervals"
     )
     ap.add_argument(
+        "--first-repeat",
+        type=int,
+        default=0,
+        help="number of the first repeat: repeats FIRST .. FIRST + R - 1 (new keys beside an earlier run's 0 .. FIRST - 1)",
+    )
+    ap.add_argument(
         "--no-full-warmup", action="store_true", help="ess: only the --warmup-chains rows, not every chain adapting"
     )
     ap.add_argument("--stored-floor", action="store_true", help="each ChEES row with stored_floor=False and True (ess)")
@@ -521,6 +528,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.first_repeat < 0:
+        ap.error(f"--first-repeat must be at least 0, got {args.first_repeat}")
     peak = peak_flops()
     print(
         f"{platform.processor() or platform.machine()}, jax {jax.__version__}, backend {jax.default_backend()}, "
