@@ -98,6 +98,13 @@ def check_between(name: str, value: Any, low: float, high: float, *, closed: str
     return v
 
 
+def brief(value: Any, width: int = 80) -> str:
+    """``repr(value)`` for an error message, or ``<TypeName>`` where the repr is longer than ``width`` characters
+    (a Dataset or Samples would print its arrays)."""
+    text = repr(value)
+    return text if len(text) <= width else f"<{type(value).__name__}>"
+
+
 def check_distinct(name: str, values: list) -> list:
     """``values`` as they are when none is repeated; ValueError naming ``name`` and the repeated ones otherwise."""
     repeated = sorted({v for v in values if values.count(v) > 1}, key=repr)

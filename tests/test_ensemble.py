@@ -92,6 +92,8 @@ def test_meads_matches_the_checked_number():
         (dict(method="chees", num_chains=4, warmup_chains=1), "warmup_chains=1"),
         (dict(method="chees", num_chains=4, warmup_chains=8), "warmup_chains=8"),
         (dict(method="chees", num_chains=4, warmup_chains=2, spread_steps=-1), "spread_steps=-1"),
+        (dict(method="chees", num_chains=4, spread_steps=5), "spread_steps=5 with warmup_chains=None"),
+        (dict(method="chees", num_chains=4, warmup_chains=4, spread_steps=5), "expected warmup_chains < num_chains"),
         (dict(method="chees", num_chains=4, num_superchains=2), "init='prior'"),
         (dict(method="chees", num_chains=6, num_superchains=4, init="prior"), "divisor"),
     ],

@@ -150,3 +150,22 @@ def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             call()
+
+
+def test_a_dataset_given_as_a_task_is_named_by_its_type_not_printed():
+    """A Dataset passed where a task goes: the message names its type on one line, where its repr printed
+    every array (the theory, the sweep, the networks all check their task the same way)."""
+    import jax
+
+    import bayesattn as ba
+
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 50)
+    assert "Array" in repr(data)  # what the message held before
+    prior = ba.Prior(1.0, 100.0, 20.0)
+    for call in (
+        lambda: ba.theory.phase_curve(data, prior, "softmax", [10.0]),
+        lambda: ba.train_sweep(data, prior, "softmax", P_values=[20], seeds=[0], key=jax.random.key(1)),
+    ):
+        with pytest.raises(ValueError, match=r"^task=<Dataset>: ") as e:
+            call()
+        assert "Array" not in str(e.value) and "\n" not in str(e.value)

@@ -28,7 +28,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import check_between, check_int, check_key
+from .._validate import brief, check_between, check_int, check_key
 from ..diagnostics.observables import declared
 from .posterior import Posterior, check_posterior
 from .samplers.smc import tempered_smc
@@ -154,7 +154,7 @@ def branch_evidences(
     runs = check_int("runs", runs, minimum=1)
     num_particles = check_int("num_particles", num_particles, minimum=2)
     if not isinstance(branches, dict) or len(branches) < 2:
-        raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
+        raise ValueError(f"branches={brief(branches)}: expected a dict of at least two named references")
     names = list(branches)
     shape = _mean_std(names[0], branches[names[0]], None)[0].shape  # the first reference's, which all must share
     refs = {name: _mean_std(name, ref, shape) for name, ref in branches.items()}
@@ -248,7 +248,7 @@ def mode_weights(
     check_posterior(posterior)
     check_between("target_ess", target_ess, 0, 1)
     if not isinstance(branches, dict) or len(branches) < 2:
-        raise ValueError(f"branches={branches!r}: expected a dict of at least two named references")
+        raise ValueError(f"branches={brief(branches)}: expected a dict of at least two named references")
     shape = posterior.L_shape
     refs = {name: _reference(name, ref, shape) for name, ref in branches.items()}
     by = posterior.attention_kind.order_parameter

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_choice, check_int, check_nonnegative, check_positive
+from .._validate import brief, check_choice, check_int, check_nonnegative, check_positive
 from .attention import AttentionModel, AttentionName, attention_kind, attention_weights
 
 MaskKind = Literal["full", "causal"]
@@ -51,7 +51,7 @@ def mask_for_task(task) -> str:
     for name in MASK_KINDS:
         if np.array_equal(km, key_mask_of(name, km.shape[0])):
             return name
-    raise ValueError(f"task={task!r}: its key_mask is neither full nor causal; expected one of {MASK_KINDS}")
+    raise ValueError(f"task={brief(task)}: its key_mask is neither full nor causal; expected one of {MASK_KINDS}")
 
 
 def compute_dtype(net: eqx.Module, x: jax.Array) -> eqx.Module:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_array, check_int, check_key
+from .._validate import brief, check_array, check_int, check_key
 
 # the largest array of data a task draws (P x T x d numbers): past it the allocation fails inside XLA, and may take
 # the interpreter down with it, so a larger P is refused first
@@ -99,7 +99,7 @@ class Dataset:
             contains NaN or inf.
         """
         if not isinstance(task, Task):
-            raise ValueError(f"task={task!r}: expected a bayesattn Task instance")
+            raise ValueError(f"task={brief(task)}: expected a bayesattn Task instance")
         X = check_array("X", np.asarray(X, dtype=np.float64), (None, task.T, task.d))
         Y = check_array("Y", np.asarray(Y, dtype=np.float64), (X.shape[0], task.T, task.d_out))
         Y = Y * task.query_mask[None, :, None]

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_choice, check_distinct, check_int, check_key, check_positive
+from .._validate import brief, check_array, check_choice, check_distinct, check_int, check_key, check_positive
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
@@ -402,7 +402,7 @@ def fit_sweep(
     P_values must be None. Checkpoints are not kept in sweeps (use :func:`fit` for one run).
     """
     if not isinstance(task, Task) or not can_sample(task):
-        raise ValueError(f"task={task!r}: expected a bayesattn Task that can sample")
+        raise ValueError(f"task={brief(task)}: expected a bayesattn Task that can sample")
     net_cfg = network_config(network)
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
     if online:

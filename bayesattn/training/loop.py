@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import check_array, check_distinct, check_int, check_key
+from .._validate import brief, check_array, check_distinct, check_int, check_key
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
@@ -369,9 +369,11 @@ def train_sweep(
     Other arguments as in :func:`train` (init must be "small" or "hot" here).
     """
     if not isinstance(task, Task):
-        raise ValueError(f"task={task!r}: expected a bayesattn Task")
+        raise ValueError(f"task={brief(task)}: expected a bayesattn Task")
     if not can_sample(task):
-        raise ValueError(f"task={task!r}: expected a task that draws sequences (a plain Task only describes user data)")
+        raise ValueError(
+            f"task={brief(task)}: expected a task that draws sequences (a plain Task only describes user data)"
+        )
     attention = check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
     seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]

@@ -81,6 +81,12 @@ def ensemble_starts(method, posterior, init_key, init, positions, opts):
         check_int("warmup_chains", opts["warmup_chains"], minimum=2, maximum=num_chains)
     if "spread_steps" in opts:
         check_int("spread_steps", opts["spread_steps"], minimum=0)
+        if opts["spread_steps"] and opts.get("warmup_chains") in (None, num_chains):
+            raise ValueError(
+                f"spread_steps={opts['spread_steps']} with warmup_chains={opts.get('warmup_chains')}: the spread "
+                f"steps follow the copy of a few adapted chains to all {num_chains}; expected warmup_chains < "
+                "num_chains too (or spread_steps=0)"
+            )
     G = opts["num_superchains"]
     if G is not None:
         if init != "prior":

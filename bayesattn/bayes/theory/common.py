@@ -7,6 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from ..._validate import brief
 from ...models.attention import AttentionModel, AttentionName, attention_kind
 from ...tasks import CopyTask
 from ..posterior import Prior
@@ -53,7 +54,7 @@ def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> s
     attention = attention_kind(attention).name
     cover = COVERAGE[attention]
     if not isinstance(task, CopyTask):
-        raise ValueError(f"task={task!r}: not covered; {COVERED}")
+        raise ValueError(f"task={brief(task)}: not covered; {COVERED}")
     if task.tokens == "onehot":
         if not (onehot and (task.boundary == "cyclic" or (causal and cover.causal_by_row_types))):
             raise ValueError(

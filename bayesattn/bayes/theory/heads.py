@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
-from ..._validate import check_int, check_nonnegative, check_positive
+from ..._validate import brief, check_int, check_nonnegative, check_positive
 from ...models.attention import attention_kind
 from ..posterior import Prior
 from .common import check_grid, check_prior, first_crossing
@@ -48,7 +48,7 @@ def check_heads_task(task):
     from ...tasks import MultiLagCopyTask
 
     if not isinstance(task, MultiLagCopyTask):
-        raise ValueError(f"task={task!r}: not covered; {COVERED_HEADS}")
+        raise ValueError(f"task={brief(task)}: not covered; {COVERED_HEADS}")
     if task.tokens != "gaussian":
         raise ValueError(f"task.tokens={task.tokens!r}: not covered (G and C are not isotropic); {COVERED_HEADS}")
     if task.boundary != "cyclic":
