@@ -73,8 +73,8 @@ CASES = [
     ("three-transitions", None, ["tau.values=[0.1, 0.1]"], "tau.values=[0.1, 0.1]: expected distinct values"),
     ("three-transitions", None, ["tau.sgld=[1.0, 1.0]"], "tau.sgld=[1.0, 1.0]: expected distinct values"),
     ("three-transitions", None, ["adam.grid_points=1"], "adam.grid_points=1: Input should be greater than or equal"),
-    ("three-transitions", None, ["theory_P_max=10"], "theory_P_max=10.0: expected > 10"),
-    ("three-transitions", None, ["tau.P_max=100"], "tau.P_max=100.0: expected > 100"),
+    ("three-transitions", None, ["theory_P_max=10"], "theory_P_max=10: Input should be greater than 10"),
+    ("three-transitions", None, ["tau.P_max=100"], "tau.P_max=100: Input should be greater than 100"),
     # staircase
     ("staircase", None, ["bayes.heads=[]"], "bayes.heads=[]: List should have at least 1 item"),
     ("staircase", None, ["theory.heads=[]"], "theory.heads=[]: List should have at least 1 item"),

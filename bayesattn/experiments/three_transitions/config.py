@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from ..config import (
     MAX_GRID,
@@ -50,16 +50,8 @@ class TauSection(Section):
     sgld_steps: PositiveInt = 10000
     # P range of the tempered theory: wide enough for the posterior's binodal at tau = 1 (738 at T = 32), narrow
     # enough that the dual grid (its width follows the largest beta ~ P / tau) resolves tau down to 0.1
-    P_max: PositiveFloat = 900.0
-
-    @model_validator(mode="after")
-    def _grid(self):
-        if self.P_max <= TAU_P_MIN:
-            raise ValueError(
-                f"P_max={self.P_max!r}: expected > {TAU_P_MIN:g} (the tempered theory's P grid runs from "
-                f"{TAU_P_MIN:g} up to P_max)"
-            )
-        return self
+    # (its P grid runs from TAU_P_MIN up to P_max, so it must lie above it)
+    P_max: Annotated[float, Field(gt=TAU_P_MIN, allow_inf_nan=False)] = 900.0
 
 
 class CrossingMCMC(Section):
@@ -82,21 +74,14 @@ class ThreeTransitionsConfig(ExperimentConfig):
     attentions: NonEmpty[Attention] = ["softmax", "linear"]
     d: PositiveInt = 8
     seed: Seed = 0  # data and init seed of every Adam / SGLD run
-    theory_P_max: PositiveFloat = 2500.0
+    theory_P_max: Annotated[float, Field(gt=THEORY_P_MIN, allow_inf_nan=False)] = (
+        2500.0  # softmax's P grid: from THEORY_P_MIN
+    )
     workers: PositiveInt = 2  # points computed in parallel processes (speed only)
     prior: PriorSection = PriorSection()
     adam: AdamRounds = AdamRounds()
     tau: TauSection = TauSection()
     mcmc: CrossingMCMC = CrossingMCMC()
-
-    @model_validator(mode="after")
-    def _grid(self):
-        if self.theory_P_max <= THEORY_P_MIN:
-            raise ValueError(
-                f"theory_P_max={self.theory_P_max!r}: expected > {THEORY_P_MIN:g} (softmax's theory P grid runs "
-                f"from {THEORY_P_MIN:g} up to theory_P_max)"
-            )
-        return self
 
     def tempered_prior(self, tau: float = 1.0):
         """The prior with every variance multiplied by ``tau`` (SGLD at temperature tau samples its posterior)."""
