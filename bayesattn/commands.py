@@ -286,7 +286,7 @@ def _compile_cache(args) -> None:
 def run_command(args) -> int:
     """``bayesattn run EXPERIMENT`` (and each experiment's own subcommand)."""
     from .runtime import prepare_output_dir
-    from .scaleout import check_executor, sweep_executor
+    from .scaleout import check_executor, check_scheduler, sweep_executor
     from .sweep import SweepError, check_reuse, run_experiment
 
     name = args.experiment
@@ -321,6 +321,8 @@ def run_command(args) -> int:
         )
     check_reuse(args.reuse)  # before the output folder is made, as the executor's options are
     kind = check_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads)
+    if args.scheduler:  # a scheduler that does not answer, before the folder is made
+        check_scheduler(args.scheduler)
     out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
     if args.out is None:
         ignore_results_root(Path(DEFAULT_ROOT))

@@ -54,17 +54,25 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
     """A ``distributed.Client`` of the running scheduler at ``scheduler`` (``tcp://HOST:PORT``); ValueError
     naming it when it cannot be reached (at once where the port refuses or the host does not resolve, else after at
     most ``timeout`` seconds) or when what answers there is not a Dask scheduler."""
+    distributed = check_scheduler(scheduler, timeout)
+    try:
+        return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+    except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise _refusal(scheduler, f"cannot connect within {timeout:g} s ({why})") from None
+
+
+def check_scheduler(scheduler: str, timeout: float = CONNECT_TIMEOUT_S):
+    """Check that a Dask scheduler answers at ``scheduler`` (a tcp:// address: one plain connection, then its own
+    identity query; other protocols are left to the client), without making a client; ValueError naming the
+    address otherwise. Returns the ``distributed`` module."""
     distributed = _import_distributed()
     if not isinstance(scheduler, str) or not scheduler.strip():
         raise ValueError(f"scheduler={scheduler!r}: expected the address of a Dask scheduler, e.g. tcp://HOST:8786")
     if scheduler.startswith("tcp://"):  # other protocols (tls://, ...) need the security settings Dask's client reads
         _reachable(distributed, scheduler, timeout)
         _is_a_scheduler(distributed, scheduler, timeout)
-    try:
-        return distributed.Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
-    except Exception as e:  # noqa: BLE001 -- OSError, TimeoutError, or dask's parse errors of the address
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise _refusal(scheduler, f"cannot connect within {timeout:g} s ({why})") from None
+    return distributed
 
 
 def _refusal(scheduler: str, what: str) -> ValueError:

@@ -257,6 +257,7 @@ def test_killed_run_resumes(tmp_path):
         # refused before the output folder is made (the default results/ folder, or --out's parent)
         (["phase-diagram", "--executor", "serial", "--workers", "3"], "workers=3 with executor='serial'"),
         (["phase-diagram", "--executor", "thread", "--scheduler", "tcp://127.0.0.1:1"], "scheduler="),
+        (["phase-diagram", "--scheduler", "tcp://127.0.0.1:1"], "scheduler='tcp://127.0.0.1:1': cannot connect"),
         (["sample", "--P", "50", "--method", "smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
         (["sample", "--P", "50", "--set", "mcmc.method=smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
         (["screen", "--model", "smollm2", "--steps", "1", "2", "--out", "new/x.json"], "steps=[1, 2]: expected one"),
