@@ -233,6 +233,7 @@ def test_every_quoted_command_parses_and_its_config_loads(where, command, tmp_pa
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(runtime, "prepare_output_dir", lambda out, name: tmp_path)
     monkeypatch.setattr(scaleout, "sweep_executor", lambda *a, **k: nullcontext())
+    monkeypatch.setattr(scaleout, "check_scheduler", lambda *a, **k: None)  # the docs' HOST answers nowhere
     monkeypatch.setattr(sweep, "run_experiment", lambda experiment, config, *a, **k: reached.append(config) or {})
     monkeypatch.setattr(sweep, "check_reuse", lambda reuse: [])  # folders of the repository, not of tmp_path
     assert main([*argv, "--no-compile-cache", "--no-figures"]) == 0, f"{where}: `{command}`"
