@@ -34,14 +34,14 @@ from ...bayes import theory as th
 from ...models.attention import attention_kind
 from ...tasks import CopyTask
 from ...training import train_sweep
-from .config import ThreeTransitionsConfig
+from .config import TAU_P_MIN, THEORY_P_MIN, ThreeTransitionsConfig
 from .mcmc import mcmc_transition
 
 
 # ----------------------------------------------------------------------------------------------- theory
 def _P_grid(cfg, T, attention):
     if attention_kind(attention).normalised:  # softmax: step 2 in P: the posterior's window at T = 32 is 12 wide
-        return np.arange(10.0, cfg.theory_P_max, 2.0)
+        return np.arange(THEORY_P_MIN, cfg.theory_P_max, 2.0)
     return np.unique(np.round(np.geomspace(10.0, max(2.5 * cfg.prior.sigma2 * T / cfg.d, 200.0), 400)))
 
 
@@ -188,9 +188,14 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- tau
+def _tau_P_grid(cfg) -> np.ndarray:
+    """The tempered theory's P grid (the config keeps tau.P_max above its first value)."""
+    return np.arange(TAU_P_MIN, cfg.tau.P_max, 2.0)
+
+
 def tau_theory_point(cfg) -> dict:
     task = CopyTask(T=cfg.tau.T, d=cfg.d)
-    P = np.arange(100.0, cfg.tau.P_max, 2.0)
+    P = _tau_P_grid(cfg)
     out = {"tau": [], "order": [], "P_c": [], "spinodals": [], "warnings": []}
     for tau in cfg.tau.values:
         pc, warned = _tempered_curve(task, cfg.tempered_prior(tau), P)
@@ -219,7 +224,7 @@ def sgld_point(cfg, tau, init) -> dict:
     """SGLD at temperature tau from one init on a P grid around the tempered theory's binodal: the mean of m
     over the second half of the run, per P."""
     task = CopyTask(T=cfg.tau.T, d=cfg.d)
-    P = np.arange(100.0, cfg.tau.P_max, 2.0)
+    P = _tau_P_grid(cfg)
     pc, warned = _tempered_curve(task, cfg.tempered_prior(tau), P)
     Pc = _summary(pc)["P_c"]
     if Pc is None or any("no minimum" in w for w in warned):

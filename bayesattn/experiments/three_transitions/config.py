@@ -22,8 +22,8 @@ from ..config import (
 )
 from ..sections import PriorSection
 
-# the first P of the theory's grids (compute._P_grid, softmax: np.arange(10, theory_P_max, 2); compute.tau_theory_point
-# and sgld_point: np.arange(100, tau.P_max, 2)): a largest P at or below it leaves the grid empty
+# the first P of the theory's grids (compute._P_grid for softmax, up to theory_P_max; compute._tau_P_grid, up to
+# tau.P_max): a largest P at or below it leaves the grid empty
 THEORY_P_MIN = 10.0
 TAU_P_MIN = 100.0
 
@@ -74,9 +74,8 @@ class ThreeTransitionsConfig(ExperimentConfig):
     attentions: NonEmpty[Attention] = ["softmax", "linear"]
     d: PositiveInt = 8
     seed: Seed = 0  # data and init seed of every Adam / SGLD run
-    theory_P_max: Annotated[float, Field(gt=THEORY_P_MIN, allow_inf_nan=False)] = (
-        2500.0  # softmax's P grid: from THEORY_P_MIN
-    )
+    # the largest P of softmax's theory grid, which starts at THEORY_P_MIN
+    theory_P_max: Annotated[float, Field(gt=THEORY_P_MIN, allow_inf_nan=False)] = 2500.0
     workers: PositiveInt = 2  # points computed in parallel processes (speed only)
     prior: PriorSection = PriorSection()
     adam: AdamRounds = AdamRounds()
