@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .experiments import EXPERIMENTS, get_experiment
+from .experiments import EXPERIMENTS, ConfigError, get_experiment
 
 
 def model_sets(args) -> list[str]:
@@ -64,7 +64,6 @@ def sample_point(args) -> int:
     attention's points (``mcmc``, with ``mcmc.by_attention`` applied), so that by default the command samples as
     the phase diagram's point at that P does, from the same keys. The recorded config is the one that ran."""
     from .bayes.posterior import Posterior
-    from .bayes.samplers import get_sampler
     from .bayes.sampling import sample
     from .experiments.copy_head.compute import MCMC, data_record, point_data, point_keys
     from .files import write_json_atomic
@@ -75,7 +74,7 @@ def sample_point(args) -> int:
     given = {k: getattr(args, k) for k in ("method", "backend", "num_chains", "num_warmup", "num_samples")}
     eff = cfg.mcmc.effective(att)
     used = {k: eff[k] if v is None else v for k, v in given.items()}
-    get_sampler(used["method"], used["backend"])  # the pair, before any data is drawn
+    # loading the config that runs checks it, the sampler pair included, before any data is drawn
     cfg, key_index = _as_run(cfg, "mcmc", used, args.init or eff["inits"][0], eff["inits"])
     out = check_output_file(args.out, "--out") if args.out else None
     mc = cfg.mcmc
@@ -354,9 +353,11 @@ def _folder_experiment(folder: str):
     from .files import read_run_info
 
     info, where = read_run_info(folder), str(Path(folder) / "run.json")
-    if info["experiment"] not in EXPERIMENTS:
-        raise ValueError(f"{where}: experiment={info['experiment']!r}: expected one of {', '.join(EXPERIMENTS)}")
-    return EXPERIMENTS[info["experiment"]], EXPERIMENTS[info["experiment"]].Config.load(info["config"], source=where)
+    try:
+        cls = get_experiment(info["experiment"])
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return cls, cls.Config.load(info["config"], source=where)
 
 
 def figures_command(args) -> int:
