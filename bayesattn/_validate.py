@@ -133,3 +133,19 @@ def check_array(name: str, value: Any, shape: tuple[int | None, ...], *, finite:
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
             raise ValueError(f"{name} contains {bad} NaN or inf value(s): expected finite numbers")
     return value
+
+
+def check_real_array(name: str, value: Any, shape: tuple[int | None, ...]):
+    """``value`` as an array of real numbers (bool, integer or float) of ``shape`` (None: any size), finite when
+    concrete: a JAX array or traced value as it is, anything else as a NumPy array. ValueError naming ``name`` for
+    another dtype (complex numbers, strings, objects, PRNG keys) before any conversion could drop part of it."""
+    jax = sys.modules.get("jax")
+    keep = is_traced(value) or (jax is not None and isinstance(value, jax.Array))
+    arr = value if keep else np.asarray(value)
+    try:
+        kind = np.dtype(arr.dtype).kind
+    except TypeError:  # an extended dtype, such as a typed PRNG key's
+        kind = "?"
+    if kind not in "biuf":
+        raise ValueError(f"{name} has dtype {arr.dtype}: expected real numbers")
+    return check_array(name, arr, shape)

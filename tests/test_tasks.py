@@ -195,6 +195,17 @@ def test_from_arrays_rejects_mismatched_shapes(xs, ys, match):
         ba.Dataset.from_arrays(np.zeros(xs), np.zeros(ys), ba.CopyTask(T=4, d=2))
 
 
+@pytest.mark.parametrize("which", ("X", "Y"))
+@pytest.mark.parametrize("bad", (np.complex128(1j), "0.5"))
+def test_from_arrays_rejects_values_that_are_not_real_numbers(which, bad):
+    # complex input lost its imaginary part with only NumPy's warning, and strings were parsed as numbers
+    task = ba.CopyTask(T=4, d=2)
+    arrays = {"X": np.zeros((3, 4, 2)).tolist(), "Y": np.zeros((3, 4, 2)).tolist()}
+    arrays[which][2][1][0] = bad
+    with pytest.raises(ValueError, match=rf"{which} has dtype .*: expected real numbers"):
+        ba.Dataset.from_arrays(arrays["X"], arrays["Y"], task)
+
+
 def test_from_arrays_rejects_a_non_task():
     with pytest.raises(ValueError, match="task="):
         ba.Dataset.from_arrays(np.zeros((1, 4, 2)), np.zeros((1, 4, 2)), task={"T": 4, "d": 2})

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._fused import fused
-from .._validate import check_array, is_traced
+from .._validate import check_real_array
 
 
 class SufficientStats(NamedTuple):
@@ -75,14 +75,9 @@ _statistics_fused = fused(_statistics, functools.partial(_statistics, apart=True
 
 
 def _real_array(name: str, value, shape: tuple) -> jax.Array:
-    """``value`` as a float64 array of ``shape`` (None: any size), its values finite: ValueError naming ``name``
-    otherwise. A traced value (inside jit, grad or vmap) is checked for its shape and dtype only."""
-    arr = value if is_traced(value) or isinstance(value, jax.Array) else np.asarray(value)
-    kind = np.dtype(arr.dtype).kind if not jnp.issubdtype(arr.dtype, jax.dtypes.prng_key) else "key"
-    if kind not in "biuf":
-        raise ValueError(f"{name} has dtype {arr.dtype}: expected real numbers")
-    check_array(name, arr, shape)
-    return jnp.asarray(arr, jnp.float64)
+    """``value`` checked by :func:`check_real_array`, as float64. A traced value (inside jit, grad or vmap) is
+    checked for its shape and dtype only."""
+    return jnp.asarray(check_real_array(name, value, shape), jnp.float64)
 
 
 def sufficient_statistics(X: jax.Array, Y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import brief, check_array, check_int, check_key
+from .._validate import brief, check_int, check_key, check_real_array
 
 # the largest array of data a task draws (P x T x d numbers): past it the allocation fails inside XLA, and may take
 # the interpreter down with it, so a larger P is refused first
@@ -95,13 +95,13 @@ class Dataset:
         Raises
         ------
         ValueError
-            If ``task`` is not a :class:`Task`, if X or Y does not have the shape above, or if either
-            contains NaN or inf.
+            If ``task`` is not a :class:`Task`, if X or Y does not have the shape above, holds anything but real
+            numbers (complex numbers are refused, not cut to their real part), or contains NaN or inf.
         """
         if not isinstance(task, Task):
             raise ValueError(f"task={brief(task)}: expected a bayesattn Task instance")
-        X = check_array("X", np.asarray(X, dtype=np.float64), (None, task.T, task.d))
-        Y = check_array("Y", np.asarray(Y, dtype=np.float64), (X.shape[0], task.T, task.d_out))
+        X = np.asarray(check_real_array("X", X, (None, task.T, task.d)), dtype=np.float64)
+        Y = np.asarray(check_real_array("Y", Y, (X.shape[0], task.T, task.d_out)), dtype=np.float64)
         Y = Y * task.query_mask[None, :, None]
         return cls(jnp.asarray(X), jnp.asarray(Y), task)
 
