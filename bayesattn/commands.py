@@ -327,7 +327,6 @@ def run_command(args) -> int:
         ignore_results_root(Path(DEFAULT_ROOT))
     _compile_cache(args)
     with sweep_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads) as executor:
-        print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True)
         try:
             summary = run_experiment(
                 experiment,
@@ -339,6 +338,8 @@ def run_command(args) -> int:
                 figures=not args.no_figures,
                 wait=args.wait,
                 reuse=args.reuse,
+                # printed once the folder's lock is held: a run refused for a locked folder prints one line only
+                on_start=lambda: print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True),
             )
         except SweepError as e:
             print(f"bayesattn: {e}", file=sys.stderr)
@@ -362,7 +363,7 @@ def _folder_experiment(folder: str):
 
 def figures_command(args) -> int:
     """``bayesattn figures DIR``."""
-    from .runtime import prepare_output_dir
+    from .runtime import folder_lock, prepare_output_dir
     from .sweep import verify
 
     cls, config = _folder_experiment(args.dir)
@@ -371,7 +372,11 @@ def figures_command(args) -> int:
             f"dir={args.dir!r}: no finished point file of its config, nothing to draw (`bayesattn check {args.dir}`)"
         )
     prepare_output_dir(Path(args.dir) / "figures", "dir")
-    paths = cls().figures(Path(args.dir))
+    # a run writing there draws its figures when it ends (and `bayesattn check` reads the folder meanwhile)
+    with folder_lock(
+        args.dir, name="dir", advice="it draws the figures when it ends; `bayesattn check` reads the folder meanwhile"
+    ):
+        paths = cls().figures(Path(args.dir))
     print(f"bayesattn: drew {len(paths)} figure files in {Path(args.dir) / 'figures'}/")
     return 0
 

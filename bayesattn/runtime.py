@@ -150,10 +150,16 @@ class FolderInUse(ValueError):
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | os.PathLike, wait: bool = False) -> Iterator[None]:
-    """Hold ``folder``'s lock for the block: FolderInUse (one line naming the other run) if another process holds
-    it, unless ``wait``. The lock is an OS file lock (``filelock``), which the system releases when its process
-    ends, however it ends: a lock left by a killed run is taken over by the next one (which says so)."""
+def folder_lock(
+    folder: str | os.PathLike,
+    wait: bool = False,
+    name: str = "--out",
+    advice: str = "wait for it to end, give --wait to start when it has, or choose another --out",
+) -> Iterator[None]:
+    """Hold ``folder``'s lock for the block: FolderInUse (one line naming the option ``name``, the other run and
+    ``advice``) if another process holds it, unless ``wait``. The lock is an OS file lock (``filelock``), which
+    the system releases when its process ends, however it ends: a lock left by a killed run is taken over by the
+    next one (which says so)."""
     from filelock import FileLock, Timeout
 
     folder = Path(folder)
@@ -167,10 +173,7 @@ def folder_lock(folder: str | os.PathLike, wait: bool = False) -> Iterator[None]
             holder = f"pid {who['pid']} on {who['host']}, since {who['since']}"
         except (OSError, ValueError, KeyError, TypeError):
             holder = "another process"
-        raise FolderInUse(
-            f"--out={str(folder)!r}: another run is writing there ({holder}); wait for it to end, give --wait to "
-            "start when it has, or choose another --out"
-        ) from None
+        raise FolderInUse(f"{name}={str(folder)!r}: another run is writing there ({holder}); {advice}") from None
     try:
         # the folder's own files (run.json, summary.json, this note) half-written by a killed run: cleared, now that
         # no other run writes here

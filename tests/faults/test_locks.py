@@ -44,6 +44,13 @@ def test_second_run_stops_with_one_line_then_waits_with_wait(tmp_path):
     err = second.stderr.strip().splitlines()
     assert second.returncode == 2 and len(err) == 1, second.stderr
     assert "another run is writing there" in err[0] and f"pid {first.pid}" in err[0]
+    assert second.stdout == ""  # no start line for a run that never started
+    figures = subprocess.run(
+        [*toy_command()[:3], "figures", str(out)], capture_output=True, text=True, env=ENV, timeout=120
+    )  # the running run draws them when it ends
+    assert figures.returncode == 2 and figures.stderr.count("\n") == 1, figures.stderr
+    assert f"dir={str(out)!r}: another run is writing there" in figures.stderr and f"pid {first.pid}" in figures.stderr
+    assert not (out / "figures" / "toy.txt").exists()
     waiting = _start(out, "--wait")
     assert first.wait(timeout=120) == 0 and waiting.wait(timeout=120) == 0, waiting.stderr.read()
     assert len(folder_state(out)) == 30
