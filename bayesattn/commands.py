@@ -299,9 +299,12 @@ def run_command(args) -> int:
         sets.append(f"seeds={args.seeds}")
     config = cls.load_config(args.config, sets)
     experiment = cls()
-    if getattr(args, "batch", None) is not None:
-        if args.batch < 1:
-            raise ValueError(f"--batch={args.batch}: expected a positive integer (MCMC points per program)")
+    if getattr(args, "batch", None) is not None:  # a positive integer: the parser checked it
+        if "mcmc" not in config.methods:
+            raise ValueError(
+                f"--batch={args.batch}: MCMC points per program; expected with mcmc among the methods "
+                f"(methods={','.join(config.methods)})"
+            )
         experiment.mcmc_batch = args.batch
     experiment.check(config)
     workers = args.workers

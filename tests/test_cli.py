@@ -209,6 +209,7 @@ def test_killed_run_resumes(tmp_path):
         (["phase-diagram", "--config", "no_such_config"], "no_such_config"),
         (["phase-diagram", "--P", "400,100"], "P.grid=[400, 100]"),
         (["phase-diagram", "--batch", "0"], "--batch=0"),
+        (["phase-diagram", "--methods", "theory", "--batch", "4"], "with mcmc among the methods (methods=theory)"),
         (["phase-diagram", "--dask-threads"], "--dask-threads"),
         (["run", "nonsense"], "invalid choice"),
         (["run", "sparse", "--set", "seeds=0"], "seeds=0"),
