@@ -95,10 +95,11 @@ def test_configuration_page_covers_every_field():
             sub = ref._nested_model(field.annotation)
             if sub is not None:
                 # a dict of sections (mcmc.by_attention) needs its key in a --set path: the page names it
-                dicts = [
-                    a for a in (field.annotation, *typing.get_args(field.annotation)) if typing.get_origin(a) is dict
-                ]
+                # and a list of sections (plateau's cases) its index
+                kinds = [a for a in (field.annotation, *typing.get_args(field.annotation)) if typing.get_origin(a)]
+                dicts = [a for a in kinds if typing.get_origin(a) is dict]
                 level = f".<{' or '.join(typing.get_args(typing.get_args(dicts[0])[0]))}>" if dicts else ""
+                level = ".<index>" if any(typing.get_origin(a) is list for a in kinds) else level
                 yield from fields(sub, prefix + name + level + ".")
 
     for name, cls in EXPERIMENTS.items():
@@ -122,6 +123,25 @@ def test_a_per_attention_override_path_from_the_configuration_page_loads():
         assert cfg.mcmc.by_attention[att].method == "chees"
     with pytest.raises((ConfigError, ValueError), match="by_attention"):
         cls.load(apply_overrides(cls, {}, ["mcmc.by_attention.method=chees"]))
+
+
+def test_a_list_entry_path_from_the_configuration_page_loads():
+    """The page's path for a field of one entry of a list of sections, its index filled in, sets that entry only;
+    an index past the list's end is refused, naming the list's length."""
+    from bayesattn.experiments.config import ConfigError, apply_overrides
+
+    page = _reference().config_markdown()
+    row = "| `cases.<index>.T` |"
+    assert row in page
+    cls = EXPERIMENTS["plateau"].Config
+    default = cls()
+    path = row.split("`")[1].replace("<index>", "1")
+    cfg = cls.load(apply_overrides(cls, {}, [f"{path}=64"]))
+    assert [c.T for c in cfg.cases] == [c.T if i != 1 else 64 for i, c in enumerate(default.cases)]
+    assert cfg.cases[0] == default.cases[0] and cfg.cases[1].gd_lr == default.cases[1].gd_lr
+    n = len(default.cases)
+    with pytest.raises(ConfigError, match=rf"cases has {n} entries; expected an index in 0..{n - 1}, not '{n}'"):
+        apply_overrides(cls, {}, [f"cases.{n}.T=16"])
 
 
 # ------------------------------------------------------------------------------------------ the built site

@@ -211,41 +211,66 @@ def parse_value(text: str) -> Any:
 def apply_overrides(cls: type[BaseModel], data: dict, items: Iterable[str]) -> dict:
     """``data`` (a parsed config) with each ``section.key=value`` of ``items`` set; ConfigError naming a bad item.
 
-    A string given for a list field is split at commas (``--set mcmc.inits=cold,hot``)."""
+    A string given for a list field is split at commas (``--set mcmc.inits=cold,hot``). An entry of a list is
+    named by its index from 0 (``--set cases.0.T=16``; the list is the config's, or its default)."""
     data = _deep_copy(data)
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE (e.g. --set mcmc.num_chains=4)")
         dotted, text = (s.strip() for s in item.split("=", 1))
         path = dotted.split(".")
-        node, model = data, cls
-        for i, part in enumerate(path):
-            fields = getattr(model, "model_fields", None)
-            if fields is not None and part not in fields:
-                where = ".".join(path[:i]) or "the top level"
-                raise ConfigError(
-                    f"--set {dotted}: unknown key {part!r} in {where} (known: {', '.join(sorted(fields))})"
-                )
-            field = fields[part] if fields is not None else None
+        node: dict | list = data
+        model: Any = cls
+        for i in range(len(path)):
+            key, field, model = _override_step(dotted, path, i, node, model)
             if i == len(path) - 1:
                 value = parse_value(text)
                 if isinstance(value, str) and _is_list(field):
                     value = [parse_value(v) for v in value.split(",") if v.strip()]
-                node[part] = value
-            else:
-                child = node.get(part)
-                if child is None:
-                    child = node[part] = {}
-                elif isinstance(child, BaseModel):
-                    child = node[part] = child.model_dump()
-                elif not isinstance(child, dict):
-                    raise ConfigError(f"--set {dotted}: {'.'.join(path[: i + 1])} is a value, not a section")
-                node, model = child, (_unwrap(field.annotation) if field is not None else None)
+                node[key] = value
+                break
+            child = node[key] if isinstance(node, list) else node.get(key)
+            if child is None and _is_list(field):  # the default list, to set one of its entries
+                child = field.get_default(call_default_factory=True)
+            if isinstance(child, BaseModel):
+                child = child.model_dump()
+            elif isinstance(child, list):
+                child = [e.model_dump() if isinstance(e, BaseModel) else e for e in child]
+            elif child is None:
+                child = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"--set {dotted}: {'.'.join(path[: i + 1])} is a value, not a section")
+            node[key] = child
+            node = child
     return data
 
 
-def _deep_copy(data: dict) -> dict:
-    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in data.items()}
+def _override_step(dotted: str, path: list[str], i: int, node: dict | list, model: Any):
+    """(key or index into ``node``, its field or None, the model of what it holds) of ``path[i]``, where ``node``
+    holds values of ``model`` (a section, or a list's entries): ConfigError for an unknown key or a bad index."""
+    part, where = path[i], ".".join(path[:i]) or "the top level"
+    if isinstance(node, list):
+        if not part.isdigit() or int(part) >= len(node):
+            raise ConfigError(
+                f"--set {dotted}: {where} has {len(node)} entries; expected an index in 0..{len(node) - 1}, not {part!r}"
+            )
+        return int(part), None, model
+    fields = getattr(model, "model_fields", None)
+    if fields is None:
+        return part, None, None  # below a value: refused by the caller as a value, not a section
+    if part not in fields:
+        raise ConfigError(f"--set {dotted}: unknown key {part!r} in {where} (known: {', '.join(sorted(fields))})")
+    field = fields[part]
+    held = _unwrap(field.annotation)
+    if typing.get_origin(held) is list:
+        held = _unwrap(typing.get_args(held)[0])
+    return part, field, held
+
+
+def _deep_copy(data):
+    if isinstance(data, dict):
+        return {k: _deep_copy(v) for k, v in data.items()}
+    return [_deep_copy(v) for v in data] if isinstance(data, list) else data
 
 
 # ------------------------------------------------------------------------------------------ named configs

@@ -142,8 +142,11 @@ def _section(model: type[BaseModel], prefix: str, out: list[str], seen: set) -> 
 
 def _key_level(annotation) -> str:
     """For a dict of sections (such as ``mcmc.by_attention``), the key level a ``--set`` path needs:
-    ``.<softmax or linear>`` from a Literal key type, else ``.<key>``; empty for anything else."""
+    ``.<softmax or linear>`` from a Literal key type, else ``.<key>``; for a list of sections (plateau's
+    ``cases``), ``.<index>``; empty for anything else."""
     for a in [annotation, *typing.get_args(annotation)]:
+        if typing.get_origin(a) is list:
+            return ".<index>"
         if typing.get_origin(a) is dict:
             key = typing.get_args(a)[0]
             names = typing.get_args(key) if typing.get_origin(key) is typing.Literal else ()
@@ -169,7 +172,8 @@ def config_markdown() -> str:
         "",
         "Generated from the config classes themselves. Every experiment reads a TOML file (a named config: "
         "`bayesattn list`, or a path); any field can be set from the command line with `--set section.key=value` "
-        "(the value is a TOML literal, or a bare word; a list also takes `a,b,c`). Unknown keys are refused at "
+        "(the value is a TOML literal, or a bare word; a list also takes `a,b,c`; an entry of a list of sections is "
+        "named by its index from 0, as in `--set cases.0.T=16`). Unknown keys are refused at "
         'every level, types are strict (an integer field takes an integer, not `4.0` or `"4"`), and every '
         "refusal is one line naming the field, the value and what is allowed, before any work starts.",
         "",
