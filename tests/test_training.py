@@ -706,3 +706,29 @@ def test_objectives_need_data_and_sweeps_distinct_runs():
         ba.train_sweep(task, prior, "softmax", [4, 4], [0], key, steps=2)
     with pytest.raises(ValueError, match=re.escape("seeds=[0, 0]: expected distinct values")):
         ba.fit_sweep(ba.models.SingleLayerConfig.for_task(task), task, [4], [0, 0], key, steps=2)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((10, (0, 5, 10), (0, 7)), r"checkpoint_steps=\(0, 7\): \[7\] not among the record_steps"),
+        ((10, (0, 5), ()), r"record_steps=\(0, 5\): expected steps from 0 to steps=10"),
+        ((10, (1, 10), ()), r"expected steps from 0"),
+        ((10, (0, 5, 5, 10), ()), r"record_steps=.*: expected increasing steps"),
+        ((10, (0, 12), ()), r"record_steps\[1\]=12: expected an integer in 0..10"),
+        ((10, [0, 10], ()), r"record_steps=\[0, 10\]: expected a tuple"),
+        ((0, (0,), ()), r"steps=0"),
+    ],
+)
+def test_a_plan_built_directly_is_checked(args, match):
+    # a checkpoint step that is not a record step was never written: its slot kept zeros
+    with pytest.raises(ValueError, match=match):
+        tr.Plan(*args)
+
+
+def test_every_plan_make_builds_passes_the_direct_checks():
+    for steps in (1, 2, 7, 100, 1001):
+        for every in (1, 3, 50, 5000):
+            for log_records, checkpoints in ((0, 0), (5, 0), (0, 4), (9, 9)):
+                made = tr.Plan.make(steps, every, log_records, checkpoints)
+                assert tr.Plan(made.steps, made.record_steps, made.checkpoint_steps) == made

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validate import check_between, check_choice, check_int, check_key, check_nonnegative, check_positive
+from .._validate import brief, check_between, check_choice, check_int, check_key, check_nonnegative, check_positive
 
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 DECAYS = ("constant", "cosine", "exponential", "plateau")
@@ -175,6 +175,25 @@ class Plan:
     steps: int
     record_steps: tuple
     checkpoint_steps: tuple
+
+    def __post_init__(self):
+        """A plan built directly is held to what :meth:`make` builds: records from 0 to ``steps``, increasing (the
+        loop runs the gaps between them), and checkpoints among the records (one elsewhere was never written)."""
+        check_int("steps", self.steps, minimum=1)
+        for name in ("record_steps", "checkpoint_steps"):
+            values = getattr(self, name)
+            if not isinstance(values, tuple):
+                raise ValueError(f"{name}={brief(values)}: expected a tuple of integers")
+            for i, v in enumerate(values):
+                check_int(f"{name}[{i}]", v, minimum=0, maximum=self.steps)
+            if any(b <= a for a, b in zip(values, values[1:])):
+                raise ValueError(f"{name}={brief(values)}: expected increasing steps")
+        rec = self.record_steps
+        if not rec or rec[0] != 0 or rec[-1] != self.steps:
+            raise ValueError(f"record_steps={brief(rec)}: expected steps from 0 to steps={self.steps}")
+        missing = sorted(set(self.checkpoint_steps) - set(rec))
+        if missing:
+            raise ValueError(f"checkpoint_steps={brief(self.checkpoint_steps)}: {missing} not among the record_steps")
 
     @classmethod
     def make(cls, steps: int, record_every: int, log_records: int = 0, checkpoints: int = 0) -> Plan:
