@@ -66,6 +66,7 @@ def sample_point(args) -> int:
     from .bayes.posterior import Posterior
     from .bayes.sampling import sample
     from .experiments.copy_head.compute import MCMC, data_record, point_data, point_keys
+    from .experiments.sections import PRIOR_ONLY_METHODS
     from .files import write_json_atomic
     from .provenance import provenance
     from .runtime import check_output_file
@@ -75,7 +76,8 @@ def sample_point(args) -> int:
     eff = cfg.mcmc.effective(att)
     used = {k: eff[k] if v is None else v for k, v in given.items()}
     # loading the config that runs checks it, the sampler pair included, before any data is drawn
-    cfg, key_index = _as_run(cfg, "mcmc", used, args.init or eff["inits"][0], eff["inits"])
+    init = args.init or ("prior" if used["method"] in PRIOR_ONLY_METHODS else eff["inits"][0])  # smc: the prior
+    cfg, key_index = _as_run(cfg, "mcmc", used, init, eff["inits"])
     out = check_output_file(args.out, "--out") if args.out else None
     mc = cfg.mcmc
     data = point_data(cfg.make_task(), cfg.seed, P)
@@ -341,7 +343,6 @@ def run_command(args) -> int:
                 figures=not args.no_figures,
                 wait=args.wait,
                 reuse=args.reuse,
-                # printed once the folder's lock is held: a run refused for a locked folder prints one line only
                 on_start=lambda: print(f"bayesattn: {name} '{config.name}' -> {out}  (executor: {kind})", flush=True),
             )
         except SweepError as e:

@@ -34,6 +34,14 @@ def test_every_shipped_config_loads(experiment, name):
 
 # (experiment, named config or None, --set items, what the message must hold: the field and its value)
 CASES = [
+    # SMC starts from the prior: its cold and hot points would be two prior runs, labelled cold and hot
+    ("phase-diagram", None, ["mcmc.method=smc"], "mcmc.inits=['cold', 'hot']: method='smc' draws its particles"),
+    (
+        "phase-diagram",
+        None,
+        ["mcmc.by_attention.linear.method=smc"],
+        "mcmc.by_attention.linear.inits=['cold', 'hot']: method='smc'",
+    ),
     # phase-diagram: the theory's (P, vary) plane and finite-size scaling (theory.common.check_grid, task.replace)
     ("phase-diagram", None, ["theory.vary_values=[-1]"], "theory.vary_values.0=-1: Input should be greater than 0"),
     ("phase-diagram", None, ["theory.vary_values=[nan]"], "theory.vary_values.0=nan: Input should be a finite"),

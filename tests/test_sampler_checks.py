@@ -192,8 +192,12 @@ def test_smc_options_are_checked_before_it_runs():
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             ba.sample(post, jax.random.key(1), **kw, **options)
-    with pytest.raises(ValueError, match="init='bogus'"):
-        ba.sample(post, jax.random.key(1), init="bogus", **kw)
+    # SMC draws its particles from the prior: any other start would be recorded with the result but not used
+    for init in ("bogus", "cold", "hot", np.zeros((4, 4))):
+        with pytest.raises(ValueError, match=r"init=.*: smc draws its particles from the prior; expected init='prior'"):
+            ba.sample(post, jax.random.key(1), init=init, **kw)
+    assert ba.sample(post, jax.random.key(1), **kw).config["init"] == "prior"  # what it did, recorded
+    assert ba.sample(post, jax.random.key(1), init="prior", **kw).config["init"] == "prior"
     lp = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
     particles = jnp.zeros((4, 2))
     for options, named in [

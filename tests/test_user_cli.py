@@ -166,6 +166,14 @@ def test_the_configs_sampler_pairs_are_the_registrys():
     assert {b: sorted(m) for b, m in BACKEND_METHODS.items()} == registry
 
 
+def test_the_configs_prior_only_methods_are_the_registrys():
+    """The methods the config holds to inits=['prior'] are those whose sampler starts from the prior."""
+    from bayesattn.bayes.samplers import SAMPLERS
+    from bayesattn.experiments.sections import PRIOR_ONLY_METHODS
+
+    assert sorted({m for (m, _), s in SAMPLERS.items() if s.default_init == "prior"}) == sorted(PRIOR_ONLY_METHODS)
+
+
 def _cli_error(argv, capsys) -> str:
     code, cap = _run_main(argv, capsys)
     err = cap.err.strip()
@@ -331,3 +339,16 @@ def test_figures_and_check_name_the_folder_whose_run_json_names_an_unknown_exper
         err = cap.err.strip()
         assert code == 2 and len(err.splitlines()) == 1, err
         assert f"{run / 'run.json'}: experiment='nosuch': expected one of phase-diagram" in err
+
+
+def test_sample_with_smc_starts_from_the_prior_and_records_it(tmp_path, capsys):
+    """`sample --method smc` over a config whose inits are cold and hot runs from the prior and says so (SMC takes
+    no other start); an explicit --init hot is refused before any data is drawn."""
+    small = ["sample", "--P", "20", "--T", "4", "--d", "2", "--method", "smc", "--num-chains", "1", "--quiet"]
+    code, cap = _run_main([*small, "--num-samples", "16", "--out", str(tmp_path / "s.json")], capsys)
+    assert code == 0, cap.err
+    rec = json.loads((tmp_path / "s.json").read_text())
+    assert rec["init"] == "prior" and rec["config"]["mcmc"]["inits"] == ["prior"]
+    assert rec["result"]["config"]["init"] == "prior" and "prior start" in cap.out
+    err = _cli_error([*small, "--init", "hot", "--out", str(tmp_path / "t.json")], capsys)
+    assert "draws its particles from the prior" in err and not (tmp_path / "t.json").exists()

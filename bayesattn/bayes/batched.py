@@ -51,7 +51,7 @@ def sample_many(
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 1000,
-    init: Any = "cold",
+    init: Any = None,
     thin: int = 1,
     chains_per_batch: int | None = None,
     points_per_batch: int | None = None,

@@ -83,7 +83,7 @@ def sample(
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 1000,
-    init: Any = "cold",
+    init: Any = None,
     thin: int = 1,
     chains_per_batch: int | None = None,
     progress: bool = False,
@@ -94,11 +94,12 @@ def sample(
     posterior: a :class:`~bayesattn.Posterior`; key: a PRNG key (the same key gives the same draws).
     method: "nuts" | "hmc" | "mala" (MCMC, ``num_chains`` chains of ``num_warmup`` adaptation steps then
     ``num_samples`` steps, every ``thin``-th kept) or "smc" (``num_chains`` independent adaptive tempered SMC
-    runs of ``num_samples`` particles each; ``num_warmup``, ``init`` and ``thin`` are not used), or "chees" |
-    "meads" (many chains in lockstep: ``num_chains`` of 16..256 advanced together, adapted across chains;
+    runs of ``num_samples`` particles each, drawn from the prior; ``num_warmup`` and ``thin`` are not used), or
+    "chees" | "meads" (many chains in lockstep: ``num_chains`` of 16..256 advanced together, adapted across chains;
     :mod:`bayesattn.bayes.samplers.ensemble`).
     backend: "blackjax" (all methods) or "numpyro" (NUTS only).
-    init: "cold" | "hot" | "prior" | array (T, T) or (num_chains, T, T); see :func:`initial_positions`.
+    init: "cold" | "hot" | "prior" | array (T, T) or (num_chains, T, T); see :func:`initial_positions`. None
+    (the default): "cold", and for SMC "prior", the only start it takes.
     method_options: nuts: target_acceptance_rate (0.8), max_num_doublings (10), initial_step_size (0.1);
     hmc: target_acceptance_rate, num_integration_steps (16), initial_step_size; mala: target_acceptance_rate
     (0.574), initial_step_size (1e-3); smc: target_ess (0.5), num_mcmc_steps (10), num_integration_steps (8),

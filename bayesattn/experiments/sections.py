@@ -16,6 +16,8 @@ Backend = Literal["blackjax", "numpyro"]
 BACKEND_METHODS = {"blackjax": typing.get_args(Sampler), "numpyro": ("nuts",)}
 MIN_KEPT_DRAWS = 4  # draws per chain that split R-hat needs (bayesattn.bayes.samples.check_counts)
 SamplerInit = Literal["cold", "hot", "prior"]
+# the methods that draw their own starts from the prior (the registry's default_init: tests/test_user_cli.py checks)
+PRIOR_ONLY_METHODS = ("smc",)
 
 
 class CopyTaskSection(Section):
@@ -116,5 +118,10 @@ class MCMCSection(ChainsSection):
             raise ValueError(
                 f"method={self.method!r} with backend={self.backend!r}: {self.backend} has only "
                 f"{', '.join(BACKEND_METHODS[self.backend])}"
+            )
+        if self.method in PRIOR_ONLY_METHODS and self.inits != ["prior"]:  # a cold or hot run would not be one
+            raise ValueError(
+                f"inits={self.inits}: method={self.method!r} draws its particles from the prior; expected "
+                "inits=['prior']"
             )
         return self

@@ -73,7 +73,8 @@ def prepare_job(
 ) -> SamplerJob:
     """The job of one checked call: ``key`` split into the starts' key and the run key, the starting points
     (``sampler.starts``) and the config recorded with the result (everything needed to rerun it, the key
-    included). The counts and options must already be checked."""
+    included). The counts and options must already be checked; ``init`` None is the sampler's default."""
+    init = sampler.default_init if init is None else init
     init_key, run_key = jax.random.split(key)
     positions, superchains = sampler.starts(posterior, init_key, init, num_chains, options)
     config = {
@@ -181,7 +182,8 @@ class Sampler:
     ``(posterior, out, diagnostics, options, config, superchains) -> Samples``; run: ``(sampler, job) ->
     Samples`` (default :func:`run_program`; a sampler outside one compiled program, numpyro's NUTS, has its
     own); batched: whether ``sample_many`` may stack posteriors into its program (the program's outputs then
-    gain a leading axis of posteriors)."""
+    gain a leading axis of posteriors); default_init: the ``init`` of a call that gives none ("cold"; SMC,
+    which draws its particles from the prior: "prior")."""
 
     method: str
     backend: str
@@ -193,6 +195,7 @@ class Sampler:
     assemble: Callable = assemble_chains
     run: Callable = run_program
     batched: bool = False
+    default_init: str = "cold"
 
     def check_options(self, method_options: dict) -> dict:
         """The defaults updated by ``method_options``, checked: ValueError for an option this sampler does not

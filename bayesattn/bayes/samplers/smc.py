@@ -216,6 +216,7 @@ SMC = Sampler(
     "blackjax",
     SMC_OPTIONS,
     starts=no_starts,
+    default_init="prior",
     program=smc_program,
     program_key=smc_program_key,
     assemble=assemble_smc,

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_between, check_choice, check_int, check_key
+from ..._validate import brief, check_between, check_choice, check_int, check_key
 from ...models.attention import hot_logits
 from ..posterior import Posterior, check_posterior
 
@@ -103,8 +103,11 @@ def chain_starts(posterior: Posterior, init_key: jax.Array, init: Any, num_chain
 
 
 def no_starts(posterior: Posterior, init_key: jax.Array, init: Any, num_chains: int, options: dict):
-    """(None, None): for a sampler that draws its own starting points inside its program (SMC, from the prior).
-    ``init`` is still checked to be one of :data:`SAMPLER_INITS` (or an array), since it is recorded."""
-    if isinstance(init, str):
-        check_choice("init", init, SAMPLER_INITS)
+    """(None, None): for a sampler that draws its own starting points from the prior inside its program (SMC).
+    ``init`` must say so ("prior", recorded with the result): a cold or hot start, or an array, would be
+    recorded but not used."""
+    if not (isinstance(init, str) and init == "prior"):
+        raise ValueError(
+            f"init={brief(init)}: smc draws its particles from the prior; expected init='prior' (or none given)"
+        )
     return None, None
