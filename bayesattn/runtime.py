@@ -76,6 +76,7 @@ def check_output_file(path: str | os.PathLike, name: str = "out") -> Path:
 
 # ----------------------------------------------------------------------------------------------- interrupts
 _WATCHER: dict[str, Any] = {}
+TRACKER_QUIET = "ignore:resource_tracker:UserWarning"  # a -W option: the warnings that begin "resource_tracker"
 
 
 def exit_on_interrupt(message: str) -> None:
@@ -97,6 +98,11 @@ def exit_on_interrupt(message: str) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)  # the watcher acts; no KeyboardInterrupt in the main thread
     _WATCHER.update(message=message, fds=(r, w))
+    # A process pool's semaphores, left by os._exit, are unlinked by multiprocessing's resource tracker, which
+    # then warns about each ("leaked semaphore objects"): that is the cleanup working. The tracker, started with
+    # the pool, takes this process's -W options (multiprocessing.util._args_from_interpreter_flags).
+    if TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_QUIET)
 
     def watch():
         sig = 0

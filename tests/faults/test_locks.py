@@ -91,3 +91,15 @@ def test_temporary_files_a_kill_left_in_the_folder_are_cleared_by_the_next_run(t
     )
     assert done.returncode == 0, done.stderr
     assert not list(out.rglob("*.tmp")) and len(folder_state(out)) == 3
+
+
+def test_sigterm_to_a_process_pool_run_prints_its_one_line_only(tmp_path):
+    """The pool's semaphores, left by the immediate exit, are unlinked by multiprocessing's resource tracker,
+    which warned about each ("leaked semaphore objects") after the command's own line: it no longer does."""
+    out = tmp_path / "run"
+    proc = _start(out, "--executor", "process", "--workers", "2")
+    _wait_for_points(out, 2, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)  # to the end of stderr: the tracker, which shares it, has ended too
+    assert proc.returncode == 143, err
+    assert err.strip() == "bayesattn: interrupted; finished points are on disk, rerun the same command to resume", err
