@@ -107,16 +107,15 @@ class Section(BaseModel):
     @model_validator(mode="after")
     def _distinct_choices(self):
         """A list of choices (attention kinds, methods, parts, inits) names each at most once: a repeated one
-        would make the same points twice."""
+        would make the same points twice: :data:`Distinct` on every such field, without annotating each."""
         for name, field in type(self).model_fields.items():
             if not _is_list(field) or typing.get_origin(typing.get_args(_unwrap(field.annotation))[0]) is not Literal:
                 continue
-            values = getattr(self, name) or []  # as _validate.check_distinct, which this NumPy-free module can't import
-            repeated = sorted(_repeated(values), key=repr)
-            if repeated:
-                raise ValueError(
-                    f"{name}={values!r}: expected distinct values ({', '.join(map(repr, repeated))} repeated)"
-                )
+            values = getattr(self, name) or []
+            try:
+                _distinct(values)
+            except PydanticCustomError as e:  # raised here after validation: named as a section's own check
+                raise ValueError(f"{name}={values!r}: {e}") from None
         return self
 
     @classmethod
