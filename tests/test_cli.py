@@ -260,7 +260,12 @@ def test_killed_run_resumes(tmp_path):
         (["phase-diagram", "--executor", "thread", "--scheduler", "tcp://127.0.0.1:1"], "scheduler="),
         (["phase-diagram", "--scheduler", "tcp://127.0.0.1:1"], "scheduler='tcp://127.0.0.1:1': cannot connect"),
         (["sample", "--P", "50", "--method", "smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
-        (["sample", "--P", "50", "--set", "mcmc.method=smc", "--backend", "numpyro", "--out", "new/x.json"], "numpyro"),
+        (
+            ["sample", "--P", "50", "--set", "mcmc.method=smc", "--set", "mcmc.inits=prior", "--backend", "numpyro"]
+            + ["--out", "new/x.json"],
+            "numpyro",
+        ),
+        (["sample", "--P", "50", "--set", "mcmc.method=smc", "--out", "new/x.json"], "expected inits=['prior']"),
         (["screen", "--model", "smollm2", "--steps", "1", "2", "--out", "new/x.json"], "steps=[1, 2]: expected one"),
         (["screen", "--model", "smollm2", "--T", "8"], "--T=8: too short for the repeated_pair probe (T=8"),
         (["screen", "--model", "smollm2", "--T", "14"], "--T=14: too short for the repeated_pair probe (pair_range"),
