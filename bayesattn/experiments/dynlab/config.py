@@ -209,7 +209,9 @@ class DynlabConfig(ExperimentConfig):
     head's per-point options; ``equilibrium``: the MCMC counterpart (none when absent); ``langevin``: the
     posterior's Langevin dynamics along time (none when absent). Seeds train
     ``seeds_per_program`` at a time in one vmapped program, in aligned blocks (seed i in block i //
-    seeds_per_program), so that a seed's result does not depend on which other seeds were asked for."""
+    seeds_per_program), so that a seed's result does not depend on which other seeds were asked for. The width
+    itself is part of a seed's result: vmapped arithmetic rounds differently at each width, and a run sensitive to
+    rounding (the clustering head at p = 3) ends differently (docs/results/dynlab.md)."""
 
     name: str = "dynlab"
     experiment: Literal["clustering_head", "focus_dilution"] = "clustering_head"
