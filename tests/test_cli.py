@@ -10,8 +10,10 @@ import time
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import bayesattn as ba
 from bayesattn.cli import main
 from bayesattn.experiments import EXPERIMENTS, get_experiment
 from bayesattn.experiments.config import apply_overrides
@@ -81,9 +83,17 @@ def test_phase_diagram_end_to_end(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["experiment"] == "phase-diagram"
     assert set(summary["transitions"]) == {"softmax", "linear"}
+    # the summary's theory transitions are the library's, recomputed here on the grid the config implies
+    cfg = get_experiment("phase-diagram").Config.load(summary["config"])
+    P_dense = np.unique(np.round(np.geomspace(100, 400, 40)).astype(int)).astype(float)
     for att in ("softmax", "linear"):
         assert set(summary["transitions"][att]) == {"theory", "mcmc", "adam"}
-        assert summary["transitions"][att]["theory"]["order"] in ("first", "second", "crossover")
+        direct = ba.theory.phase_curve(cfg.make_task(), cfg.make_prior(), att, P_dense).transition
+        got = summary["transitions"][att]["theory"]
+        assert got["order"] == direct["order"]
+        for key in set(direct) & set(got) - {"order"}:
+            want = direct[key]
+            assert got[key] == (want if want is None else pytest.approx(want, rel=1e-9, nan_ok=True)), (att, key)
     assert summary["versions"]["jax"] and summary["config"]["task"]["T"] == 8
     point = json.loads(next((out / "points" / "mcmc").glob("*.json")).read_text())
     assert point["point"]["seed"] == 0 and "versions" in point and "provenance" in point and "checksum" in point

@@ -371,8 +371,25 @@ def test_diverging_run_is_reported_not_plotted(tmp_path):
     (r,) = fd.run_block(pts)
     assert r["diverged_at_step"] is not None and r["diverged_at_step"] <= 30
     (rec,) = group_runs([{"point": {**pts[0], "experiment": "focus_dilution", "label": "diverging"}, "result": r}])
-    cycles_figure([rec], tmp_path / "c.png")  # draws the note, not the curve
-    assert (tmp_path / "c.png").exists()
+    import matplotlib.figure
+
+    drawn = []
+    save = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):  # the figure as saved, to read its panels
+        drawn.append(fig)
+        return save(fig, *args, **kwargs)
+
+    matplotlib.figure.Figure.savefig = keep
+    try:
+        cycles_figure([rec], tmp_path / "c.png")  # draws the note, not the curve
+    finally:
+        matplotlib.figure.Figure.savefig = save
+    assert (tmp_path / "c.png").exists() and drawn
+    axes = drawn[0].axes
+    assert not any(ax.lines for ax in axes), "a diverged run's frozen curves were drawn"
+    texts = " ".join(t.get_text() for ax in axes for t in ax.texts)
+    assert f"diverged (not drawn): seed 0 at {r['diverged_at_step']}" in texts
 
 
 @pytest.mark.slow

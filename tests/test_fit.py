@@ -112,15 +112,29 @@ def test_plateau_decay_scales_updates_on_a_flat_loss():
         u, s = opt.update({"w": jnp.ones(2)}, s, p, value=jnp.asarray(1.0))
         sizes.append(float(-u["w"][0]))
     assert sizes == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    # and the loop passes the loss to it
-    fit(
-        CFG,
-        TASK.sample(jax.random.key(1), 8),
-        jax.random.key(0),
-        optimizer=OptimizerConfig("adam", 0.01, decay="plateau"),
-        steps=5,
-        **FAST,
-    )
+
+
+def test_the_training_loop_passes_each_steps_own_loss_to_the_plateau_rule():
+    """The loop against a hand loop that calls ``update(..., value=loss)`` with the loss of the current parameters.
+    The loss improves for two steps and then stays flat while its gradient does not vanish, so the step at which
+    the scale halves depends on which loss the rule sees (a stale or missing one moves it)."""
+    from bayesattn.training import Plan, run_loop
+
+    def loss(w, key=None):  # value: 2 + max(w0, -1.5) (positive: the rule's tolerance is relative), gradient: ones
+        return 2.0 + jax.lax.stop_gradient(jnp.maximum(w[0], -1.5)) + (jnp.sum(w) - jax.lax.stop_gradient(jnp.sum(w)))
+
+    opt = OptimizerConfig("sgd", 1.0, decay="plateau", plateau_patience=2, plateau_factor=0.5).build(8)
+    w, state, hand = jnp.zeros(2), None, []
+    state = opt.init(w)
+    for _ in range(8):
+        value, g = jax.value_and_grad(loss)(w)
+        u, state = opt.update(g, state, w, value=value)
+        w = w + u
+        hand.append(np.asarray(w))
+    _, recs, _ = run_loop(jnp.zeros(2), loss, opt, Plan.make(8, 1), lambda p: {"w": p}, jax.random.key(0))
+    np.testing.assert_array_equal(np.asarray(recs["w"])[1:], np.stack(hand))
+    steps = -np.diff(np.concatenate([[0.0], np.stack(hand)[:, 0]]))
+    assert steps[0] == 1.0 and steps[-1] < 1.0  # the rule did act within the run
 
 
 def test_divergence_is_frozen_and_reported():

@@ -244,6 +244,9 @@ def test_cli_checkpoint_series(tmp_path, capsys):
     rank = json.loads((tmp_path / "series_ranking.json").read_text())
     batch = sx.probe_batch("repeated_pair", 6, 24, V, 0, token_range=(min(100, V // 4), min(10000, V)))
     pr = [sx.screen_llama(load_gguf(p), batch).pr for p in paths]
+    # every head ranked once (an empty or cut ranking would pass the loop below)
+    assert len(rank["order"]) == len(rank["integral"]) == L * H
+    assert sorted(map(tuple, rank["order"])) == [(l, h) for l in range(L) for h in range(H)]
     for (l, h), v in zip(rank["order"], rank["integral"]):
         ys = [max(x[l, h] - 1.0, 0.0) for x in pr]
         want = 0.5 * (ys[0] + ys[1]) * 10 + 0.5 * (ys[1] + ys[2]) * 20

@@ -84,10 +84,17 @@ def test_helps_censors_unsolved_seeds_at_the_smaller_budget():
     r = stats.helps(a, b, 2000, 1000)
     assert r["solved"] == [3, 1] and r["censored_at"] == 1000
     assert r["p_solve"] == pytest.approx(hypergeometric_tail(3, 4, 1, 4))
-    ref = permutation_p_less(np.array([100, 120, 130, 1000.0]), np.array([400, 1000, 1000.0, 1000.0]) + 1e-6)
-    assert r["p_faster"] < 0.1 and ref < 0.1
+    assert r["p_faster"] == stats.mannwhitney_less([100, 120, 130, 1000], [400, 1000, 1000, 1000])
     c = stats.compare("a", a, 2000, "b", b, 1000)
     assert c["b_helps"]["p_solve"] == pytest.approx(hypergeometric_tail(1, 4, 3, 4))
+    # where the budget changes the ranks: a's seeds solved at 1500 and 1700 (within its 2000 steps) count as
+    # unsolved at b's budget of 1000, so the arms compare on what both runs could have seen
+    a, b = [100, 1500, 1700, None], [300, 500, None, None]
+    r = stats.helps(a, b, 2000, 1000)
+    at_1000 = stats.mannwhitney_less([100, 1000, 1000, 1000], [300, 500, 1000, 1000])
+    at_2000 = stats.mannwhitney_less([100, 1500, 1700, 2000], [300, 500, 2000, 2000])
+    assert r["censored_at"] == 1000 and r["p_faster"] == pytest.approx(at_1000, rel=1e-12)
+    assert abs(at_1000 - at_2000) > 0.05  # the test above can tell the two budgets apart
 
 
 def test_median_interval_rule_and_reproducibility():

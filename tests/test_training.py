@@ -726,9 +726,15 @@ def test_a_plan_built_directly_is_checked(args, match):
         tr.Plan(*args)
 
 
-def test_every_plan_make_builds_passes_the_direct_checks():
+def test_plan_make_builds_the_steps_its_docstring_names():
+    """Brute force: records every ``record_every`` steps and at the rounded log-spaced steps, always 0 and the last;
+    checkpoints at the rounded log-spaced steps plus 0 and the last, and among the records."""
     for steps in (1, 2, 7, 100, 1001):
         for every in (1, 3, 50, 5000):
             for log_records, checkpoints in ((0, 0), (5, 0), (0, 4), (9, 9)):
                 made = tr.Plan.make(steps, every, log_records, checkpoints)
-                assert tr.Plan(made.steps, made.record_steps, made.checkpoint_steps) == made
+                logs = lambda n: {int(round(x)) for x in np.geomspace(1, steps, n)} if n else set()  # noqa: E731
+                ck = logs(checkpoints) | ({0, steps} if checkpoints else set())
+                rec = {t for t in range(steps + 1) if t % min(every, steps) == 0} | {steps} | logs(log_records) | ck
+                assert made.record_steps == tuple(sorted(rec)), (steps, every, log_records, checkpoints)
+                assert made.checkpoint_steps == tuple(sorted(ck)), (steps, every, log_records, checkpoints)
