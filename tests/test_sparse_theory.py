@@ -27,6 +27,20 @@ def test_row_cgf_matches_plain_monte_carlo():
         assert abs(Ma - p @ a) < 0.01 and abs(Mb - p @ b) < 0.01
 
 
+def test_one_source_is_the_copy_task_theory():
+    """At s = 1 the surrogate is the cyclic copy task (tests/test_sparse_tasks.py), so the s-source row theory's
+    stable excess mass must be the copy-head theory's (bayesattn.theory.phase_curve: its own dual table, its own
+    sampling), mapped from m to (m - 1/S) / (1 - 1/S). Two implementations of one law; their Monte Carlo noise
+    is a few 1e-3."""
+    import bayesattn as ba
+
+    S, P = 8, [300.0, 600.0, 1000.0, 2000.0]
+    sparse = excess_curve(S, 1, P)["excess"]
+    m = np.asarray(ba.theory.phase_curve(ba.CopyTask(T=S, d=8), ba.Prior(1.0, 100.0, 400.0), "softmax", P).stable["m"])
+    np.testing.assert_allclose(sparse, (m - 1 / S) / (1 - 1 / S), atol=0.006)
+    assert sparse[-1] - sparse[0] > 0.3  # over a range where the mass moves, not a flat comparison
+
+
 @pytest.mark.slow
 def test_theory_against_exact_posterior():
     # NUTS (docs/results/sparse.md section 4, S = 8, s = 2, summed targets): excess 0.11, 0.28, 0.46, 0.69 at
