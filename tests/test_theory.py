@@ -1,5 +1,5 @@
-"""Tests of the order-parameter theory against independent references: docs/model.md's checked exact-MCMC
-numbers, exact laws (Beta law of the linear cosine, prior means by symmetry), brute-force Monte Carlo
+"""Tests of the order-parameter theory against independent references: docs/model.md's checked numbers (its theory
+column, computed by the large-deviation reduction before this code was written), exact laws (Beta law of the linear cosine, prior means by symmetry), brute-force Monte Carlo
 of one softmax row, and exact-posterior MCMC (ba.sample)."""
 
 from __future__ import annotations
