@@ -117,6 +117,29 @@ def test_checkpoint_refuses_a_negative_step_before_writing(tmp_path):
     save_checkpoint(tmp_path / "ok", net, step=np.int64(0))  # numpy integers and 0 are fine
 
 
+def test_checkpoint_refuses_a_bad_extra_and_keeps_the_earlier_file_whole(tmp_path):
+    """An extra that JSON cannot write, or that reuses the header's own keys, is refused before anything is written:
+    the checkpoint already at the path (another network's) still loads as it was. Before, the arrays were replaced
+    and then the header failed, so the old header read the new arrays."""
+    a = network_from_config(TransformerConfig(T=4, width=8, heads=2, mlp=8, d_in=2), jax.random.key(0))
+    b = network_from_config(TransformerConfig(T=4, width=8, heads=2, mlp=8, d_in=2), jax.random.key(1))
+    path = save_checkpoint(tmp_path / "w.eqx", a, step=1, extra={"note": "first"})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for extra, named in (
+        ({"o": object()}, "not JSON-serialisable"),
+        ({"step": -7}, "keys ['step'] are the header's own"),
+        ({"format": "x", "leaves": 0}, "keys ['format', 'leaves']"),
+        (["note"], "expected a dict"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            save_checkpoint(path, b, step=2, extra=extra)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    back = load_checkpoint(path)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(back)):
+        np.testing.assert_array_equal(x, y)
+    assert ba.training.checkpoints.checkpoint_header(path)["note"] == "first"
+
+
 # ------------------------------------------------------------------------------------------ sufficient_statistics
 def _np_statistics(X, Y):
     X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._json import to_plain
-from .._validate import check_int
+from .._validate import brief, check_int
 from ..models.networks import NetworkConfig, network_config, network_from_config
 
 FORMAT = "bayesattn-eqx-1"
@@ -50,23 +50,35 @@ def save_checkpoint(
     path: str | os.PathLike, net: eqx.Module, *, step: int | None = None, extra: dict | None = None
 ) -> Path:
     """Write ``net``'s arrays to ``path`` exactly (any name: no suffix is added) and its header to ``path + ".json"``;
-    returns the path. ValueError for a ``net`` that is not an Equinox module or a ``step`` that is not an integer
-    >= 0 (nothing is written)."""
+    returns the path. ``extra``: more header fields, a dict of JSON values whose keys are not the header's own
+    (format, network, step, leaves). ValueError for a ``net`` that is not an Equinox module, a ``step`` that is not
+    an integer >= 0 or an ``extra`` that breaks these rules (nothing is written: an earlier checkpoint at ``path``
+    stays whole)."""
     if not isinstance(net, eqx.Module):
         raise ValueError(f"net={type(net).__name__}: expected a network (an Equinox module)")
     if step is not None:
         step = check_int("step", step, minimum=0)
+    header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net)}
+    if extra is not None:
+        if not isinstance(extra, dict):
+            raise ValueError(f"extra={brief(extra)}: expected a dict of JSON values, or None")
+        if clash := sorted(set(extra) & set(header)):
+            raise ValueError(f"extra: keys {clash} are the header's own; expected other names")
+        header.update(extra)
+    try:
+        text = json.dumps(to_plain(header), indent=1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"extra={brief(extra)}: not JSON-serialisable ({e})") from None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = {"format": FORMAT, "network": _net_config(net), "step": step, "leaves": _leaf_table(net), **(extra or {})}
     tmp = path.with_name(path.name + ".tmp")
     # a file object, not a name: Equinox appends ".eqx" to a name without a suffix when it reads (not when it writes
     # the ".tmp" name here), so save and load would look at different files
     with open(tmp, "wb") as f:
         eqx.tree_serialise_leaves(f, net)
-    os.replace(tmp, path)
     tmp_h = path.with_name(path.name + ".json.tmp")
-    tmp_h.write_text(json.dumps(to_plain(header), indent=1))
+    tmp_h.write_text(text)
+    os.replace(tmp, path)  # both files written before either replaces its old version
     os.replace(tmp_h, path.with_name(path.name + ".json"))
     return path
 
