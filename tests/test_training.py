@@ -295,6 +295,12 @@ def test_bad_dataset_prior_attention():
         ba.train_sweep(task, prior, "softmax", [10, 0], [0], jax.random.key(0))
     with pytest.raises(ValueError, match="init"):
         ba.train_sweep(task, prior, "softmax", [10], [0], jax.random.key(0), init=np.zeros((4, 4)))
+    # a seed is folded into the key as a 32-bit word: a larger one overflowed after the check
+    with pytest.raises(ValueError, match=r"seeds item=4294967296: expected an integer in 0\.\.4294967295"):
+        ba.train_sweep(task, prior, "softmax", [10], [2**32], jax.random.key(0), steps=3)
+    net = {"name": "single_layer", "T": task.T, "d_in": task.d}
+    with pytest.raises(ValueError, match=r"seeds item=4294967296"):
+        ba.fit_sweep(net, task, [10], [2**32], jax.random.key(0), steps=3)
 
 
 def test_divergent_run_is_reported_and_others_continue():

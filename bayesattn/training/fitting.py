@@ -404,7 +404,10 @@ def fit_sweep(
     if not isinstance(task, Task) or not can_sample(task):
         raise ValueError(f"task={brief(task)}: expected a bayesattn Task that can sample")
     net_cfg = network_config(network)
-    seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
+    # fold_in takes 32-bit words: a larger seed would overflow there, after the check
+    seeds = [
+        check_int("seeds item", s, minimum=0, maximum=2**32 - 1) for s in np.atleast_1d(np.asarray(seeds)).tolist()
+    ]
     if online:
         if P_values is not None:
             raise ValueError(f"P_values={P_values!r}: online training draws fresh data; expected None")

@@ -376,7 +376,10 @@ def train_sweep(
         )
     attention = check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
-    seeds = [check_int("seeds item", s, minimum=0) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
+    # fold_in takes 32-bit words: a larger seed would overflow there, after the check
+    seeds = [
+        check_int("seeds item", s, minimum=0, maximum=2**32 - 1) for s in np.atleast_1d(np.asarray(seeds)).tolist()
+    ]
     if not P_values or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
     check_distinct("P_values", P_values)  # a repeated P or seed would train the same run twice
