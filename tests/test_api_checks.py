@@ -207,3 +207,30 @@ def test_emergence_refuses_a_history_with_nan():
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             ba.emergence({"step": bad_steps, "m": bad_m})
+
+
+def test_emergence_refuses_a_bad_threshold_or_unordered_steps():
+    """min_rise = 0 called a flat history emerged (at step nan), NaN called nothing emerged, and unsorted steps gave
+    a negative sharpness; a key the sweep did not record raised a bare KeyError."""
+    steps = np.arange(0.0, 11.0)
+    m = np.clip((steps - 3) / 4, 0, 1)
+    for bad in (0.0, -1.0, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match=r"min_rise=.*: expected a positive finite number"):
+            ba.emergence({"step": steps, "m": m}, min_rise=bad)
+    with pytest.raises(ValueError, match=re.escape("history['step']: expected increasing steps")):
+        ba.emergence({"step": steps[::-1], "m": m})
+    sw = ba.train_sweep(
+        ba.CopyTask(T=4, d=2), ba.Prior(1.0, 10.0, 5.0), "softmax", [8], [0], jax.random.key(0), steps=4
+    )
+    for bad in ("zz", "step", "L"):
+        with pytest.raises(ValueError, match=rf"key='{bad}': expected a recorded order parameter, one of .*'m'"):
+            sw.emergence(bad)
+        with pytest.raises(ValueError, match=rf"key='{bad}'"):
+            ba.emergence_vs_P(sw, key=bad)
+
+
+def test_small_init_transition_names_a_bad_attention():
+    with pytest.raises(ValueError, match=r"attention='x': expected one of 'softmax', 'linear'"):
+        ba.theory.small_init_transition(ba.CopyTask(T=4, d=2), ba.Prior(), "x")
+    with pytest.raises(ValueError, match="prior"):
+        ba.theory.small_init_transition(ba.CopyTask(T=4, d=2), (1.0, 1.0, 1.0), "softmax")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._json import to_plain
-from .._validate import check_int
+from .._validate import check_int, check_positive
 
 
 def _crossing(steps: np.ndarray, frac: np.ndarray, level: float) -> float:
@@ -28,9 +28,11 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     values, and the sharpness = steps from 10% to 90% of the rise (linear interpolation between records).
 
     Returns {"emerged", "step", "sharpness", "step_10", "step_90", "initial", "final", "rise"}; "emerged" is
-    False (and the steps NaN) when |final - initial| < min_rise. ValueError for a history with a NaN or inf step or
-    ``key`` value (no rise can be read from it; the training loops record finite values only).
+    False (and the steps NaN) when |final - initial| < min_rise (a positive number). ValueError for a history with a
+    NaN or inf step or ``key`` value (no rise can be read from it; the training loops record finite values only)
+    or with steps that do not increase.
     """
+    min_rise = check_positive("min_rise", min_rise)
     if not isinstance(history, dict) or "step" not in history or key not in history:
         known = sorted(history) if isinstance(history, dict) else type(history).__name__
         raise ValueError(f"key={key!r}: expected a record of the history (it has {known}), with its 'step'")
@@ -42,6 +44,8 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
         if not np.all(np.isfinite(v)):
             bad = int(v.size - np.count_nonzero(np.isfinite(v)))
             raise ValueError(f"history[{name!r}] contains {bad} NaN or inf value(s): expected finite numbers")
+    if np.any(np.diff(steps) <= 0):
+        raise ValueError("history['step']: expected increasing steps (the records in the order they were taken)")
     x0, x1 = float(x[0]), float(x[-1])
     rise = x1 - x0
     out = {"initial": x0, "final": x1, "rise": rise, "emerged": bool(abs(rise) >= min_rise)}
@@ -152,6 +156,9 @@ class SweepResult:
         The default is m for both attentions: for a trained (point-estimate) linear attention u is the cosine
         of a matrix that starts near zero, so it jumps to ~1 within the first steps whatever P is, while m
         rises with |L| (the copy weight actually learnt)."""
+        if key not in self.history or key in ("step", "L"):
+            known = sorted(k for k in self.history if k not in ("step", "L"))
+            raise ValueError(f"key={key!r}: expected a recorded order parameter, one of {known}")
         out = {
             "step": np.full(self.final_L.shape[:2], np.nan),
             "sharpness": np.full(self.final_L.shape[:2], np.nan),

@@ -180,8 +180,10 @@ PLATEAU_CURVES = {"softmax": _softmax_curve, "linear": _linear_curve}
 def small_init_transition(task, prior, attention: Attention) -> float | None:
     """The P where a small init first leaves the plateau for good: the spinodal where the uniform branch of the
     marginal mode ends (softmax; None for a crossover, which has none) or the mode's critical point P_c (linear).
-    Found on a P grid of its own (5 to 10^6), so that it does not depend on the P values a caller asks about."""
-    return SMALL_INIT_TRANSITION[attention](task, prior)
+    Found on a P grid of its own (5 to 10^6), so that it does not depend on the P values a caller asks about.
+    ValueError for a task, prior or attention the theory does not cover."""
+    attention = covered(task, attention)
+    return SMALL_INIT_TRANSITION[attention](task, check_prior(prior))
 
 
 def plateau_curve(task, prior, attention: Attention, P_values, *, init_scale: float = 1e-2) -> dict:
