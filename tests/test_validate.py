@@ -138,6 +138,9 @@ def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
     task, prior, th = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0), ba.theory
     for call, named in [
         (lambda: th.linear_log_density(task, prior, 0, jnp.array([0.1])), "P=0"),
+        (lambda: th.linear_log_density(task, prior, 10, [1.5, -0.1]), "u=[1.5, -0.1]: expected squared cosines"),
+        (lambda: th.linear_log_density(task, prior, 10, np.zeros((2, 2))), "u has shape (2, 2): expected shape (*)"),
+        (lambda: th.linear_log_density(task, prior, 10, 0.5j), "u has dtype complex128"),
         (lambda: th.mode_action(task, prior, "linear", -1.0, [0.1]), "P=-1.0"),
         (lambda: th.critical_exponent(task, prior, num=1), "num=1"),
         (lambda: th.critical_exponent(task, prior, rel_range=(0.1, 0.01)), "rel_range=(0.1, 0.01)"),
@@ -150,6 +153,16 @@ def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             call()
+
+
+def test_linear_log_density_takes_a_number_or_a_vector_of_u():
+    """A number gave an IndexError; the result has the shape of u, and a vector's entries are its numbers'."""
+    import bayesattn as ba
+
+    task, prior = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0)
+    vec = np.asarray(ba.theory.linear_log_density(task, prior, 10, [0.2, 0.5]))
+    one = ba.theory.linear_log_density(task, prior, 10, 0.5)
+    assert vec.shape == (2,) and np.shape(one) == () and float(one) == pytest.approx(vec[1], rel=1e-12)
 
 
 def test_a_dataset_given_as_a_task_is_named_by_its_type_not_printed():

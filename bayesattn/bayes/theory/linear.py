@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..._validate import check_positive
+from ..._validate import brief, check_positive, check_real_array
 from .common import action, check_prior, covered, scales
 
 # ----------------------------------------------------------------------------------------------------
@@ -54,14 +54,20 @@ def linear_cosine_log_density(c, beta, eps, sigma_A2, D, Tq, T, d, nf, nt=RADIUS
 
 def linear_log_density(task, prior, P, u):
     """Reduced log density of u for linear attention, up to a constant, with respect to du / sqrt(u)
-    (i.e. the density of the cosine c = sqrt(u)); exact Beta law of the direction, exact radius integral."""
+    (i.e. the density of the cosine c = sqrt(u)); exact Beta law of the direction, exact radius integral.
+
+    u: a number or a 1-D array of squared cosines in [0, 1]; the result has its shape. ValueError otherwise."""
     covered(task, "linear")
     prior = check_prior(prior)
     P = check_positive("P", P)
+    uu = np.asarray(check_real_array("u", np.atleast_1d(np.asarray(u)), (None,)), np.float64)
+    if np.any((uu < 0) | (uu > 1)):
+        raise ValueError(f"u={brief(u)}: expected squared cosines in [0, 1]")
     D, Tq = linear_dims(task)
     beta, eps, _ = scales(task, prior, P)
-    c = jnp.sqrt(jnp.asarray(u, jnp.float64))
-    return linear_cosine_log_density(c, float(beta), float(eps), float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0)
+    c = jnp.sqrt(jnp.asarray(uu))
+    out = linear_cosine_log_density(c, float(beta), float(eps), float(prior.sigma_A2), D, Tq, task.T, task.d_out, 0.0)
+    return out.reshape(np.shape(u))
 
 
 @functools.partial(jax.jit, static_argnames=("D", "Tq", "T", "d", "nu", "nt"))
