@@ -270,3 +270,21 @@ def test_fit_refuses_a_network_or_test_set_of_another_shape_and_empty_data_in_on
         ba.fit(cfg, task.sample(key, 0), key, steps=2, test=None)
     with pytest.raises(ValueError, match=r"test.X has shape \(3, 4, 3\)"):
         ba.fit(cfg, data, key, steps=2, test=ba.CopyTask(T=4, d=3).sample(key, 3))
+
+
+def test_fit_refuses_data_it_cannot_train_on_and_names_its_own_bound():
+    """A Dataset built directly with NaN or complex tokens trained and reported "diverged at step 0" (or failed deep
+    in JAX); a run stopped by a bound of its own named the default bound instead."""
+    import warnings
+
+    data = TASK.sample(jax.random.key(1), 6)
+    net = {"name": "single_layer", "T": TASK.T, "d_in": TASK.d}
+    with pytest.raises(ValueError, match=r"data.X contains 48 NaN or inf value\(s\)"):
+        fit(net, ba.Dataset(data.X * jnp.nan, data.Y, TASK), jax.random.key(0), steps=3)
+    with pytest.raises(ValueError, match=r"data.Y has dtype complex128: expected real numbers"):
+        fit(net, ba.Dataset(data.X, data.Y + 1j, TASK), jax.random.key(0), steps=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = fit(net, data, jax.random.key(0), steps=3, bound=1e-6)
+    msgs = [str(w.message) for w in caught if "diverged" in str(w.message)]
+    assert res.failure is not None and msgs and all("|parameter| > 1e-06" in m for m in msgs), msgs

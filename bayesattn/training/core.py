@@ -428,10 +428,10 @@ class StepProgress:
             self.bar.close()
 
 
-def failure_message(seed, P, step, what: str) -> str:
-    """The message of a divergent run, naming its seed, P and step."""
+def failure_message(seed, P, step, what: str, bound: float = DIVERGENCE_BOUND) -> str:
+    """The message of a divergent run, naming its seed, P, step and the run's divergence bound."""
     return (
-        f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {DIVERGENCE_BOUND:g}) "
+        f"run seed={seed}, P={P} diverged at step {step} (NaN/inf or |parameter| > {bound:g}) "
         f"with {what}; frozen at its last finite state"
     )
 

@@ -31,7 +31,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._batching import default_batch, map_batched
-from .._validate import brief, check_array, check_choice, check_distinct, check_int, check_key, check_positive
+from .._validate import (
+    brief,
+    check_array,
+    check_choice,
+    check_distinct,
+    check_int,
+    check_key,
+    check_positive,
+    check_real_array,
+)
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
@@ -314,6 +323,9 @@ def fit(
         raise ValueError(f"network={type(network).__name__}: expected a bayesattn network (with attention_model)")
     if not online and data.P < 1:
         raise ValueError(f"data: P={data.P} sequences; expected at least one to fit on")
+    if not online:  # a Dataset built directly is not checked (Dataset.from_arrays is): NaN data "diverged at step 0"
+        check_real_array("data.X", data.X, (None, task.T, task.d))
+        check_real_array("data.Y", data.Y, (data.P, task.T, None))
     _check_network_takes(network, task, data_key if online else data.X)
     spec = _spec(
         task,
@@ -348,7 +360,7 @@ def fit(
     P = "online" if online else data.P
     failure = None
     if failed_at >= 0:
-        failure = failure_message(seed, P, failed_at, f"optimizer={spec.optimizer.name!r}")
+        failure = failure_message(seed, P, failed_at, f"optimizer={spec.optimizer.name!r}", spec.bound)
         warnings.warn(failure, RuntimeWarning, stacklevel=2)
     config = {
         "network": network.config.config()
@@ -463,7 +475,7 @@ def fit_sweep(
         for j, s in enumerate(seeds):
             if failed_at[i, j] >= 0:
                 msg = failure_message(
-                    s, "online" if online else P, int(failed_at[i, j]), f"optimizer={spec.optimizer.name!r}"
+                    s, "online" if online else P, int(failed_at[i, j]), f"optimizer={spec.optimizer.name!r}", spec.bound
                 )
                 failures.append({"seed": s, "P": None if online else P, "step": int(failed_at[i, j]), "message": msg})
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
