@@ -56,6 +56,8 @@ def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> s
     if not isinstance(task, CopyTask):
         raise ValueError(f"task={brief(task)}: not covered; {COVERED}")
     if task.tokens == "onehot":
+        if task.d < 2:
+            raise ValueError(f"task.d={task.d}: one-hot tokens need d >= 2 (a single token leaves nothing to copy)")
         if not (onehot and (task.boundary == "cyclic" or (causal and cover.causal_by_row_types))):
             raise ValueError(
                 f"task.tokens='onehot' with attention={attention!r}, boundary={task.boundary!r}: not "
@@ -115,6 +117,9 @@ def check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
     return arr
 
 
+MAX_BETA = 1e11  # far beyond, the numerics break down (m = 17 at beta = 2.5e17); the means were checked to 2.5e11
+
+
 def scales(task, prior, P):
     """beta = P d / (2 sigma2) and eps = lam / n as arrays over P; T_q = number of query rows.
 
@@ -124,9 +129,14 @@ def scales(task, prior, P):
     P = np.asarray(P, dtype=np.float64)
     if getattr(task, "tokens", "gaussian") == "onehot":
         d = task.d
-        return P * (d - 1) / (2.0 * prior.sigma2 * d), d * prior.lam(d) / (P * Tq), Tq
-    beta = P * task.d_out / (2.0 * prior.sigma2)
-    eps = prior.lam(task.d) / (P * Tq)
+        beta, eps = P * (d - 1) / (2.0 * prior.sigma2 * d), d * prior.lam(d) / (P * Tq)
+    else:
+        beta, eps = P * task.d_out / (2.0 * prior.sigma2), prior.lam(task.d) / (P * Tq)
+    if np.any(beta > MAX_BETA):
+        raise ValueError(
+            f"P={brief(P.tolist())} with sigma2={prior.sigma2:g}: beta = P d / (2 sigma2) reaches {np.max(beta):.3g}; "
+            f"expected beta <= {MAX_BETA:g}, where the theory's numerics hold (a smaller P or a larger sigma2)"
+        )
     return beta, eps, Tq
 
 
