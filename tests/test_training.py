@@ -693,6 +693,19 @@ def test_loop_and_analysis_refuse_arguments_of_another_kind_in_one_line():
     sweep = ba.train_sweep(task, prior, "softmax", [4], [0], key, steps=4)
     with pytest.raises(ValueError, match="key='x': expected one of"):
         final_vs_P(sweep, key="x")
+    # a theory curve of the wrong kind was taken as none; bad thresholds passed; unrelated sweeps were compared
+    for kw, named in [
+        (dict(phase_curve=3), "phase_curve=3: expected a ba.theory.PhaseCurve"),
+        (dict(phase_curve="abc"), "phase_curve='abc'"),
+        (dict(threshold=float("nan")), "threshold=nan"),
+        (dict(threshold="0.5"), "threshold='0.5'"),
+        (dict(min_q=-1.0), "min_q=-1.0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            final_vs_P(sweep, **kw)
+    other = ba.train_sweep(ba.CopyTask(T=5, d=2), prior, "softmax", [4], [0], key, steps=4)
+    with pytest.raises(ValueError, match="sweep_hot: expected a sweep of sweep_small's attention, task and prior"):
+        final_vs_P(sweep, other)
 
 
 def test_objectives_need_data_and_sweeps_distinct_runs():

@@ -7,6 +7,7 @@ import warnings
 import jax
 import numpy as np
 
+from .._validate import brief, check_nonnegative
 from ..bayes.posterior import Prior
 from ..models.attention import AttentionName, attention_kind
 from ..tasks import Task
@@ -21,7 +22,9 @@ def _phase_curve_dict(phase_curve) -> dict:
         return phase_curve
     if hasattr(phase_curve, "to_dict"):
         return phase_curve.to_dict()
-    return {"branches": getattr(phase_curve, "branches", None), "transition": getattr(phase_curve, "transition", None)}
+    raise ValueError(
+        f"phase_curve={brief(phase_curve)}: expected a ba.theory.PhaseCurve, its dict (to_dict()), or None"
+    )
 
 
 def final_vs_P(
@@ -55,10 +58,14 @@ def final_vs_P(
     key = key or kind.order_parameter
     if key not in sweep_small.final_order_parameters:
         raise ValueError(f"key={key!r}: expected one of {sorted(sweep_small.final_order_parameters)}")
+    if sweep_hot is not None and any(
+        sweep_hot.config.get(k) != sweep_small.config.get(k) for k in ("attention", "task", "prior")
+    ):
+        raise ValueError("sweep_hot: expected a sweep of sweep_small's attention, task and prior (from another init)")
     T = sweep_small.config["task"]["T"]
-    threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else threshold
+    threshold = (2.0 / T if key == "m" else 0.5) if threshold is None else check_nonnegative("threshold", threshold)
     # an unnormalised map collapses to L -> 0, where its cosine u is arbitrary
-    min_q = (0.0 if kind.normalised else 1e-4) if min_q is None else min_q
+    min_q = (0.0 if kind.normalised else 1e-4) if min_q is None else check_nonnegative("min_q", min_q)
 
     def summary(sw):
         x = sw.final_order_parameters[key]
