@@ -288,3 +288,8 @@ def test_fit_refuses_data_it_cannot_train_on_and_names_its_own_bound():
         res = fit(net, data, jax.random.key(0), steps=3, bound=1e-6)
     msgs = [str(w.message) for w in caught if "diverged" in str(w.message)]
     assert res.failure is not None and msgs and all("|parameter| > 1e-06" in m for m in msgs), msgs
+    # a task that cannot sample has no test set of its own, but a bad count is still refused, not ignored
+    fixed = ba.Dataset.from_arrays(data.X, data.Y, ba.Task(T=TASK.T, d=TASK.d))
+    for bad in (-5, "abc"):
+        with pytest.raises(ValueError, match=rf"test={bad!r}: expected an integer"):
+            fit(net, fixed, jax.random.key(0), steps=3, test=bad)

@@ -250,8 +250,8 @@ def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     if isinstance(test, Dataset):
         if test.P < 1:
             raise ValueError(f"test: P={test.P} sequences; expected at least one, or test=None")
-        check_array("test.X", test.X, (None, task.T, task.d))
-        check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
+        check_real_array("test.X", test.X, (None, task.T, task.d))
+        check_real_array("test.Y", test.Y, (test.P, task.T, task.d_out))
         tX, tY, note = test.X, test.Y, f"user test set ({test.P} sequences)"
     elif test is None:
         tX = tY = None
@@ -259,7 +259,8 @@ def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     elif can_sample(task):
         ds = task.sample(jax.random.fold_in(key, 0), check_int("test", test, minimum=1))
         tX, tY, note = ds.X, ds.Y, f"{test} fresh sequences of the task"
-    else:
+    else:  # the count is checked even where it cannot be used: a bad one is a mistake either way
+        check_int("test", test, minimum=1)
         tX = tY = None
         note = f"none: {type(task).__name__} cannot sample and no test set was given"
     probe_size = check_int("probe_size", probe_size, minimum=1)
