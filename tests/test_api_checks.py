@@ -234,3 +234,20 @@ def test_small_init_transition_names_a_bad_attention():
         ba.theory.small_init_transition(ba.CopyTask(T=4, d=2), ba.Prior(), "x")
     with pytest.raises(ValueError, match="prior"):
         ba.theory.small_init_transition(ba.CopyTask(T=4, d=2), (1.0, 1.0, 1.0), "softmax")
+
+
+def test_posterior_refuses_complex_input_it_would_cut_to_its_real_part():
+    """A complex L or dataset was cut to its real part with only NumPy's warning: log_density of 1j gave that of 0."""
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6)
+    post = ba.Posterior(data)
+    for call, named in [
+        (lambda: post.log_density(jnp.zeros((4, 4)) + 1j), "L has dtype complex128: expected real numbers"),
+        (lambda: post.observables(jnp.zeros((3, 4, 4)) + 1j), "L has dtype complex128"),
+        (lambda: ba.Posterior(ba.Dataset(data.X + 1j, data.Y, data.task)), "dataset.X has dtype complex128"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # traced and real input is untouched: the same value eagerly, under jit, and a gradient
+    L = jnp.full((4, 4), 0.3)
+    assert float(jax.jit(post.log_density)(L)) == pytest.approx(float(post.log_density(L)), rel=1e-12)
+    assert np.all(np.isfinite(np.asarray(jax.grad(post.log_density)(L))))

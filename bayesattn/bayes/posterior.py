@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .._validate import check_array, check_positive, is_traced
+from .._validate import check_array, check_positive, check_real_array, is_traced
 from ..diagnostics.observables import declared, evaluate, order_parameters
 from ..models.attention import AttentionKind, AttentionModel, AttentionName
 from ..tasks import Dataset
@@ -166,8 +166,8 @@ class Posterior:
         prior = Prior() if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
-        check_array("dataset.X", dataset.X, (None, dataset.T, dataset.d))
-        check_array("dataset.Y", dataset.Y, (dataset.P, dataset.T, dataset.d_out))
+        check_real_array("dataset.X", dataset.X, (None, dataset.T, dataset.d))
+        check_real_array("dataset.Y", dataset.Y, (dataset.P, dataset.T, dataset.d_out))
         # rows without a target never enter the likelihood, even in a Dataset built directly with junk there
         stats = SufficientStats.from_data(dataset.X, dataset.Y, dataset.task.query_mask)
         self._init(dataset.task, model, stats, prior)
@@ -262,7 +262,7 @@ class Posterior:
 
     def _check_L(self, L):
         self._check_L_shape(L)
-        return jnp.asarray(check_array("L", L, self.L_shape), jnp.float64)
+        return jnp.asarray(check_real_array("L", L, self.L_shape), jnp.float64)
 
     def _check_batch_L(self, L):
         shape, want = tuple(np.shape(L)), self.L_shape
@@ -270,7 +270,7 @@ class Posterior:
             raise ValueError(
                 f"L has shape {shape}: expected (..., {', '.join(map(str, want))}) for heads={self.heads}, T={self.T}"
             )
-        check_array("L", L, (None,) * (len(shape) - len(want)) + want)  # NaN / inf
+        L = check_real_array("L", L, (None,) * (len(shape) - len(want)) + want)  # complex, NaN / inf
         return jnp.asarray(L, jnp.float64)
 
     # --- attention and observables ---
