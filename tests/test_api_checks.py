@@ -251,3 +251,13 @@ def test_posterior_refuses_complex_input_it_would_cut_to_its_real_part():
     L = jnp.full((4, 4), 0.3)
     assert float(jax.jit(post.log_density)(L)) == pytest.approx(float(post.log_density(L)), rel=1e-12)
     assert np.all(np.isfinite(np.asarray(jax.grad(post.log_density)(L))))
+
+
+def test_sampler_starts_refuse_complex_arrays():
+    """A complex init started every chain from its real part (zeros for 1j), with only NumPy's warning."""
+    post = ba.Posterior(ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6))
+    with pytest.raises(
+        ValueError, match=r"init=.*: expected one of 'cold', 'hot', 'prior' or an array of real numbers"
+    ):
+        ba.initial_positions(post, jax.random.key(0), np.full((4, 4), 1j), 2)
+    assert ba.initial_positions(post, jax.random.key(0), np.full((4, 4), 0.5), 2).shape == (2, 4, 4)

@@ -81,9 +81,14 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
             return jnp.broadcast_to(jnp.asarray(hot_pattern(posterior)), (num_chains, *shape))
         return math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(key, (num_chains, *shape), jnp.float64)
     try:
-        arr = np.asarray(init, dtype=np.float64)
+        raw = np.asarray(init)
+        if np.iscomplexobj(raw):  # float64 would keep the real part with only NumPy's warning
+            raise TypeError
+        arr = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"init={init!r}: expected one of {', '.join(map(repr, SAMPLER_INITS))} or an array") from None
+        raise ValueError(
+            f"init={brief(init)}: expected one of {', '.join(map(repr, SAMPLER_INITS))} or an array of real numbers"
+        ) from None
     if arr.shape == shape:
         arr = np.broadcast_to(arr, (num_chains, *shape))
     if arr.shape != (num_chains, *shape):
