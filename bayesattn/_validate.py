@@ -58,6 +58,13 @@ def _real(value: Any) -> float:
     return float(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """A switch: True or False (NumPy's bools too). A string such as "no" is refused, not read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r}: expected True or False")
+    return bool(value)
+
+
 def check_positive(name: str, value: Any) -> float:
     try:
         v = _real(value)

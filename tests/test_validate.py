@@ -186,3 +186,23 @@ def test_a_dataset_given_as_a_task_is_named_by_its_type_not_printed():
         with pytest.raises(ValueError, match=r"^task=<Dataset>: ") as e:
             call()
         assert "Array" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_switches_take_true_or_false_only():
+    """A string such as "no" was read as true (a progress bar on, online training, the noise-fit term)."""
+    import jax
+
+    import bayesattn as ba
+
+    task = ba.CopyTask(T=4, d=2)
+    data = task.sample(jax.random.key(0), 6)
+    post = ba.Posterior(data)
+    net = {"name": "single_layer", "T": 4, "d_in": 2}
+    for call, named in [
+        (lambda: ba.sample(post, jax.random.key(0), num_chains=1, num_samples=8, progress="no"), "progress='no'"),
+        (lambda: ba.sample_joint(data, jax.random.key(0), progress="no"), "progress='no'"),
+        (lambda: ba.fit_sweep(net, task, [4], [0], jax.random.key(0), online="no"), "online='no'"),
+        (lambda: ba.theory.phase_curve(task, ba.Prior(), "softmax", [10.0], noise_fit="yes"), "noise_fit='yes'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(f"{named}: expected True or False")):
+            call()

@@ -10,7 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .._validate import check_key
+from .._validate import check_bool, check_key
 from ..models.attention import AttentionModel
 from ..tasks import Dataset
 from .posterior import Posterior, Prior
@@ -60,6 +60,7 @@ def sample_joint(
     prior = Prior() if prior is None else prior
     post = Posterior(dataset, attention, prior, heads=heads)  # only for the observables and validation
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
+    progress = check_bool("progress", progress)
     kernel = numpyro.infer.NUTS(joint_model)
     samples, diag, stats = run_numpyro_mcmc(
         kernel,

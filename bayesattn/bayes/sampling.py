@@ -44,7 +44,7 @@ from typing import Any, Literal
 import jax
 
 from .._batching import default_batch
-from .._validate import check_int, check_key
+from .._validate import check_bool, check_int, check_key
 from .posterior import Posterior, check_posterior
 from .samplers import (
     BACKENDS,
@@ -131,6 +131,7 @@ def sample(
     check_key("key", key)
     sampler = get_sampler(method, backend)
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
+    progress = check_bool("progress", progress)
     if chains_per_batch is None:
         chains_per_batch = default_batch(num_chains)
     chains_per_batch = min(check_int("chains_per_batch", chains_per_batch, minimum=1), num_chains)

@@ -34,6 +34,7 @@ from .._batching import default_batch, map_batched
 from .._validate import (
     brief,
     check_array,
+    check_bool,
     check_choice,
     check_distinct,
     check_int,
@@ -416,6 +417,7 @@ def fit_sweep(
     """
     if not isinstance(task, Task) or not can_sample(task):
         raise ValueError(f"task={brief(task)}: expected a bayesattn Task that can sample")
+    online = check_bool("online", online)
     net_cfg = network_config(network)
     # fold_in takes 32-bit words: a larger seed would overflow there, after the check
     seeds = [

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from ..._validate import check_bool
 from .common import Attention, check_grid, check_prior, covered, occam_d, prediction_error, scales
 from .linear import linear_curves, linear_dims, linear_energy, radius_quadrature
 from .linear_onehot import onehot_linear_phase_curve
@@ -126,8 +127,9 @@ def _softmax_curve(P, minima, edge_hit, means, edge_mass, Tq, eps=None):
 
 
 def check_noise_fit(task, noise_fit) -> None:
-    """ValueError if ``noise_fit`` is asked for one-hot tokens (the term is derived for Gaussian tokens)."""
-    if noise_fit and getattr(task, "tokens", "gaussian") == "onehot":
+    """ValueError if ``noise_fit`` is not True or False, or is asked for one-hot tokens (the term is derived for
+    Gaussian tokens)."""
+    if check_bool("noise_fit", noise_fit) and getattr(task, "tokens", "gaussian") == "onehot":
         raise ValueError(
             "noise_fit=True with task.tokens='onehot': the noise-fit term is derived for Gaussian "
             "tokens only; use noise_fit=False"
