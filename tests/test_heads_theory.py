@@ -194,22 +194,21 @@ def test_two_softmax_heads_against_mcmc():
             assert abs(float(np.mean(s.order_parameters[f"mass_max:{lag}"])) - hc.mean["mass_max"][i, k]) < 0.03
 
 
-def test_linear_legendre_in_blocks_equals_it_in_one_piece(monkeypatch):
-    """More rows than one block (LEGENDRE_BLOCK, lowered here to 64 to keep the test small) go through the compiled
-    program block by block, the last padded: the same dual points as the rows taken in pieces of one block, and
-    Newton's residual as small. (One vmap over 800 rows wedged XLA's CPU thread pool.)"""
+def test_linear_legendre_in_blocks_equals_it_in_one_piece():
+    """More rows than one block (``block``, lowered here to 64 to keep the test small) are vmapped a block at a time
+    and the blocks looped (two of 64, then the 22 left): the same dual points as the rows taken in pieces that fit
+    one block, and Newton's answer is the tilt each row came from. (One vmap over 800 rows wedged XLA's CPU
+    thread pool.)"""
+    import jax
     import jax.numpy as jnp
 
     from bayesattn.bayes.theory import heads_rowlaw
 
-    monkeypatch.setattr(heads_rowlaw, "LEGENDRE_BLOCK", 64)
-    import jax
-
-    kw = dict(H=3, K=3, T=5, sigma_A2=1.0)
+    kw = dict(H=3, K=3, T=5, sigma_A2=1.0, block=64)
     # row means of the law (its gradient at random tilts), so that Newton has an answer to find
     lams = jnp.asarray(np.random.default_rng(0).normal(size=(150, 15)) * 0.05)
     xs = jax.vmap(jax.grad(lambda v: heads_rowlaw.linear_cgf(v, 3, 3, 5, 1.0)))(lams)
-    whole = heads_rowlaw.linear_legendre(xs, jnp.zeros(15), **kw)  # blocks of 64, 64 and 22 (padded to 64)
+    whole = heads_rowlaw.linear_legendre(xs, jnp.zeros(15), **kw)
     pieces = [heads_rowlaw.linear_legendre(xs[i : i + 50], jnp.zeros(15), **kw) for i in range(0, 150, 50)]
     for got, parts in zip(whole, zip(*pieces)):
         assert got.shape[0] == 150

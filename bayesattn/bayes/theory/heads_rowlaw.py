@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from ..._batching import map_batched
 from ...models.attention import LINEAR, SOFTMAX
 
 
@@ -150,34 +151,18 @@ def adapt_proposal(lam, S, logw, x, sigma_A2: float, floor: float = 0.02):
     return p / p.sum(axis=1, keepdims=True), mu, sd
 
 
-LEGENDRE_BLOCK = 256  # rows per compiled block of linear_legendre
+LEGENDRE_BLOCK = 256  # rows vmapped together in linear_legendre
 
 
-def linear_legendre(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: int = 30):
+@functools.partial(jax.jit, static_argnames=("H", "K", "T", "iters", "block"))
+def linear_legendre(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: int = 30, block: int = LEGENDRE_BLOCK):
     """The dual point lam(x) with grad Lambda(lam) = x for the linear row law, by damped Newton from lam0 (the
-    step halved until the tilted precision stays positive definite), vmapped over x (n, D). Returns lam (n, D),
+    step halved until the tilted precision stays positive definite), over the rows of x (n, D). Returns lam (n, D),
     Lambda (n,), log det Cov (n,) and the residual max |grad Lambda - x| (n,) (large: x is not a row mean).
 
-    The rows go through one compiled program in blocks of LEGENDRE_BLOCK: one vmap over all of them wedged XLA's
-    CPU thread pool (800 rows of 15 statistics never returned; 400 took 5 s). The last block is padded with copies
-    of its first row, dropped from the result, so that every block reuses one program."""
-    x, size = jnp.asarray(x), LEGENDRE_BLOCK
-    if x.shape[0] <= size:
-        return tuple(_legendre_block(x, lam0, H=H, K=K, T=T, sigma_A2=sigma_A2, iters=iters))
-    blocks = []
-    for start in range(0, x.shape[0], size):
-        part = x[start : start + size]
-        keep = part.shape[0]
-        if keep < size:
-            part = jnp.concatenate([part, jnp.broadcast_to(part[:1], (size - keep, part.shape[1]))])
-        out = _legendre_block(part, lam0, H=H, K=K, T=T, sigma_A2=sigma_A2, iters=iters)
-        blocks.append([a[:keep] for a in out])
-    return tuple(jnp.concatenate(parts) for parts in zip(*blocks))
-
-
-@functools.partial(jax.jit, static_argnames=("H", "K", "T", "iters"))
-def _legendre_block(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: int):
-    """:func:`linear_legendre` on one block of rows, vmapped in one compiled program."""
+    The rows are vmapped ``block`` at a time, the blocks looped inside the program
+    (:func:`~bayesattn._batching.map_batched`): one vmap over all of them wedged XLA's CPU thread pool (800 rows of
+    15 statistics never returned; 400 took 5 s)."""
     cgf = lambda v: linear_cgf(v, H, K, T, sigma_A2)  # noqa: E731
     ts = 2.0 ** -jnp.arange(16)
 
@@ -192,7 +177,7 @@ def _legendre_block(x, lam0, *, H: int, K: int, T: int, sigma_A2: float, iters: 
         lam = jax.lax.fori_loop(0, iters, body, lam0)
         return (lam, cgf(lam), jnp.linalg.slogdet(jax.hessian(cgf)(lam))[1], jnp.max(jnp.abs(jax.grad(cgf)(lam) - xi)))
 
-    return jax.vmap(one)(x)
+    return map_batched(one, x, block)
 
 
 # ------------------------------------------------------------------------------------ the row laws as objects
