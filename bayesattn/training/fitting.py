@@ -45,7 +45,7 @@ from .._validate import (
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task
-from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, failure_message, history_numpy, run_loop
+from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, check_seeds, failure_message, history_numpy, run_loop
 from .results import FitResult, FitSweepResult, can_sample
 
 LossKind = Literal["mse", "xent"]
@@ -419,10 +419,7 @@ def fit_sweep(
         raise ValueError(f"task={brief(task)}: expected a bayesattn Task that can sample")
     online = check_bool("online", online)
     net_cfg = network_config(network)
-    # fold_in takes 32-bit words: a larger seed would overflow there, after the check
-    seeds = [
-        check_int("seeds item", s, minimum=0, maximum=2**32 - 1) for s in np.atleast_1d(np.asarray(seeds)).tolist()
-    ]
+    seeds = check_seeds(seeds)
     if online:
         if P_values is not None:
             raise ValueError(f"P_values={P_values!r}: online training draws fresh data; expected None")

@@ -57,7 +57,7 @@ from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task
-from .core import history_numpy, run_loop, sgld
+from .core import check_seeds, history_numpy, run_loop, sgld
 from .objective import joint_loss, marginal_loss, minibatch_loss, sq_error
 from .results import SweepResult, TrainResult, can_sample
 from .run_config import (
@@ -376,10 +376,7 @@ def train_sweep(
         )
     attention = check_prior_attention(prior, attention, heads)
     P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
-    # fold_in takes 32-bit words: a larger seed would overflow there, after the check
-    seeds = [
-        check_int("seeds item", s, minimum=0, maximum=2**32 - 1) for s in np.atleast_1d(np.asarray(seeds)).tolist()
-    ]
+    seeds = check_seeds(seeds)
     if not P_values or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
     check_distinct("P_values", P_values)  # a repeated P or seed would train the same run twice
