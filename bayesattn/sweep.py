@@ -364,19 +364,19 @@ def run_experiment(
     on_start: Callable[[], None] | None = None,
 ) -> dict:
     """Run an experiment of the contract (:class:`bayesattn.experiments.contract.Experiment`) into ``out_dir``:
-        every missing point of every part through :func:`run_sweep`, then ``summary.json`` and the figures.
+    every missing point of every part through :func:`run_sweep`, then ``summary.json`` and the figures.
 
-        Checked before any work: the config (``experiment.check``), the folder (created, writable: ValueError naming
-        it) and its lock (FolderInUse when another run writes there, unless ``wait``). ``run.json`` records the
-        experiment and its config, so that ``bayesattn check`` and ``figures`` can read the folder back. ``on_start``
+    Checked before any work: the config (``experiment.check``), the folder (created, writable: ValueError naming
+    it) and its lock (FolderInUse when another run writes there, unless ``wait``). ``run.json`` records the
+    experiment and its config, so that ``bayesattn check`` and ``figures`` can read the folder back. ``on_start``
     (when given) is called once the lock is held, before any point (the command line's start line). ``reuse``:
-        result folders or point stores whose finished points are taken before computing (:func:`run_sweep`; a
-        part's files are looked for in ``<dir>/points/<part>`` and ``<dir>/<part>``; checked to exist first). Points
-        that fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds
-        the experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
-        ``points_reused``, ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own
-        times, whichever run computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and
-        ``provenance`` (this process's) and ``computed_on`` (the points' own machines and commits: :func:`computed_on`)."""
+    result folders or point stores whose finished points are taken before computing (:func:`run_sweep`; a
+    part's files are looked for in ``<dir>/points/<part>`` and ``<dir>/<part>``; checked to exist first). Points
+    that fail do not stop the other parts: SweepError at the end, and no summary. Returns the summary, which holds
+    the experiment's own summary and: ``experiment``, ``config``, ``points`` (per part), ``points_resumed``,
+    ``points_reused``, ``points_computed``, ``points_damaged``, ``compute_time_s`` (the sum of the points' own
+    times, whichever run computed them) and per part, ``wall_time_s`` (this run), ``figures``, ``versions`` and
+    ``provenance`` (this process's) and ``computed_on`` (the points' own machines and commits: :func:`computed_on`)."""
     experiment.check(config)
     parts = {part: pts for part, pts in experiment.points(config).items() if pts}
     reuse = check_reuse(reuse)
