@@ -65,6 +65,17 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_finite(name: str, value: Any) -> float:
+    """A finite real number, of either sign."""
+    try:
+        v = _real(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r}: expected a finite number") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name}={value!r}: expected a finite number")
+    return v
+
+
 def check_positive(name: str, value: Any) -> float:
     try:
         v = _real(value)
@@ -142,10 +153,10 @@ def check_array(name: str, value: Any, shape: tuple[int | None, ...], *, finite:
     return value
 
 
-def check_real_array(name: str, value: Any, shape: tuple[int | None, ...]):
-    """``value`` as an array of real numbers (bool, integer or float) of ``shape`` (None: any size), finite when
-    concrete: a JAX array or traced value as it is, anything else as a NumPy array. ValueError naming ``name`` for
-    another dtype (complex numbers, strings, objects, PRNG keys) before any conversion could drop part of it."""
+def check_real_dtype(name: str, value: Any):
+    """``value`` as an array of real numbers (bool, integer or float) of any shape: a JAX array or traced value as
+    it is, anything else as a NumPy array. ValueError naming ``name`` for another dtype (complex numbers, strings,
+    objects, PRNG keys) before any conversion could drop part of it. A static check: the same under jit."""
     jax = sys.modules.get("jax")
     keep = is_traced(value) or (jax is not None and isinstance(value, jax.Array))
     arr = value if keep else np.asarray(value)
@@ -155,4 +166,10 @@ def check_real_array(name: str, value: Any, shape: tuple[int | None, ...]):
         kind = "?"
     if kind not in "biuf":
         raise ValueError(f"{name} has dtype {arr.dtype}: expected real numbers")
-    return check_array(name, arr, shape)
+    return arr
+
+
+def check_real_array(name: str, value: Any, shape: tuple[int | None, ...], *, finite: bool = True):
+    """:func:`check_real_dtype` and :func:`check_array`: real numbers of ``shape`` (None: any size), finite when
+    concrete (unless ``finite=False``)."""
+    return check_array(name, check_real_dtype(name, value), shape, finite=finite)

@@ -261,3 +261,99 @@ def test_sampler_starts_refuse_complex_arrays():
     ):
         ba.initial_positions(post, jax.random.key(0), np.full((4, 4), 1j), 2)
     assert ba.initial_positions(post, jax.random.key(0), np.full((4, 4), 0.5), 2).shape == (2, 4, 4)
+
+
+def test_optimizer_refuses_settings_it_would_record_but_not_use():
+    """A decay setting of another decay, a warm-up as long as the decay, a temperature for Adam and a learning rate
+    or temperature given as text were accepted: recorded with the run, and not used (or used as a string)."""
+    from bayesattn.training.core import OptimizerConfig, sgld
+
+    for call, named in [
+        (lambda: OptimizerConfig(decay_steps=5), "decay_steps=5 with decay='constant': expected None"),
+        (lambda: OptimizerConfig(final_factor=0.1), "final_factor=0.1 with decay='constant': expected 0.0"),
+        (lambda: OptimizerConfig(decay="cosine", plateau_patience=3), "plateau_patience=3 with decay='cosine'"),
+        (lambda: OptimizerConfig(decay="cosine", warmup=10, decay_steps=10), "warmup=10 with decay_steps=10"),
+        (lambda: OptimizerConfig(decay="exponential", warmup=10).build(10), "warmup=10 with steps=10"),
+        (lambda: OptimizerConfig("adam").build(10, temperature=1.0), "temperature=1.0 with optimizer='adam'"),
+        (lambda: sgld("0.1", 1.0), "learning_rate='0.1'"),
+        (lambda: sgld(0.1, "1"), "temperature='1'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # what each decay uses is taken, and a schedule or an array stays the caller's
+    OptimizerConfig(decay="cosine", warmup=5, decay_steps=50, final_factor=0.1).build(100)
+    OptimizerConfig(decay="plateau", plateau_patience=3, plateau_factor=0.2).build(10)
+    OptimizerConfig("langevin").build(10, temperature=0.5)
+    sgld(optax_constant := (lambda step: 0.1), jnp.array(1.0))
+    assert callable(optax_constant)
+
+
+def test_maps_and_references_refuse_complex_or_nan_input_they_passed_through():
+    """Complex logits gave complex attention weights, complex X complex features, and a NaN L or V a NaN evidence,
+    with no error; the references now refuse both, and the same calls on real input agree under jit."""
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6)
+    post, mask, L = ba.Posterior(data), np.ones((4, 4), bool), jnp.full((4, 4), 0.2)
+    V = jnp.ones((2, 2))
+    for call, named in [
+        (lambda: ba.softmax_attention(L + 1j, mask), "L has dtype complex128: expected real numbers"),
+        (lambda: ba.linear_attention(np.asarray(L) + 1j, mask), "L has dtype complex128"),
+        (lambda: post.features(L, data.X + 1j), "X has dtype complex128"),
+        (lambda: post.predict(L, data.X + 1j), "X has dtype complex128"),
+        (lambda: ba.gp_log_evidence(L * jnp.nan, data, "softmax", ba.Prior()), "L contains 16 NaN or inf"),
+        (lambda: ba.gp_log_evidence(L + 1j, data, "softmax", ba.Prior()), "L has dtype complex128"),
+        (lambda: ba.joint_log_density(L, V * jnp.nan, data, "softmax", ba.Prior()), "V contains 4 NaN or inf"),
+        (lambda: ba.joint_log_density(L, V + 1j, data, "softmax", ba.Prior()), "V has dtype complex128"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    gp = jax.jit(lambda L: ba.gp_log_evidence(L, data, "softmax", ba.Prior()))
+    assert float(gp(L)) == pytest.approx(float(ba.gp_log_evidence(L, data, "softmax", ba.Prior())), rel=1e-12)
+    # the closed form agrees with the dense reference (the same prior)
+    assert float(post.log_likelihood(L)) == pytest.approx(float(gp(L)), rel=1e-9)
+
+
+def test_sequence_loss_refuses_what_gave_nan_or_an_unnamed_error():
+    """An all-False query mask and all-zero weights gave NaN (a mean over nothing), a list of weights an
+    AttributeError, complex predictions a complex loss; under jit the weights are not looked at."""
+    F, Y, qm = jnp.zeros((2, 4, 3)), jnp.ones((2, 4, 3)), np.ones(4, bool)
+    for call, named in [
+        (lambda: sequence_loss("mse", F, Y, np.zeros(4, bool)), "query_mask has no query row"),
+        (lambda: sequence_loss("mse", F, Y, qm, weights=[0.0, 0.0]), "weights=[0.0, 0.0]: expected numbers >= 0"),
+        (lambda: sequence_loss("mse", F, Y, qm, weights=[1.0, -1.0]), "weights=[1.0, -1.0]"),
+        (lambda: sequence_loss("mse", F + 1j, Y, qm), "F has dtype complex128"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # a list of weights is an array: the weighted mean by hand (rows of squared error 1, and weights 1 and 3)
+    F2 = F.at[1].set(1.0)  # the second sequence's error is 0
+    assert float(sequence_loss("mse", F2, Y, qm, weights=[1.0, 3.0])) == pytest.approx(1.0 / 4.0)
+    assert float(jax.jit(lambda w: sequence_loss("mse", F2, Y, qm, w))(jnp.array([1.0, 3.0]))) == pytest.approx(0.25)
+
+
+def test_a_dataset_built_directly_is_checked_by_every_consumer():
+    """Dataset(...) checks nothing; a task of None or arrays given as lists failed with an AttributeError deep in
+    the Posterior, the references, train and fit. check_dataset names the part that is wrong in each."""
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6)
+    no_task = ba.Dataset(data.X, data.Y, None)
+    lists = ba.Dataset(np.asarray(data.X).tolist(), np.asarray(data.Y).tolist(), data.task)
+    nan_y = ba.Dataset(data.X, data.Y.at[0, 0, 0].set(jnp.nan), data.task)
+    key, L = jax.random.key(1), jnp.zeros((4, 4))
+    net = {"name": "single_layer", "T": 4, "d_in": 2}
+    consumers = {
+        "dataset": [
+            lambda ds: ba.Posterior(ds),
+            lambda ds: ba.gp_log_evidence(L, ds, "softmax", ba.Prior()),
+            lambda ds: ba.train(ds, ba.Prior(), "softmax", key, steps=2),
+        ],
+        "data": [lambda ds: ba.fit(net, ds, key, steps=2)],
+    }
+    for name, calls in consumers.items():
+        for call in calls:
+            with pytest.raises(ValueError, match=re.escape(f"{name}.task=None: expected a bayesattn Task")):
+                call(no_task)
+            with pytest.raises(ValueError, match=re.escape(f"{name}.Y contains 1 NaN or inf")):
+                call(nan_y)
+    # arrays given as lists are arrays: the same posterior as the Dataset's own
+    assert float(ba.Posterior(lists).log_density(L)) == pytest.approx(float(ba.Posterior(data).log_density(L)))
+    with pytest.raises(ValueError, match=re.escape("test.task=None")):
+        ba.train(data, ba.Prior(), "softmax", key, steps=2, test=no_task)

@@ -10,9 +10,9 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .._validate import check_bool, check_key
+from .._validate import brief, check_bool, check_key
 from ..models.attention import AttentionModel
-from ..tasks import Dataset
+from ..tasks import Dataset, Task, check_dataset
 from .posterior import Posterior, Prior
 from .samplers.numpyro_nuts import run_numpyro_mcmc
 from .samples import Samples, assemble_samples, check_counts, key_data, problem_config
@@ -24,6 +24,10 @@ def joint_model(X, Y, task, attention, prior, heads: int | None = None):
     z = [z^1, ..., z^H] the concatenated head outputs. X: (P, T, d), Y: (P, T, d_out); L: (T, T) or (H, T, T),
     V: (d_out, H d). ``attention``: a kind string (with ``heads``) or an AttentionModel."""
     model = AttentionModel.coerce(attention, heads)
+    if not isinstance(task, Task):
+        raise ValueError(f"task={brief(task)}: expected a bayesattn Task (the data's, dataset.task)")
+    if not isinstance(prior, Prior):
+        raise ValueError(f"prior={brief(prior)}: expected a bayesattn Prior")
     T, d, H = task.T, task.d, model.heads
     L = numpyro.sample(
         "L",
@@ -55,8 +59,7 @@ def sample_joint(
     Returns the L draws as :class:`Samples` (method "joint_nuts"), with the same observables as
     :func:`~bayesattn.sample`."""
     check_key("key", key)
-    if not isinstance(dataset, Dataset):
-        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset")
+    dataset = check_dataset("dataset", dataset)
     prior = Prior() if prior is None else prior
     post = Posterior(dataset, attention, prior, heads=heads)  # only for the observables and validation
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)

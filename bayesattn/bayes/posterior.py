@@ -29,10 +29,10 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .._validate import check_array, check_positive, check_real_array, is_traced
+from .._validate import check_positive, check_real_array, is_traced
 from ..diagnostics.observables import declared, evaluate, order_parameters
 from ..models.attention import AttentionKind, AttentionModel, AttentionName
-from ..tasks import Dataset
+from ..tasks import Dataset, check_dataset
 from .statistics import SufficientStats
 
 LOG_2PI = float(np.log(2 * np.pi))
@@ -156,8 +156,7 @@ class Posterior:
         prior: Prior | None = None,
         heads: int | None = None,
     ):
-        if not isinstance(dataset, Dataset):
-            raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+        dataset = check_dataset("dataset", dataset)
         if not jax.config.jax_enable_x64:  # switched off after import: float32 loses the phases' O(1) differences
             raise ValueError(
                 "jax_enable_x64=False: the posterior needs float64 (import bayesattn switches it on; leave it on)"
@@ -166,8 +165,6 @@ class Posterior:
         prior = Prior() if prior is None else prior
         if not isinstance(prior, Prior):
             raise ValueError(f"prior={prior!r}: expected a bayesattn Prior")
-        check_real_array("dataset.X", dataset.X, (None, dataset.T, dataset.d))
-        check_real_array("dataset.Y", dataset.Y, (dataset.P, dataset.T, dataset.d_out))
         # rows without a target never enter the likelihood, even in a Dataset built directly with junk there
         stats = SufficientStats.from_data(dataset.X, dataset.Y, dataset.task.query_mask)
         self._init(dataset.task, model, stats, prior)
@@ -355,7 +352,7 @@ class Posterior:
 
     def features(self, L: jax.Array, X: jax.Array) -> jax.Array:
         """The readout's inputs z = [z^1, ..., z^H]: (P', T, H d) for sequences X: (P', T, d)."""
-        X = check_array("X", X, (None, self.T, self.d))
+        X = check_real_array("X", X, (None, self.T, self.d))
         alpha = self.attention_weights(L).reshape(self.heads, self.T, self.T)
         Z = jnp.einsum("hts,psi->pthi", alpha, X)
         return Z.reshape(Z.shape[0], self.T, self.heads * self.d)  # explicit sizes: -1 cannot be inferred at P' = 0
@@ -365,7 +362,7 @@ class Posterior:
 
         Returns mean (P', T, d_out) and variance (P', T) of each output coordinate (noise included).
         """
-        X = check_array("X", X, (None, self.T, self.d))
+        X = check_real_array("X", X, (None, self.T, self.d))
         mean_V, cov_V = self.readout_posterior(L)
         Z = self.features(L, X)
         return Z @ mean_V.T, jnp.einsum("pti,ij,ptj->pt", Z, cov_V, Z) + self.prior.sigma2
@@ -378,11 +375,12 @@ def _direct_features(model: AttentionModel, task, L, X) -> jax.Array:
     return Z.reshape(Z.shape[0], task.T, model.heads * task.d)  # explicit sizes, as in Posterior.features
 
 
-def _reference_inputs(model: AttentionModel, dataset, prior, L, V=None) -> None:
-    """The references' arguments (shapes only, so that they stay jit-able): a Dataset, a Prior, L of the model's
-    logit shape and V: (d_out, H d); ValueError naming the first that is not (a V of another shape broadcasts)."""
-    if not isinstance(dataset, Dataset):
-        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+def _reference_inputs(model: AttentionModel, dataset, prior, L, V=None) -> Dataset:
+    """The references' arguments: a Dataset, a Prior, L of the model's logit shape and V: (d_out, H d), both real
+    and, when concrete, finite; ValueError naming the first that is not (a V of another shape broadcasts). Static
+    checks only for traced values, so that the references stay jit-able. Returns the dataset (arrays given as
+    lists as arrays)."""
+    dataset = check_dataset("dataset", dataset)
     if not isinstance(prior, Prior):
         raise ValueError(f"prior={type(prior).__name__}: expected a bayesattn Prior")
     task = dataset.task
@@ -393,6 +391,10 @@ def _reference_inputs(model: AttentionModel, dataset, prior, L, V=None) -> None:
         raise ValueError(
             f"V has shape {tuple(np.shape(V))}: expected {(task.d_out, model.heads * task.d)} (d_out, H d)"
         )
+    check_real_array("L", L, want)  # complex, NaN / inf (when concrete)
+    if V is not None:
+        check_real_array("V", V, (task.d_out, model.heads * task.d))
+    return dataset
 
 
 def joint_log_density(
@@ -408,7 +410,8 @@ def joint_log_density(
     L: (T, T) or (H, T, T), V: (d_out, H d). Integrating exp of this over V gives ``Posterior.log_density``.
     """
     model = AttentionModel.coerce(attention, heads)
-    _reference_inputs(model, dataset, prior, L, V)
+    dataset = _reference_inputs(model, dataset, prior, L, V)
+    L, V = jnp.asarray(L), jnp.asarray(V)
     task = dataset.task
     F = _direct_features(model, task, L, dataset.X) @ V.T
     qm = jnp.asarray(task.query_mask, F.dtype)[None, :, None]
@@ -437,7 +440,8 @@ def gp_log_evidence(
     Used by the benchmarks as the brute-force path the closed form replaces.
     """
     model = AttentionModel.coerce(attention, heads)
-    _reference_inputs(model, dataset, prior, L)
+    dataset = _reference_inputs(model, dataset, prior, L)
+    L = jnp.asarray(L)
     task = dataset.task
     rows = np.flatnonzero(task.query_mask)
     Zf = _direct_features(model, task, L, dataset.X)

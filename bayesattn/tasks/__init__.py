@@ -3,7 +3,7 @@
 A config names a task by its class name; :func:`task_from_config` turns it back into the task.
 """
 
-from .base import TASKS, Dataset, Task, draw_tokens, register_task, task_from_config
+from .base import TASKS, Dataset, Task, check_dataset, draw_tokens, register_task, task_from_config
 from .copy import CopyTask
 from .markov import HighOrderMarkovTask
 from .multilag import MultiLagCopyTask
@@ -14,6 +14,7 @@ __all__ = [
     "TASKS",
     "Dataset",
     "Task",
+    "check_dataset",
     "CopyTask",
     "HighOrderMarkovTask",
     "MultiLagCopyTask",

@@ -131,6 +131,21 @@ class Dataset:
         return self.P * int(self.task.query_mask.sum())
 
 
+def check_dataset(name: str, value, *, any_d_out: bool = False) -> Dataset:
+    """``value`` as it is when it is a :class:`Dataset` of a :class:`Task` whose X: (P, T, d) and Y: (P, T, d_out)
+    hold real numbers, finite when concrete (``any_d_out``: Y's last axis of any size, for a network that predicts
+    its own outputs); arrays given as lists come back as arrays. ValueError naming ``name`` and the part that is
+    not: the constructor checks nothing, so a Dataset built directly reaches its consumers as it was given."""
+    if not isinstance(value, Dataset):
+        raise ValueError(f"{name}={type(value).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+    task = value.task
+    if not isinstance(task, Task):
+        raise ValueError(f"{name}.task={brief(task)}: expected a bayesattn Task instance")
+    X = check_real_array(f"{name}.X", value.X, (None, task.T, task.d))
+    Y = check_real_array(f"{name}.Y", value.Y, (X.shape[0], task.T, None if any_d_out else task.d_out))
+    return value if X is value.X and Y is value.Y else Dataset(jnp.asarray(X), jnp.asarray(Y), task)
+
+
 @dataclass(frozen=True)
 class Task:
     """Base class of tasks. Subclasses define ``d_out``, the masks, the target pattern and ``_sample``.

@@ -12,6 +12,7 @@ key each step, for :func:`sgld`'s noise) and ``value=`` (the loss, for ``optax.c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -21,7 +22,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validate import brief, check_between, check_choice, check_int, check_key, check_nonnegative, check_positive
+from .._validate import (
+    brief,
+    check_between,
+    check_choice,
+    check_int,
+    check_key,
+    check_nonnegative,
+    check_positive,
+    is_traced,
+)
 
 DIVERGENCE_BOUND = 1e8  # |parameter| beyond this counts as a divergence, like a NaN
 DECAYS = ("constant", "cosine", "exponential", "plateau")
@@ -44,9 +54,10 @@ def sgld(learning_rate, temperature) -> optax.GradientTransformationExtraArgs:
     or an optax schedule of the step; temperature: a number or a (traced) array.
     """
 
-    if isinstance(learning_rate, (int, float, np.number)):  # a schedule or an array is the caller's
+    # a number (or a text, refused) is checked here; a schedule, a traced value or an array is the caller's
+    if not (callable(learning_rate) or is_traced(learning_rate) or np.ndim(learning_rate)):
         check_positive("learning_rate", learning_rate)
-    if isinstance(temperature, (int, float, np.number)) or temperature is None:
+    if not (is_traced(temperature) or np.ndim(temperature)):
         check_nonnegative("temperature", temperature)
 
     def init(params):
@@ -120,10 +131,28 @@ class OptimizerConfig:
                     "(heavy-ball momentum is sgd's)"
                 )
             object.__setattr__(self, "momentum", check_between("momentum", self.momentum, 0, 1, closed="low"))
+        self._check_unused()
         if self.name == "langevin" and (self.decay == "plateau" or self.clip is not None):
             raise ValueError(
                 f"optimizer='langevin': decay={self.decay!r}, clip={self.clip!r}: a plateau decay or "
                 "clipping would change the stationary law; expected neither"
+            )
+
+    def _check_unused(self) -> None:
+        """A setting of another decay is refused (it would be recorded with the run but not used): decay_steps
+        and final_factor belong to "cosine" and "exponential", the plateau_* settings to "plateau". A warm-up that
+        reaches decay_steps leaves no decay."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        decays = {"decay_steps": ("cosine", "exponential"), "final_factor": ("cosine", "exponential")}
+        for name in ("decay_steps", "final_factor", "plateau_factor", "plateau_patience", "plateau_rtol"):
+            if self.decay not in decays.get(name, ("plateau",)) and getattr(self, name) != defaults[name]:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} with decay={self.decay!r}: expected {defaults[name]!r} (it is "
+                    "not used by this decay)"
+                )
+        if self.decay_steps is not None and self.warmup >= self.decay_steps:
+            raise ValueError(
+                f"warmup={self.warmup} with decay_steps={self.decay_steps}: expected a warm-up shorter than the decay"
             )
 
     def schedule(self, steps: int):
@@ -142,6 +171,16 @@ class OptimizerConfig:
     def build(self, steps: int, temperature=None) -> optax.GradientTransformationExtraArgs:
         """The optax transformation for a run of ``steps`` steps (``temperature``: langevin only)."""
         steps = check_int("steps", steps, minimum=1)
+        if self.decay in ("cosine", "exponential") and self.decay_steps is None and self.warmup >= steps:
+            raise ValueError(
+                f"warmup={self.warmup} with steps={steps} and decay={self.decay!r}: expected a warm-up shorter "
+                "than the run (the decay runs to its last step)"
+            )
+        if self.name != "langevin" and temperature is not None:
+            raise ValueError(
+                f"temperature={temperature!r} with optimizer={self.name!r}: only 'langevin' has a temperature; "
+                "expected None"
+            )
         lr = self.schedule(steps)
         if self.name == "langevin":
             if temperature is None:
@@ -255,6 +294,14 @@ def run_loop(
     if not (hasattr(opt, "init") and hasattr(opt, "update")):
         raise ValueError(f"opt={opt!r}: expected an optax GradientTransformation (e.g. optax.adam(1e-2))")
     check_key("key", key)
+    for name, fn in (("loss_fn", loss_fn), ("record_fn", record_fn), ("on_record", on_record)):
+        if not callable(fn) and not (name == "on_record" and fn is None):
+            raise ValueError(f"{name}={brief(fn)}: expected a function{' or None' if name == 'on_record' else ''}")
+    leaves = jax.tree.leaves(params)
+    if not leaves or not all(jnp.issubdtype(jnp.result_type(p), jnp.floating) for p in leaves):
+        kinds = sorted({str(jnp.result_type(p)) for p in leaves})
+        raise ValueError(f"params: {len(leaves)} arrays of {kinds}: expected a pytree of at least one float array")
+    bound = check_positive("bound", bound)
     step_fns = loop_steps(loss_fn, opt, record_fn, key, bound)
     rec_steps = np.asarray(plan.record_steps)
     n_ck = len(plan.checkpoint_steps)

@@ -41,10 +41,12 @@ from .._validate import (
     check_key,
     check_positive,
     check_real_array,
+    check_real_dtype,
+    is_traced,
 )
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
-from ..tasks import Dataset, Task
+from ..tasks import Dataset, Task, check_dataset
 from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, check_seeds, failure_message, history_numpy, run_loop
 from .results import FitResult, FitSweepResult, can_sample
 
@@ -57,13 +59,17 @@ def sequence_loss(kind: str, F: jax.Array, Y: jax.Array, query_mask, weights: ja
     int classes (B, T); weights: (B,) (padding), None = all 1; query_mask: (T,). ValueError naming the argument for
     another ``kind`` or shape (static checks only: the same under jit)."""
     check_choice("kind", kind, LOSSES)
-    F, Y = jnp.asarray(F), jnp.asarray(Y)
+    F, Y = jnp.asarray(check_real_dtype("F", F)), jnp.asarray(check_real_dtype("Y", Y))
     B, T, d_out = check_array("F", F, (None, None, None), finite=False).shape
     classes = kind == "xent" and jnp.issubdtype(Y.dtype, jnp.integer)
     check_array("Y", Y, (B, T) if classes else (B, T, d_out), finite=False)
-    check_array("query_mask", query_mask, (T,), finite=False)
+    check_real_array("query_mask", query_mask, (T,), finite=False)
+    if not is_traced(query_mask) and not np.any(np.asarray(query_mask)):
+        raise ValueError("query_mask has no query row: expected at least one (the mean over none is undefined)")
     if weights is not None:
-        check_array("weights", weights, (B,), finite=False)
+        weights = jnp.asarray(check_real_array("weights", weights, (B,), finite=False))
+        if not is_traced(weights) and not (np.all(np.asarray(weights) >= 0) and np.sum(np.asarray(weights)) > 0):
+            raise ValueError(f"weights={np.asarray(weights).tolist()!r}: expected numbers >= 0, not all 0")
     if kind == "mse":
         per = jnp.mean((Y - F) ** 2, axis=-1)
     else:
@@ -249,10 +255,11 @@ def _check_network_takes(network, task, X_or_key) -> None:
 def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     """(test X, Y or None, probe X, Y, note on the test set)."""
     if isinstance(test, Dataset):
+        test = check_dataset("test", test, any_d_out=True)  # its own task's shapes, and the training task's:
         if test.P < 1:
             raise ValueError(f"test: P={test.P} sequences; expected at least one, or test=None")
-        check_real_array("test.X", test.X, (None, task.T, task.d))
-        check_real_array("test.Y", test.Y, (test.P, task.T, task.d_out))
+        check_array("test.X", test.X, (None, task.T, task.d), finite=False)
+        check_array("test.Y", test.Y, (test.P, task.T, task.d_out), finite=False)
         tX, tY, note = test.X, test.Y, f"user test set ({test.P} sequences)"
     elif test is None:
         tX = tY = None
@@ -314,6 +321,8 @@ def fit(
     online = isinstance(data, Task)
     if not online and not isinstance(data, Dataset):
         raise ValueError(f"data={type(data).__name__}: expected a bayesattn Dataset or a Task (online)")
+    if not online:  # a Dataset built directly is not checked (Dataset.from_arrays is): NaN data "diverged at step 0"
+        data = check_dataset("data", data, any_d_out=True)
     task = data if online else data.task
     if online and not can_sample(task):
         raise ValueError(f"data={task!r}: online training needs a task that can sample")
@@ -325,9 +334,6 @@ def fit(
         raise ValueError(f"network={type(network).__name__}: expected a bayesattn network (with attention_model)")
     if not online and data.P < 1:
         raise ValueError(f"data: P={data.P} sequences; expected at least one to fit on")
-    if not online:  # a Dataset built directly is not checked (Dataset.from_arrays is): NaN data "diverged at step 0"
-        check_real_array("data.X", data.X, (None, task.T, task.d))
-        check_real_array("data.Y", data.Y, (data.P, task.T, None))
     _check_network_takes(network, task, data_key if online else data.X)
     spec = _spec(
         task,

@@ -56,7 +56,7 @@ from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
-from ..tasks import Dataset, Task
+from ..tasks import Dataset, Task, check_dataset
 from .core import check_seeds, history_numpy, run_loop, sgld
 from .objective import joint_loss, marginal_loss, minibatch_loss, sq_error
 from .results import SweepResult, TrainResult, can_sample
@@ -259,21 +259,17 @@ def train(
     >>> bool(res.final_order_parameters["m"] > 0.5)  # beta = P d / (2 sigma2) = 8: the copy head is found
     True
     """
-    if not isinstance(dataset, Dataset):
-        raise ValueError(f"dataset={type(dataset).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
+    dataset = check_dataset("dataset", dataset)
     attention = check_prior_attention(prior, attention, heads)
     check_key("key", key)
     task = dataset.task
-    check_array("dataset.X", dataset.X, (None, task.T, task.d))
-    check_array("dataset.Y", dataset.Y, (dataset.P, task.T, task.d_out))
     if dataset.P < 1:
         raise ValueError(f"dataset.P={dataset.P}: expected at least one sequence")
     test_size = check_int("test_size", test_size, minimum=1)
     if test is not None:
-        if not isinstance(test, Dataset):
-            raise ValueError(f"test={type(test).__name__}: expected a bayesattn Dataset or None")
-        check_array("test.X", test.X, (None, task.T, task.d))
-        check_array("test.Y", test.Y, (test.P, task.T, task.d_out))
+        test = check_dataset("test", test)  # its own task's shapes, and the training task's:
+        check_array("test.X", test.X, (None, task.T, task.d), finite=False)
+        check_array("test.Y", test.Y, (test.P, task.T, task.d_out), finite=False)
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
     cfg = make_train_config(

@@ -217,15 +217,9 @@ class TrainingConfig(Section):
         from ...training.core import OptimizerConfig
 
         kind = {"momentum": self.momentum or None} if self.optimizer == "sgd" else {"weight_decay": self.weight_decay}
-        return OptimizerConfig(
-            self.optimizer,
-            self.lr,
-            clip=self.clip,
-            decay="plateau" if self.plateau else "constant",
-            plateau_factor=self.factor,
-            plateau_patience=self.patience + 1,
-            **kind,
-        ).build(self.steps)
+        if self.plateau:
+            kind.update(decay="plateau", plateau_factor=self.factor, plateau_patience=self.patience + 1)
+        return OptimizerConfig(self.optimizer, self.lr, clip=self.clip, **kind).build(self.steps)
 
     def config(self) -> dict:
         """The point's dict of this run (:meth:`Section.point_dict`: the fields added later left out at their old
