@@ -357,3 +357,108 @@ def test_a_dataset_built_directly_is_checked_by_every_consumer():
     assert float(ba.Posterior(lists).log_density(L)) == pytest.approx(float(ba.Posterior(data).log_density(L)))
     with pytest.raises(ValueError, match=re.escape("test.task=None")):
         ba.train(data, ba.Prior(), "softmax", key, steps=2, test=no_task)
+
+
+def test_theory_formulas_refuse_scales_and_values_that_gave_nan_or_a_crash():
+    """action with T_q = 0 divided by zero, a negative eps gave NaN; tilted_row_entropy took NaN h; mode_action
+    took NaN or complex x (cut to its real part); heads_energy took complex m."""
+    th, task = ba.theory, ba.CopyTask(T=8, d=4)
+    kw = dict(beta=1.0, eps=0.1, d=2, T_q=2)
+    for call, named in [
+        (lambda: th.action(0.5, 0.3, 0.1, **{**kw, "T_q": 0}), "T_q=0: expected a positive finite number"),
+        (lambda: th.action(0.5, 0.3, 0.1, **{**kw, "eps": -0.1}), "eps=-0.1"),
+        (lambda: th.action("a", 0.3, 0.1, **kw), "m has dtype <U1"),
+        (lambda: th.tilted_row_entropy(task, ba.Prior(), float("nan"), 0.0), "h=nan: expected a finite number"),
+        (lambda: th.tilted_row_entropy(task, ba.Prior(), 1.0, 0.0, beta_max=float("nan")), "beta_max=nan"),
+        (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [np.nan]), "x contains 1 NaN or inf"),
+        (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [1j]), "x has dtype complex128"),
+        (
+            lambda: th.heads_energy(
+                np.full((2, 2), 0.3 + 1j), np.eye(2), task=ba.MultiLagCopyTask(4, 2), prior=ba.Prior(), P=10
+            ),
+            "m has dtype complex128",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # the formula by hand at good input, eagerly and with a traced beta
+    want = 1.0 * (1 - 0.25 / 0.4) + 4 / 4 * np.log1p(3.0) + 0.1
+    assert float(th.action(0.5, 0.3, 0.1, **kw)) == pytest.approx(want, rel=1e-12)
+    traced = jax.jit(lambda b: th.action(0.5, 0.3, 0.1, **{**kw, "beta": b}))(1.0)
+    assert float(traced) == pytest.approx(want, rel=1e-12)
+
+
+def test_samplers_and_observables_refuse_particles_and_weights_of_another_kind():
+    """tempered_smc's particles given as a list, a scalar, integers or NaN failed inside blackjax or returned a NaN
+    evidence; order_parameters of complex weights were complex, of a list an AttributeError; joint_model without a
+    Prior or with a Dataset for its task, and SufficientStats.from_data without a query mask, failed deep."""
+    from bayesattn.bayes.joint import joint_model
+    from bayesattn.bayes.statistics import SufficientStats
+
+    lp = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    ll = lambda x: -0.5 * jnp.sum((x - 1.0) ** 2)  # noqa: E731
+    key, parts = jax.random.key(0), jax.random.normal(jax.random.key(1), (8, 2))
+    task = ba.CopyTask(T=4, d=2)
+    data, A = task.sample(key, 3), np.full((4, 4), 0.25)
+    handlers = pytest.importorskip("numpyro.handlers")
+    for call, named in [
+        (lambda: ba.tempered_smc(lp, ll, key, [[0.0, 1.0]] * 8), "particles=<list>: expected arrays"),
+        (lambda: ba.tempered_smc(lp, ll, key, jnp.zeros(())), "particles has shape ()"),
+        (lambda: ba.tempered_smc(lp, ll, key, jnp.zeros((1, 2))), "particles has shape (1, 2)"),
+        (lambda: ba.tempered_smc(lp, ll, key, jnp.ones((8, 2), int)), "particles has dtype int64"),
+        (lambda: ba.tempered_smc(lp, ll, key, parts * jnp.nan), "particles contains 16 NaN"),
+        (lambda: ba.tempered_smc(1.0, ll, key, parts), "logprior_fn=1.0: expected a function"),
+        (lambda: ba.order_parameters(A + 1j, task.target_pattern, task.query_mask), "alpha has dtype complex128"),
+        (lambda: ba.order_parameters("x", task.target_pattern, task.query_mask), "alpha has dtype <U1"),
+        (lambda: handlers.seed(joint_model, 0)(data.X, data.Y, task, "softmax", None), "prior=None"),
+        (lambda: handlers.seed(joint_model, 0)(data.X, data.Y, data, "softmax", ba.Prior()), "task=<Dataset>"),
+        (lambda: SufficientStats.from_data(data.X, data.Y, None), "query_mask of shape () and dtype object"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # a list of weights is an array: the uniform rows' order parameters by hand (m = q = 1 / T)
+    op = ba.order_parameters(A.tolist(), task.target_pattern, task.query_mask)
+    assert float(op["m"]) == pytest.approx(0.25) and float(op["q"]) == pytest.approx(0.25)
+
+
+def test_training_helpers_refuse_arguments_that_failed_without_naming_them():
+    """A complex init was cut to its real part; emergence of complex records likewise, of a list key a TypeError;
+    emergence_vs_P of a dict an AttributeError; run_loop without a loss or record function, with a text bound or
+    no parameters failed inside JAX; save_checkpoint to a folder raised IsADirectoryError after writing."""
+    import optax
+
+    from bayesattn.training.analysis import emergence_vs_P
+    from bayesattn.training.results import emergence
+
+    data, key = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6), jax.random.key(1)
+    plan, params = ba.Plan.make(4, 2), {"a": jnp.ones(2)}
+    loss = lambda p, k: jnp.sum(p["a"] ** 2)  # noqa: E731
+    rec = lambda p: {"n": jnp.sum(p["a"])}  # noqa: E731
+    for call, named in [
+        (lambda: ba.train(data, ba.Prior(), "softmax", key, steps=2, init=np.full((4, 4), 1j)), "complex128"),
+        (lambda: emergence({"step": [0, 1, 2], "m": [0.0, 0.5j, 1.0]}), "history['m'] has dtype complex128"),
+        (lambda: emergence({"step": [0, 1], "m": [0.0, 1.0]}, key=["m"]), "key=['m']: expected the name"),
+        (lambda: emergence_vs_P({"m": 1}), "sweep={'m': 1}: expected a SweepResult"),
+        (lambda: ba.run_loop(params, None, optax.sgd(0.1), plan, rec, key), "loss_fn=None: expected a function"),
+        (lambda: ba.run_loop(params, loss, optax.sgd(0.1), plan, None, key), "record_fn=None"),
+        (lambda: ba.run_loop(params, loss, optax.sgd(0.1), plan, rec, key, on_record=3), "on_record=3"),
+        (lambda: ba.run_loop(params, loss, optax.sgd(0.1), plan, rec, key, bound="big"), "bound='big'"),
+        (lambda: ba.run_loop({}, loss, optax.sgd(0.1), plan, rec, key), "params: 0 arrays"),
+        (lambda: ba.run_loop({"a": jnp.ones(2, int)}, loss, optax.sgd(0.1), plan, rec, key), "['int64']"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+
+
+def test_save_checkpoint_refuses_a_folder_or_a_name_that_is_not_one(tmp_path):
+    """A folder as the path wrote its temporary file beside it and then failed with IsADirectoryError; an int path
+    raised a TypeError that did not name it."""
+    from bayesattn.models import SingleLayerConfig
+
+    net = SingleLayerConfig.for_task(ba.CopyTask(T=4, d=2)).build(jax.random.key(0))
+    for path, named in [(tmp_path, "a folder; expected the name of a checkpoint file"), (3, "path=3")]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            save_checkpoint(path, net)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written beside the folder
+    save_checkpoint(tmp_path / "w.eqx", net, step=1)
+    assert np.array_equal(np.asarray(load_checkpoint(tmp_path / "w.eqx").L), np.asarray(net.L))

@@ -39,7 +39,12 @@ class SufficientStats(NamedTuple):
     @classmethod
     def from_data(cls, X: jax.Array, Y: jax.Array, query_mask: np.ndarray) -> SufficientStats:
         """Statistics of X: (P, T, d) and Y: (P, T, d_out); rows outside ``query_mask`` (T,) are ignored."""
-        qm = np.asarray(query_mask, bool)
+        qm = np.asarray(query_mask)
+        if qm.dtype != bool or qm.shape != np.shape(X)[1:2]:
+            raise ValueError(
+                f"query_mask of shape {qm.shape} and dtype {qm.dtype}: expected a bool mask of shape "
+                f"{np.shape(X)[1:2]}, one entry per position of X"
+            )
         return cls(*_query_statistics_fused(X, Y, qm), jnp.asarray(X.shape[0] * int(qm.sum()), jnp.float64))
 
 

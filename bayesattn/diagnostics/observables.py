@@ -14,15 +14,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._fused import fused
+from .._validate import check_real_dtype
 
 Observable = Callable[[jax.Array], jax.Array]
 
 
-def _check_rows(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> np.ndarray:
-    """The (T,) bool ``query_mask`` of weights alpha: (..., T, T), checked: at least one query row, and ``pattern``,
-    when given, (T, T). ValueError naming the argument otherwise (an integer mask would weight rows by its values;
-    another T would broadcast)."""
-    T = alpha.shape[-1]
+def _check_rows(alpha, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> tuple[jax.Array, np.ndarray]:
+    """Weights alpha: (..., T, T) as a real array and the (T,) bool ``query_mask``, checked: at least one query row,
+    and ``pattern``, when given, (T, T). ValueError naming the argument otherwise (an integer mask would weight
+    rows by its values; another T would broadcast; complex weights gave complex order parameters)."""
+    alpha = jnp.asarray(check_real_dtype("alpha", alpha))
+    T = alpha.shape[-1] if alpha.ndim else 0
     if alpha.ndim < 2 or alpha.shape[-2] != T:
         raise ValueError(f"alpha of shape {tuple(alpha.shape)}: expected (..., T, T) attention weights")
     mask = np.asarray(query_mask)
@@ -33,7 +35,7 @@ def _check_rows(alpha: jax.Array, query_mask: np.ndarray, pattern: np.ndarray | 
         )
     if pattern is not None and np.shape(pattern) != (T, T):
         raise ValueError(f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}), as alpha's last axes")
-    return mask
+    return alpha, mask
 
 
 def _row_weights(alpha: jax.Array, mask) -> jax.Array:
@@ -72,11 +74,11 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     >>> {k: v.tolist() for k, v in op.items()}
     {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
-    return _order_parameters(alpha, np.asarray(target_pattern), _check_rows(alpha, query_mask, target_pattern))
+    return _order_parameters(*_check_rows(alpha, query_mask, target_pattern), np.asarray(target_pattern))
 
 
 @fused
-def _order_parameters(alpha, target_pattern, mask) -> dict:
+def _order_parameters(alpha, mask, target_pattern) -> dict:
     w = _row_weights(alpha, mask)
     m = jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(target_pattern, alpha.dtype), w)
     q = jnp.einsum("...ts,...ts,t->...", alpha, alpha, w)
@@ -87,17 +89,17 @@ def _order_parameters(alpha, target_pattern, mask) -> dict:
 
 def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
     """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
-    return _pattern_mass(alpha, np.asarray(pattern), _check_rows(alpha, query_mask, pattern))
+    return _pattern_mass(*_check_rows(alpha, query_mask, pattern), np.asarray(pattern))
 
 
 @fused
-def _pattern_mass(alpha, pattern, mask) -> jax.Array:
+def _pattern_mass(alpha, mask, pattern) -> jax.Array:
     return jnp.einsum("...ts,ts,t->...", alpha, jnp.asarray(pattern, alpha.dtype), _row_weights(alpha, mask))
 
 
 def attention_entropy(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
     """Mean over query rows of -sum_s alpha_ts log alpha_ts (nats; rows of a softmax sum to 1)."""
-    return _attention_entropy(alpha, _check_rows(alpha, query_mask))
+    return _attention_entropy(*_check_rows(alpha, query_mask))
 
 
 @fused

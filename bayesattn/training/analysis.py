@@ -137,6 +137,8 @@ def training_curves(
 
 def emergence_vs_P(sweep: SweepResult, key: str = "m") -> dict:
     """Emergence step and sharpness against P: per-seed arrays (nP, nS) and the median over seeds that rose."""
+    if not isinstance(sweep, SweepResult):
+        raise ValueError(f"sweep={brief(sweep)}: expected a SweepResult (ba.train_sweep)")
     em = sweep.emergence(key)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no seed rose at that P

@@ -69,7 +69,11 @@ def save_checkpoint(
         text = json.dumps(to_plain(header), indent=1)
     except (TypeError, ValueError) as e:
         raise ValueError(f"extra={brief(extra)}: not JSON-serialisable ({e})") from None
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path={brief(path)}: expected a file name (a str or a path)")
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"path={str(path)!r}: a folder; expected the name of a checkpoint file")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     # a file object, not a name: Equinox appends ".eqx" to a name without a suffix when it reads (not when it writes

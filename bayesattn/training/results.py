@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._json import to_plain
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_real_dtype
 
 
 def _crossing(steps: np.ndarray, frac: np.ndarray, level: float) -> float:
@@ -33,11 +33,13 @@ def emergence(history: dict, key: str = "m", min_rise: float = 0.05) -> dict:
     or with steps that do not increase.
     """
     min_rise = check_positive("min_rise", min_rise)
+    if not isinstance(key, str):
+        raise ValueError(f"key={key!r}: expected the name of a record, e.g. 'm'")
     if not isinstance(history, dict) or "step" not in history or key not in history:
         known = sorted(history) if isinstance(history, dict) else type(history).__name__
         raise ValueError(f"key={key!r}: expected a record of the history (it has {known}), with its 'step'")
-    steps = np.asarray(history["step"], dtype=float)
-    x = np.asarray(history[key], dtype=float)
+    steps = np.asarray(check_real_dtype("history['step']", history["step"]), dtype=float)
+    x = np.asarray(check_real_dtype(f"history[{key!r}]", history[key]), dtype=float)
     if steps.ndim != 1 or x.shape != steps.shape or steps.size < 2:
         raise ValueError(f"history: expected 1-D 'step' and '{key}' of equal length >= 2, got {steps.shape}, {x.shape}")
     for name, v in (("step", steps), (key, x)):

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jax.numpy as jnp
-import numpy as np
 
-from .._validate import check_array, check_choice, check_int, check_positive
+from .._validate import brief, check_choice, check_int, check_positive, check_real_array
 from ..bayes.posterior import Prior
 from ..models.attention import AttentionModel
 from .core import Plan, failure_message
@@ -120,16 +119,17 @@ def init_arrays(init, shape, d_out, d):
     if isinstance(init, (tuple, list)):
         if len(init) != 2:
             raise ValueError(f"init: a sequence must be the pair (L, V), got {len(init)} items")
-        L0 = check_array("init L", np.asarray(init[0], np.float64), shape)
-        V0 = check_array("init V", np.asarray(init[1], np.float64), (d_out, d))
-        return jnp.asarray(L0), jnp.asarray(V0)
+        L0 = check_real_array("init L", init[0], shape)
+        V0 = check_real_array("init V", init[1], (d_out, d))
+        return jnp.asarray(L0, jnp.float64), jnp.asarray(V0, jnp.float64)
     try:
-        L0 = np.asarray(init, np.float64)
-    except (TypeError, ValueError):
+        L0 = check_real_array("init", init, shape)
+    except ValueError as e:  # a string, complex numbers, objects: say what an init may be
         raise ValueError(
-            f"init={init!r}: expected 'small', 'hot', an array L of shape {shape} or a pair (L, V)"
+            f"init={brief(init)}: expected 'small', 'hot', an array L of shape {shape} of real numbers or a pair "
+            f"(L, V) ({e})"
         ) from None
-    return jnp.asarray(check_array("init", L0, shape)), None
+    return jnp.asarray(L0, jnp.float64), None
 
 
 def train_config_dict(cfg: TrainConfig, attention, prior, task, **extra) -> dict:

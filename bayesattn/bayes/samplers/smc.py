@@ -18,7 +18,7 @@ import numpy as np
 from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from blackjax.smc.tuning.from_particles import particles_stds
 
-from ..._validate import check_between, check_int, check_key, check_positive
+from ..._validate import brief, check_array, check_between, check_int, check_key, check_positive
 from ..program import rebuild_posterior
 from ..samples import Samples, assemble_samples, draw_observables
 from .base import Sampler, SamplerJob
@@ -67,7 +67,10 @@ def tempered_smc(
     ):
         check_int(name, count, minimum=1)
     initial_step_size = check_positive("initial_step_size", initial_step_size)
-    n = jax.tree.leaves(particles)[0].shape[0]
+    n = _check_particles(particles)
+    for name, fn in (("logprior_fn", logprior_fn), ("loglikelihood_fn", loglikelihood_fn)):
+        if not callable(fn):
+            raise ValueError(f"{name}={brief(fn)}: expected a function of one particle")
     step_fn = functools.partial(blackjax.hmc.build_kernel(), num_integration_steps=num_integration_steps)
 
     # the kernel is built once and takes the tuned parameters at every step (as blackjax's tempered.py does);
@@ -125,6 +128,28 @@ def tempered_smc(
         "acceptance_rate": acc,
         "num_grad_evals": steps * n * num_mcmc_steps * num_integration_steps,
     }
+
+
+def _check_particles(particles) -> int:
+    """The number N of particles: every leaf of ``particles`` a float array (N, ...), with N >= 2 the same for all
+    and finite values when concrete; ValueError naming the leaf otherwise (a list, a scalar or None failed inside
+    blackjax, integers in its gradient, and NaN came back as a NaN evidence)."""
+    leaves = jax.tree.leaves(particles)
+    if not leaves or not all(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in leaves):
+        raise ValueError(
+            f"particles={brief(particles)}: expected arrays (N, ...) of N >= 2 particles drawn from the prior"
+        )
+    n = leaves[0].shape[0] if leaves[0].ndim else 0
+    for i, leaf in enumerate(leaves):
+        name = "particles" if len(leaves) == 1 else f"particles leaf {i}"
+        if leaf.ndim == 0 or leaf.shape[0] != n or n < 2:
+            raise ValueError(
+                f"{name} has shape {tuple(leaf.shape)}: expected (N, ...) with the same N >= 2 for every leaf"
+            )
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise ValueError(f"{name} has dtype {leaf.dtype}: expected floating-point numbers")
+        check_array(name, leaf, (n,) + (None,) * (leaf.ndim - 1))
+    return n
 
 
 def smc_program_key(job: SamplerJob) -> tuple:

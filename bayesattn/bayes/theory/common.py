@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import brief
+from ..._validate import brief, check_positive, check_real_dtype, is_traced
 from ...models.attention import AttentionModel, AttentionName, attention_kind
 from ...tasks import CopyTask
 from ..posterior import Prior
@@ -161,7 +161,10 @@ def action(m, q, entropy, *, beta, eps, d: int, T_q: int, noise_fit_coef=0.0):
     eps = lam / n; d: output dimension; T_q: query rows; noise_fit_coef = d^2 / (2 sigma2 T_q) switches on
     the O(d^2/sigma^2) noise-fit term. The log density of (m, q) is -T_q * Phi.
     """
-    m, q = jnp.asarray(m), jnp.asarray(q)
+    for name, value in (("beta", beta), ("eps", eps), ("d", d), ("T_q", T_q)):
+        if not is_traced(value) and np.ndim(value) == 0:  # the scales as numbers; arrays of them are the caller's
+            check_positive(name, value)
+    m, q = jnp.asarray(check_real_dtype("m", m)), jnp.asarray(check_real_dtype("q", q))
     be = beta - noise_fit_coef
     return be * (1.0 - m**2 / (q + eps)) + d**2 / (2.0 * T_q) * jnp.log1p(q / eps) + entropy
 

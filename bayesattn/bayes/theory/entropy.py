@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..._validate import check_finite, check_positive
 from .common import check_grid, check_prior, covered, occam_d, scales
 from .softmax_minima import cell_log_weights
 from .softmax_table import cached_table, check_table_numerics, interp_c, row_bins, std_draws, unphysical
@@ -120,8 +121,9 @@ def tilted_row_entropy(
     (``beta_max`` sets the table's grids, as in ``softmax_action_table``)."""
     covered(task, "softmax", onehot=True)
     prior = check_prior(prior)
-    tab, Hbar = _table_and_moment(task, prior, beta_max, num_samples, seed, nh, ng)
-    return float(_tilted_entropy(float(h), float(g), tab.mom[0], tab.mom[1], tab.mom[2], Hbar))
+    h, g = check_finite("h", h), check_finite("g", g)
+    tab, Hbar = _table_and_moment(task, prior, check_positive("beta_max", beta_max), num_samples, seed, nh, ng)
+    return float(_tilted_entropy(h, g, tab.mom[0], tab.mom[1], tab.mom[2], Hbar))
 
 
 def entropy_curve(

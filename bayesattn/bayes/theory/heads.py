@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import ortho_group
 
-from ..._validate import brief, check_int, check_nonnegative, check_positive
+from ..._validate import brief, check_int, check_nonnegative, check_positive, check_real_array
 from ...models.attention import attention_kind
 from ..posterior import Prior
 from .common import check_grid, check_prior, first_crossing
@@ -98,7 +98,7 @@ def heads_energy(m, Q, *, task, prior: Prior, P: float):
     """The per-row energy Phi_E(m, Q) (module docstring): m (..., H, K), Q (..., H, H) -> (...).
     -T Phi_E is the log likelihood of L (V integrated out) to leading order in P, up to -(n d/2) log(2 pi sigma2)."""
     p = energy_params(task, check_prior(prior), check_positive("P", P))
-    m, Q = jnp.asarray(m, jnp.float64), jnp.asarray(Q, jnp.float64)
+    m, Q = (jnp.asarray(check_real_array(k, v, (None,) * np.ndim(v)), jnp.float64) for k, v in (("m", m), ("Q", Q)))
     H, K = m.shape[-2:]
     if Q.shape[-2:] != (H, H):
         raise ValueError(f"Q of shape {Q.shape}: expected (..., {H}, {H}) for m of shape {m.shape} ({H} heads)")

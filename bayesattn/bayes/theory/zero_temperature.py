@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from ..._validate import check_choice, check_positive
+from ..._validate import check_choice, check_positive, check_real_array
 from .common import Attention, check_grid, check_prior, covered, scales
 from .curves import PhaseCurve, track_branches
 from .linear import linear_dims
@@ -93,7 +93,7 @@ def mode_action(
     w = _occam_weight(objective)
     beta, eps, Tq = scales(task, prior, np.asarray([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
-    x = np.asarray(x, np.float64)
+    x = np.asarray(check_real_array("x", x, (None,) * np.ndim(x)), np.float64)
     return MODE_ACTIONS[attention](x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
 
 
