@@ -462,3 +462,37 @@ def test_save_checkpoint_refuses_a_folder_or_a_name_that_is_not_one(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written beside the folder
     save_checkpoint(tmp_path / "w.eqx", net, step=1)
     assert np.array_equal(np.asarray(load_checkpoint(tmp_path / "w.eqx").L), np.asarray(net.L))
+
+
+def test_joint_model_branch_evidences_and_patterns_name_what_failed_deep():
+    """joint_model's data of another T or with NaN failed inside numpyro ("Normal distribution got invalid loc");
+    branch_evidences without a density function raised a TypeError, and a complex reference was cut to its real
+    part; a target pattern of None reached JAX; the base Task's sample raised a bare NotImplementedError."""
+    from bayesattn.bayes.joint import joint_model
+
+    handlers = pytest.importorskip("numpyro.handlers")
+    task = ba.CopyTask(T=4, d=2)
+    data, other = task.sample(jax.random.key(0), 3), ba.CopyTask(T=3, d=2).sample(jax.random.key(0), 3)
+    post, ones = ba.Posterior(data), np.ones((4, 4))
+    refs = {"a": (0 * ones, ones), "b": (ones, ones)}
+    model = handlers.seed(joint_model, 0)
+    for call, named in [
+        (
+            lambda: model(other.X, other.Y, task, "softmax", ba.Prior()),
+            "X has shape (3, 3, 2): expected shape (*, 4, 2)",
+        ),
+        (lambda: model(data.X * jnp.nan, data.Y, task, "softmax", ba.Prior()), "X contains 24 NaN or inf"),
+        (lambda: ba.branch_evidences(None, jax.random.key(0), refs), "logdensity_fn=None: expected a function"),
+        (lambda: ba.branch_evidences(post.log_density, jax.random.key(0), refs, observable_fn=3), "observable_fn=3"),
+        (
+            lambda: ba.branch_evidences(post.log_density, jax.random.key(0), {**refs, "a": (ones + 1j, ones)}),
+            "branches['a']: expected a (mean, std) tuple of real numeric arrays",
+        ),
+        (lambda: ba.order_parameters(ones / 4, None, task.query_mask), "target_pattern of shape (): expected (4, 4)"),
+        (lambda: ba.Task(4, 2).sample(jax.random.key(0), 2), "Task cannot sample"),
+    ]:
+        with pytest.raises((ValueError, NotImplementedError), match=re.escape(named)):
+            call()
+    # the model's trace at good input (lists are arrays): the likelihood site holds the query rows' targets
+    trace = handlers.trace(model).get_trace(np.asarray(data.X).tolist(), data.Y, task, "softmax", ba.Prior())
+    assert np.array_equal(np.asarray(trace["Y"]["value"]), np.asarray(data.Y)[:, np.flatnonzero(task.query_mask)])

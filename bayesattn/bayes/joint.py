@@ -10,7 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .._validate import brief, check_bool, check_key
+from .._validate import brief, check_bool, check_key, check_real_array
 from ..models.attention import AttentionModel
 from ..tasks import Dataset, Task, check_dataset
 from .posterior import Posterior, Prior
@@ -28,6 +28,8 @@ def joint_model(X, Y, task, attention, prior, heads: int | None = None):
         raise ValueError(f"task={brief(task)}: expected a bayesattn Task (the data's, dataset.task)")
     if not isinstance(prior, Prior):
         raise ValueError(f"prior={brief(prior)}: expected a bayesattn Prior")
+    X = jnp.asarray(check_real_array("X", X, (None, task.T, task.d)))  # NaN, or another T, failed inside numpyro
+    Y = jnp.asarray(check_real_array("Y", Y, (X.shape[0], task.T, task.d_out)))
     T, d, H = task.T, task.d, model.heads
     L = numpyro.sample(
         "L",

@@ -28,7 +28,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import brief, check_between, check_int, check_key
+from .._validate import brief, check_between, check_int, check_key, check_real_dtype
 from ..diagnostics.observables import declared
 from .posterior import Posterior, check_posterior
 from .samplers.smc import tempered_smc
@@ -84,9 +84,9 @@ def _mean_std(name: str, ref: Any, shape: tuple | None) -> tuple[np.ndarray, np.
             f"branches[{name!r}]={type(ref).__name__}: expected a (mean, std) tuple of the position's shape"
         )
     try:
-        mean, std = (np.asarray(x, np.float64) for x in ref)
-    except (TypeError, ValueError):
-        raise ValueError(f"branches[{name!r}]: expected a (mean, std) tuple of numeric arrays") from None
+        mean, std = (np.asarray(check_real_dtype("mean, std", x), np.float64) for x in ref)
+    except (TypeError, ValueError):  # text, objects, complex numbers (cut to their real part before)
+        raise ValueError(f"branches[{name!r}]: expected a (mean, std) tuple of real numeric arrays") from None
     shape = mean.shape if shape is None else shape
     if mean.shape != shape or std.shape != shape:
         raise ValueError(f"branches[{name!r}] = (mean, std) of shapes {mean.shape}, {std.shape}: expected {shape} each")
@@ -153,6 +153,11 @@ def branch_evidences(
     check_key("key", key)
     runs = check_int("runs", runs, minimum=1)
     num_particles = check_int("num_particles", num_particles, minimum=2)
+    for name, fn in (("logdensity_fn", logdensity_fn), ("observable_fn", observable_fn)):
+        if not callable(fn) and not (name == "observable_fn" and fn is None):
+            raise ValueError(
+                f"{name}={brief(fn)}: expected a function of one position{' or None' if name == 'observable_fn' else ''}"
+            )
     if not isinstance(branches, dict) or len(branches) < 2:
         raise ValueError(f"branches={brief(branches)}: expected a dict of at least two named references")
     names = list(branches)

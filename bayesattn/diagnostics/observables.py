@@ -33,8 +33,10 @@ def _check_rows(alpha, query_mask: np.ndarray, pattern: np.ndarray | None = None
             f"query_mask of shape {mask.shape} and dtype {mask.dtype}: expected a bool mask of shape ({T},) with at "
             "least one query row (task.query_mask)"
         )
-    if pattern is not None and np.shape(pattern) != (T, T):
-        raise ValueError(f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}), as alpha's last axes")
+    if pattern is not None and (np.shape(pattern) != (T, T) or np.asarray(pattern).dtype.kind not in "biuf"):
+        raise ValueError(
+            f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}) real numbers, as alpha's last axes"
+        )
     return alpha, mask
 
 
@@ -74,7 +76,8 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     >>> {k: v.tolist() for k, v in op.items()}
     {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
-    return _order_parameters(*_check_rows(alpha, query_mask, target_pattern), np.asarray(target_pattern))
+    pattern = np.zeros(()) if target_pattern is None else target_pattern  # None: refused by the shape check
+    return _order_parameters(*_check_rows(alpha, query_mask, pattern), np.asarray(pattern))
 
 
 @fused
@@ -89,6 +92,7 @@ def _order_parameters(alpha, mask, target_pattern) -> dict:
 
 def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
     """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
+    pattern = np.zeros(()) if pattern is None else pattern  # None: refused by the shape check
     return _pattern_mass(*_check_rows(alpha, query_mask, pattern), np.asarray(pattern))
 
 

@@ -257,7 +257,9 @@ class Task:
         return Dataset(X, Y * jnp.asarray(self.query_mask, X.dtype)[None, :, None], self)
 
     def _sample(self, key, P):
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot sample: a Task subclass draws its data in _sample(key, P) -> (X, Y)"
+        )
 
     def replace(self, **changes) -> Task:
         """The same task with some fields changed (checked again)."""
