@@ -313,11 +313,15 @@ def test_maps_and_references_refuse_complex_or_nan_input_they_passed_through():
 
 
 def test_sequence_loss_refuses_what_gave_nan_or_an_unnamed_error():
-    """An all-False query mask and all-zero weights gave NaN (a mean over nothing), a list of weights an
+    """An all-False query mask, no sequence and all-zero weights gave NaN (a mean over nothing), a list of weights an
     AttributeError, complex predictions a complex loss; under jit the weights are not looked at."""
     F, Y, qm = jnp.zeros((2, 4, 3)), jnp.ones((2, 4, 3)), np.ones(4, bool)
     for call, named in [
-        (lambda: sequence_loss("mse", F, Y, np.zeros(4, bool)), "query_mask has no query row"),
+        (
+            lambda: sequence_loss("mse", F, Y, np.zeros(4, bool)),
+            "query_mask=array([False, False, False, False]): expected a",
+        ),
+        (lambda: sequence_loss("mse", F[:0], Y[:0], qm), "F of 0 sequences"),
         (lambda: sequence_loss("mse", F, Y, qm, weights=[0.0, 0.0]), "weights=[0.0, 0.0]: expected numbers >= 0"),
         (lambda: sequence_loss("mse", F, Y, qm, weights=[1.0, -1.0]), "weights=[1.0, -1.0]"),
         (lambda: sequence_loss("mse", F + 1j, Y, qm), "F has dtype complex128"),
@@ -496,3 +500,26 @@ def test_joint_model_branch_evidences_and_patterns_name_what_failed_deep():
     # the model's trace at good input (lists are arrays): the likelihood site holds the query rows' targets
     trace = handlers.trace(model).get_trace(np.asarray(data.X).tolist(), data.Y, task, "softmax", ba.Prior())
     assert np.array_equal(np.asarray(trace["Y"]["value"]), np.asarray(data.Y)[:, np.flatnonzero(task.query_mask)])
+
+
+def test_objectives_gram_and_progress_refuse_input_they_took():
+    """training_objective of a complex V and marginal_objective of a complex L were cut to their real parts;
+    Posterior.gram of a NaN L returned NaN; softmax_attention of a text failed inside JAX; StepProgress with a
+    number for its label failed in tqdm."""
+    from bayesattn.training.core import StepProgress
+
+    data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 6)
+    post, L, V = ba.Posterior(data), jnp.full((4, 4), 0.1), jnp.ones((2, 2))
+    for call, named in [
+        (lambda: ba.training_objective(L, V + 1j, post), "V has dtype complex128"),
+        (lambda: ba.marginal_objective(L + 1j, post), "L has dtype complex128"),
+        (lambda: post.gram(L * jnp.nan), "L contains 16 NaN or inf"),
+        (lambda: ba.softmax_attention("abc", np.ones((4, 4), bool)), "L has dtype <U3"),
+        (lambda: StepProgress(5, 3, enabled=False), "desc=3: expected the bar's label"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call()
+    # a list of logits is an array: the uniform rows of zero logits
+    assert np.allclose(np.asarray(ba.softmax_attention([[0.0, 0.0], [0.0, 0.0]], np.ones((2, 2), bool))), 0.5)
+    G, _ = post.gram(L)
+    assert np.all(np.isfinite(np.asarray(G)))

@@ -294,7 +294,7 @@ class Posterior:
     def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
         """G = Z^T Z: (H d, H d) and C = Z^T Y: (H d, d_out) from the sufficient statistics (H = 1: (d, d), (d, d_out))."""
         T, d, H = self.T, self.d, self.heads
-        self._check_L_shape(L)
+        L = self._check_L(L)
         alpha = self.model.weights(L, self.task.key_mask).reshape(H, T, T)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
         # (aw^T alpha) over t for every head pair, as one (T, H T)^T (T, H T) product: [(h, s), (h', s')]

@@ -32,7 +32,7 @@ def _logits_and_mask(L, key_mask) -> tuple[jax.Array, np.ndarray]:
     """L as a real array of shape (..., T, T) and key_mask as a bool array whose last two axes are (T, T);
     ValueError naming the one that is not (a mask of one axis, or of another T, would broadcast into wrong weights;
     complex logits would give complex weights)."""
-    L = check_real_dtype("L", L if hasattr(L, "shape") and hasattr(L, "dtype") else jnp.asarray(L))
+    L = check_real_dtype("L", L)  # an array as it is; a list or a number as a NumPy array
     mask = key_mask if hasattr(key_mask, "shape") and hasattr(key_mask, "dtype") else np.asarray(key_mask)
     if L.ndim < 2 or L.shape[-1] != L.shape[-2]:
         raise ValueError(f"L of shape {tuple(L.shape)}: expected (..., T, T) logits")

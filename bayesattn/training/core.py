@@ -453,6 +453,9 @@ class StepProgress:
 
     def __init__(self, total: int, desc: str, enabled: bool = True):
         self.bar = None
+        check_int("total", total, minimum=0)
+        if not isinstance(desc, str):
+            raise ValueError(f"desc={desc!r}: expected the bar's label, a str")
         if enabled:
             from tqdm.auto import tqdm
 

@@ -63,9 +63,9 @@ def sequence_loss(kind: str, F: jax.Array, Y: jax.Array, query_mask, weights: ja
     B, T, d_out = check_array("F", F, (None, None, None), finite=False).shape
     classes = kind == "xent" and jnp.issubdtype(Y.dtype, jnp.integer)
     check_array("Y", Y, (B, T) if classes else (B, T, d_out), finite=False)
-    check_real_array("query_mask", query_mask, (T,), finite=False)
-    if not is_traced(query_mask) and not np.any(np.asarray(query_mask)):
-        raise ValueError("query_mask has no query row: expected at least one (the mean over none is undefined)")
+    mask = check_real_array("query_mask", query_mask, (T,), finite=False)
+    if B == 0 or not (is_traced(mask) or np.any(mask)):  # a mean over no sequence or no query row
+        raise ValueError(f"F of {B} sequences and query_mask={brief(mask)}: expected a sequence and a query row")
     if weights is not None:
         weights = jnp.asarray(check_real_array("weights", weights, (B,), finite=False))
         if not is_traced(weights) and not (np.all(np.asarray(weights) >= 0) and np.sum(np.asarray(weights)) > 0):

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_array, is_traced
+from .._validate import check_real_array, is_traced
 from ..bayes.posterior import Posterior, Prior, check_posterior
 from ..models.attention import AttentionModel
 from ..tasks import Task
@@ -89,8 +89,8 @@ def training_objective(L: jax.Array, V: jax.Array, posterior: Posterior) -> jax.
     the same minimisers and gradients up to the factor -sigma2 / n.
     """
     _with_data(posterior)
-    L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
-    V = jnp.asarray(check_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
+    L = jnp.asarray(check_real_array("L", L, posterior.L_shape), jnp.float64)
+    V = jnp.asarray(check_real_array("V", V, (posterior.d_out, posterior.heads * posterior.d)), jnp.float64)
     return joint_loss(posterior, L, V)
 
 
@@ -102,5 +102,5 @@ def marginal_objective(L: jax.Array, posterior: Posterior) -> jax.Array:
     the modes of the marginal posterior p(L | D).
     """
     _with_data(posterior)
-    L = jnp.asarray(check_array("L", L, posterior.L_shape), jnp.float64)
+    L = jnp.asarray(check_real_array("L", L, posterior.L_shape), jnp.float64)
     return marginal_loss(posterior, L)
