@@ -58,6 +58,14 @@ def _real(value: Any) -> float:
     return float(value)
 
 
+def check_callable(name: str, value: Any, what: str = "a function", *, optional: bool = False):
+    """``value`` as it is when it can be called (or is None, when ``optional``); ValueError naming ``name`` and
+    ``what`` it should be otherwise (a number or None passed for a function failed later, inside JAX or a loop)."""
+    if not (callable(value) or (optional and value is None)):
+        raise ValueError(f"{name}={brief(value)}: expected {what}{' or None' if optional else ''}")
+    return value
+
+
 def check_bool(name: str, value: Any) -> bool:
     """A switch: True or False (NumPy's bools too). A string such as "no" is refused, not read as true."""
     if not isinstance(value, (bool, np.bool_)):

@@ -28,7 +28,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import brief, check_between, check_int, check_key, check_real_dtype
+from .._validate import brief, check_between, check_callable, check_int, check_key, check_real_dtype
 from ..diagnostics.observables import declared
 from .posterior import Posterior, check_posterior
 from .samplers.smc import tempered_smc
@@ -153,11 +153,8 @@ def branch_evidences(
     check_key("key", key)
     runs = check_int("runs", runs, minimum=1)
     num_particles = check_int("num_particles", num_particles, minimum=2)
-    for name, fn in (("logdensity_fn", logdensity_fn), ("observable_fn", observable_fn)):
-        if not callable(fn) and not (name == "observable_fn" and fn is None):
-            raise ValueError(
-                f"{name}={brief(fn)}: expected a function of one position{' or None' if name == 'observable_fn' else ''}"
-            )
+    check_callable("logdensity_fn", logdensity_fn, "a function of one position")
+    check_callable("observable_fn", observable_fn, "a function of one position", optional=True)
     if not isinstance(branches, dict) or len(branches) < 2:
         raise ValueError(f"branches={brief(branches)}: expected a dict of at least two named references")
     names = list(branches)

@@ -25,6 +25,7 @@ import optax
 from .._validate import (
     brief,
     check_between,
+    check_callable,
     check_choice,
     check_int,
     check_key,
@@ -294,9 +295,8 @@ def run_loop(
     if not (hasattr(opt, "init") and hasattr(opt, "update")):
         raise ValueError(f"opt={opt!r}: expected an optax GradientTransformation (e.g. optax.adam(1e-2))")
     check_key("key", key)
-    for name, fn in (("loss_fn", loss_fn), ("record_fn", record_fn), ("on_record", on_record)):
-        if not callable(fn) and not (name == "on_record" and fn is None):
-            raise ValueError(f"{name}={brief(fn)}: expected a function{' or None' if name == 'on_record' else ''}")
+    check_callable("loss_fn", loss_fn), check_callable("record_fn", record_fn)
+    check_callable("on_record", on_record, optional=True)
     leaves = jax.tree.leaves(params)
     if not leaves or not all(jnp.issubdtype(jnp.result_type(p), jnp.floating) for p in leaves):
         kinds = sorted({str(jnp.result_type(p)) for p in leaves})

@@ -35,6 +35,7 @@ from .._validate import (
     brief,
     check_array,
     check_bool,
+    check_callable,
     check_choice,
     check_distinct,
     check_int,
@@ -218,8 +219,7 @@ def _spec(
         batch_size = check_int("batch_size", batch_size, minimum=1, maximum=P_min)
     if online and batch_size is None:
         raise ValueError("batch_size=None: online training (data given as a Task) needs a batch size")
-    if penalty is not None and not callable(penalty):
-        raise ValueError(f"penalty={penalty!r}: expected a function of the network or None")
+    check_callable("penalty", penalty, "a function of the network", optional=True)
     plan = Plan.make(steps, record_every, log_records, checkpoints)
     return _Spec(
         task, loss, _optimizer(optimizer, lr), plan, batch_size, online, penalty, check_positive("bound", bound)

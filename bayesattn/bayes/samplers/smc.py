@@ -18,7 +18,7 @@ import numpy as np
 from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from blackjax.smc.tuning.from_particles import particles_stds
 
-from ..._validate import brief, check_array, check_between, check_int, check_key, check_positive
+from ..._validate import brief, check_array, check_between, check_callable, check_int, check_key, check_positive
 from ..program import rebuild_posterior
 from ..samples import Samples, assemble_samples, draw_observables
 from .base import Sampler, SamplerJob
@@ -68,9 +68,8 @@ def tempered_smc(
         check_int(name, count, minimum=1)
     initial_step_size = check_positive("initial_step_size", initial_step_size)
     n = _check_particles(particles)
-    for name, fn in (("logprior_fn", logprior_fn), ("loglikelihood_fn", loglikelihood_fn)):
-        if not callable(fn):
-            raise ValueError(f"{name}={brief(fn)}: expected a function of one particle")
+    check_callable("logprior_fn", logprior_fn, "a function of one particle")
+    check_callable("loglikelihood_fn", loglikelihood_fn, "a function of one particle")
     step_fn = functools.partial(blackjax.hmc.build_kernel(), num_integration_steps=num_integration_steps)
 
     # the kernel is built once and takes the tuned parameters at every step (as blackjax's tempered.py does);
