@@ -89,7 +89,8 @@ class OptimizerConfig:
     lr * final_factor at step ``decay_steps``, default the run's length), "exponential" (to lr * final_factor
     at decay_steps) or "plateau" (``optax.contrib.reduce_on_plateau`` on the loss: lr *= plateau_factor after
     ``plateau_patience`` steps without relative improvement ``plateau_rtol``). clip: global-norm gradient
-    clipping (None: none), applied before the optimizer.
+    clipping (None: none), applied before the optimizer. A setting of another decay than the one chosen is
+    refused (ValueError), as is a warm-up that reaches the decay's end, so that a recorded config runs as it reads.
     """
 
     name: str = "adam"
