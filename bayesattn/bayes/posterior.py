@@ -293,8 +293,11 @@ class Posterior:
     # --- the closed form ---
     def gram(self, L: jax.Array) -> tuple[jax.Array, jax.Array]:
         """G = Z^T Z: (H d, H d) and C = Z^T Y: (H d, d_out) from the sufficient statistics (H = 1: (d, d), (d, d_out))."""
+        return self._gram(self._check_L(L))
+
+    def _gram(self, L):
+        """:meth:`gram` of an L already checked (by the caller's ``_check_L``)."""
         T, d, H = self.T, self.d, self.heads
-        L = self._check_L(L)
         alpha = self.model.weights(L, self.task.key_mask).reshape(H, T, T)
         aw = alpha * jnp.asarray(self.task.query_mask, alpha.dtype)[:, None]
         # (aw^T alpha) over t for every head pair, as one (T, H T)^T (T, H T) product: [(h, s), (h', s')]
@@ -309,8 +312,8 @@ class Posterior:
         return G, C
 
     def _readout(self, L):
-        """Cholesky factor of G + lam I and C."""
-        G, C = self.gram(L)
+        """Cholesky factor of G + lam I and C (L checked by the caller)."""
+        G, C = self._gram(L)
         lam = self.prior.lam(self.d)
         chol = jnp.linalg.cholesky(G + lam * jnp.eye(G.shape[0]))
         return chol, C
@@ -326,7 +329,7 @@ class Posterior:
         """log p(D | L) with V integrated out: the log Gaussian-process evidence (normalised)."""
         L = self._check_L(L)
         s2, lam = self.prior.sigma2, self.prior.lam(self.d)
-        G, C = self.gram(L)
+        G, C = self._gram(L)
         k = G.shape[0]
         fit, logdet_K = _ridge_terms(G + lam * jnp.eye(k), C)
         logdet = logdet_K - k * jnp.log(lam)  # log det(I + G / lam)
