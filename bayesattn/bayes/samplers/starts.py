@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import brief, check_between, check_choice, check_int, check_key
+from ..._validate import brief, check_between, check_choice, check_int, check_key, check_real_dtype
 from ...models.attention import hot_logits
 from ..posterior import Posterior, check_posterior
 
@@ -81,10 +81,8 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
             return jnp.broadcast_to(jnp.asarray(hot_pattern(posterior)), (num_chains, *shape))
         return math.sqrt(posterior.prior.sigma_A2) * jax.random.normal(key, (num_chains, *shape), jnp.float64)
     try:
-        raw = np.asarray(init)
-        if np.iscomplexobj(raw):  # float64 would keep the real part with only NumPy's warning
-            raise TypeError
-        arr = np.asarray(raw, dtype=np.float64)
+        # complex numbers refused, not cut to their real part with only NumPy's warning
+        arr = np.asarray(check_real_dtype("init", init), dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(
             f"init={brief(init)}: expected one of {', '.join(map(repr, SAMPLER_INITS))} or an array of real numbers"
