@@ -19,10 +19,14 @@ from .._validate import check_real_dtype
 Observable = Callable[[jax.Array], jax.Array]
 
 
-def _check_rows(alpha, query_mask: np.ndarray, pattern: np.ndarray | None = None) -> tuple[jax.Array, np.ndarray]:
-    """Weights alpha: (..., T, T) as a real array and the (T,) bool ``query_mask``, checked: at least one query row,
-    and ``pattern``, when given, (T, T). ValueError naming the argument otherwise (an integer mask would weight
-    rows by its values; another T would broadcast; complex weights gave complex order parameters)."""
+NO_PATTERN = object()  # _check_rows' default: no pattern to check (None is a pattern given, and refused)
+
+
+def _check_rows(alpha, query_mask: np.ndarray, pattern=NO_PATTERN) -> tuple[jax.Array, np.ndarray, np.ndarray | None]:
+    """(alpha, mask, pattern): weights alpha: (..., T, T) as a real array, the (T,) bool ``query_mask``, checked (at
+    least one query row), and ``pattern``, when given, as a (T, T) real array (None when not given). ValueError
+    naming the argument otherwise (an integer mask would weight rows by its values; another T would broadcast;
+    complex weights gave complex order parameters)."""
     alpha = jnp.asarray(check_real_dtype("alpha", alpha))
     T = alpha.shape[-1] if alpha.ndim else 0
     if alpha.ndim < 2 or alpha.shape[-2] != T:
@@ -33,11 +37,14 @@ def _check_rows(alpha, query_mask: np.ndarray, pattern: np.ndarray | None = None
             f"query_mask of shape {mask.shape} and dtype {mask.dtype}: expected a bool mask of shape ({T},) with at "
             "least one query row (task.query_mask)"
         )
-    if pattern is not None and (np.shape(pattern) != (T, T) or np.asarray(pattern).dtype.kind not in "biuf"):
+    if pattern is NO_PATTERN:
+        return alpha, mask, None
+    pattern = np.asarray(pattern)
+    if pattern.shape != (T, T) or pattern.dtype.kind not in "biuf":
         raise ValueError(
-            f"target_pattern of shape {np.shape(pattern)}: expected ({T}, {T}) real numbers, as alpha's last axes"
+            f"target_pattern of shape {pattern.shape}: expected ({T}, {T}) real numbers, as alpha's last axes"
         )
-    return alpha, mask
+    return alpha, mask, pattern
 
 
 def _row_weights(alpha: jax.Array, mask) -> jax.Array:
@@ -76,8 +83,7 @@ def order_parameters(alpha: jax.Array, target_pattern: np.ndarray, query_mask: n
     >>> {k: v.tolist() for k, v in op.items()}
     {'m': [0.25, 1.0], 'q': [0.25, 1.0], 'u': [0.25, 1.0]}
     """
-    pattern = np.zeros(()) if target_pattern is None else target_pattern  # None: refused by the shape check
-    return _order_parameters(*_check_rows(alpha, query_mask, pattern), np.asarray(pattern))
+    return _order_parameters(*_check_rows(alpha, query_mask, target_pattern))
 
 
 @fused
@@ -92,8 +98,7 @@ def _order_parameters(alpha, mask, target_pattern) -> dict:
 
 def pattern_mass(alpha: jax.Array, pattern: np.ndarray, query_mask: np.ndarray) -> jax.Array:
     """<sum_s alpha_ts pattern_ts>_t over the query rows: the attention mass on a (lag or span) pattern."""
-    pattern = np.zeros(()) if pattern is None else pattern  # None: refused by the shape check
-    return _pattern_mass(*_check_rows(alpha, query_mask, pattern), np.asarray(pattern))
+    return _pattern_mass(*_check_rows(alpha, query_mask, pattern))
 
 
 @fused
@@ -103,7 +108,8 @@ def _pattern_mass(alpha, mask, pattern) -> jax.Array:
 
 def attention_entropy(alpha: jax.Array, query_mask: np.ndarray) -> jax.Array:
     """Mean over query rows of -sum_s alpha_ts log alpha_ts (nats; rows of a softmax sum to 1)."""
-    return _attention_entropy(*_check_rows(alpha, query_mask))
+    alpha, mask, _ = _check_rows(alpha, query_mask)
+    return _attention_entropy(alpha, mask)
 
 
 @fused
