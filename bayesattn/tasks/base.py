@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import brief, check_int, check_key, check_real_array
+from .._validate import brief, check_array, check_int, check_key, check_real_array
 
 # the largest array of data a task draws (P x T x d numbers): past it the allocation fails inside XLA, and may take
 # the interpreter down with it, so a larger P is refused first
@@ -131,11 +131,12 @@ class Dataset:
         return self.P * int(self.task.query_mask.sum())
 
 
-def check_dataset(name: str, value, *, any_d_out: bool = False) -> Dataset:
+def check_dataset(name: str, value, *, any_d_out: bool = False, like: Task | None = None) -> Dataset:
     """``value`` as it is when it is a :class:`Dataset` of a :class:`Task` whose X: (P, T, d) and Y: (P, T, d_out)
     hold real numbers, finite when concrete (``any_d_out``: Y's last axis of any size, for a network that predicts
-    its own outputs); arrays given as lists come back as arrays. ValueError naming ``name`` and the part that is
-    not: the constructor checks nothing, so a Dataset built directly reaches its consumers as it was given."""
+    its own outputs); arrays given as lists come back as arrays. ``like``: a test set's training task, whose T, d
+    and d_out the arrays must have too. ValueError naming ``name`` and the part that is not: the constructor checks
+    nothing, so a Dataset built directly reaches its consumers as it was given."""
     if not isinstance(value, Dataset):
         raise ValueError(f"{name}={type(value).__name__}: expected a bayesattn Dataset (task.sample(key, P))")
     task = value.task
@@ -143,6 +144,9 @@ def check_dataset(name: str, value, *, any_d_out: bool = False) -> Dataset:
         raise ValueError(f"{name}.task={brief(task)}: expected a bayesattn Task instance")
     X = check_real_array(f"{name}.X", value.X, (None, task.T, task.d))
     Y = check_real_array(f"{name}.Y", value.Y, (X.shape[0], task.T, None if any_d_out else task.d_out))
+    if like is not None:
+        check_array(f"{name}.X", X, (None, like.T, like.d), finite=False)
+        check_array(f"{name}.Y", Y, (X.shape[0], like.T, like.d_out), finite=False)
     return value if X is value.X and Y is value.Y else Dataset(jnp.asarray(X), jnp.asarray(Y), task)
 
 

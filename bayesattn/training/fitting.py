@@ -69,8 +69,9 @@ def sequence_loss(kind: str, F: jax.Array, Y: jax.Array, query_mask, weights: ja
         raise ValueError(f"F of {B} sequences and query_mask={brief(mask)}: expected a sequence and a query row")
     if weights is not None:
         weights = jnp.asarray(check_real_array("weights", weights, (B,), finite=False))
-        if not is_traced(weights) and not (np.all(np.asarray(weights) >= 0) and np.sum(np.asarray(weights)) > 0):
-            raise ValueError(f"weights={np.asarray(weights).tolist()!r}: expected numbers >= 0, not all 0")
+        w = None if is_traced(weights) else np.asarray(weights)
+        if w is not None and not (np.all(w >= 0) and np.sum(w) > 0):
+            raise ValueError(f"weights={w.tolist()!r}: expected numbers >= 0, not all 0")
     if kind == "mse":
         per = jnp.mean((Y - F) ** 2, axis=-1)
     else:
@@ -255,11 +256,9 @@ def _check_network_takes(network, task, X_or_key) -> None:
 def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     """(test X, Y or None, probe X, Y, note on the test set)."""
     if isinstance(test, Dataset):
-        test = check_dataset("test", test, any_d_out=True)  # its own task's shapes, and the training task's:
+        test = check_dataset("test", test, any_d_out=True, like=task)
         if test.P < 1:
             raise ValueError(f"test: P={test.P} sequences; expected at least one, or test=None")
-        check_array("test.X", test.X, (None, task.T, task.d), finite=False)
-        check_array("test.Y", test.Y, (test.P, task.T, task.d_out), finite=False)
         tX, tY, note = test.X, test.Y, f"user test set ({test.P} sequences)"
     elif test is None:
         tX = tY = None

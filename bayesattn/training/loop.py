@@ -51,7 +51,7 @@ import numpy as np
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import brief, check_array, check_distinct, check_int, check_key
+from .._validate import brief, check_distinct, check_int, check_key
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
@@ -267,9 +267,7 @@ def train(
         raise ValueError(f"dataset.P={dataset.P}: expected at least one sequence")
     test_size = check_int("test_size", test_size, minimum=1)
     if test is not None:
-        test = check_dataset("test", test)  # its own task's shapes, and the training task's:
-        check_array("test.X", test.X, (None, task.T, task.d), finite=False)
-        check_array("test.Y", test.Y, (test.P, task.T, task.d_out), finite=False)
+        test = check_dataset("test", test, like=task)
         if test.P < 1:
             raise ValueError(f"test.P={test.P}: expected at least one sequence")
     cfg = make_train_config(
