@@ -284,8 +284,10 @@ def test_optimizer_refuses_settings_it_would_record_but_not_use():
     OptimizerConfig(decay="cosine", warmup=5, decay_steps=50, final_factor=0.1).build(100)
     OptimizerConfig(decay="plateau", plateau_patience=3, plateau_factor=0.2).build(10)
     OptimizerConfig("langevin").build(10, temperature=0.5)
-    sgld(optax_constant := (lambda step: 0.1), jnp.array(1.0))
-    assert callable(optax_constant)
+    # a schedule and an array temperature are taken: at temperature 0 the update is -lr g (the formula by hand)
+    opt = sgld(lambda step: 0.1, jnp.array(0.0))
+    update, _ = opt.update(jnp.array([1.0, -2.0]), opt.init(jnp.zeros(2)), key=jax.random.key(0))
+    assert np.allclose(np.asarray(update), [-0.1, 0.2])
 
 
 def test_maps_and_references_refuse_complex_or_nan_input_they_passed_through():
