@@ -10,7 +10,7 @@ from bayesattn.cli import main
 from bayesattn.diagnostics import screens as S
 from bayesattn.experiments.screens import Screens
 from bayesattn.experiments.screens.tools import screen_transformer
-from bayesattn.experiments.screens.trajectory import pr_rise_step, trajectory_probes
+from bayesattn.experiments.screens.trajectory import circuit_convergence, pr_rise_step, trajectory_probes
 from bayesattn.models import Transformer, TransformerConfig
 from bayesattn.models.trace import transformer_trace
 from bayesattn.sweep import run_experiment
@@ -53,6 +53,18 @@ def test_pr_rise_step():
     assert pr_rise_step([0, 10, 20, 30, 40], [8.0, 1.0, 3.0, 6.0, 9.0]) == 30  # climbs from the dip: 1 -> 5 at 30
     assert pr_rise_step([0, 1, 2], [5.0, 5.0, 5.0]) is None
     assert pr_rise_step([0, 1, 2], [5.0, 4.0, 3.0]) is None
+
+
+def test_circuit_convergence_on_made_up_selectivities():
+    steps = [0, 10, 20, 30, 40]
+    sel = np.zeros((5, 1, 2))
+    sel[2:, 0, 0] = 60.0  # head (0, 0) at >= 50x from step 20 on
+    sel[[1, 2, 4], 0, 1] = 80.0  # head (0, 1) from step 10, below 50x at step 30, back at 40
+    assert circuit_convergence(steps, sel) == {"heads": [[0, 0], [0, 1]], "from_step": 40}
+    sel[3, 0, 1] = 50.0  # exactly at the threshold counts
+    assert circuit_convergence(steps, sel) == {"heads": [[0, 0], [0, 1]], "from_step": 20}
+    assert circuit_convergence(steps, np.full((5, 1, 2), 99.0))["from_step"] == 0
+    assert circuit_convergence(steps, np.full((5, 1, 2), 49.9)) == {"heads": [], "from_step": None}
 
 
 TINY = {
@@ -129,3 +141,89 @@ def test_trajectory_and_cli_on_checkpoints(tmp_path, capsys):
     assert "longer than the model's context" in capsys.readouterr().err
     assert main(["screen", "--model", "gpt-5"]) == 2
     assert "model='gpt-5'" in capsys.readouterr().err
+
+
+def test_seeds_add_runs_and_their_statistics_without_touching_the_first(tmp_path):
+    """``seeds = 3`` adds two training runs beside the one of ``seeds = 1`` (its point is kept, not redone), and
+    the summary's seed statistics agree with each seed's own trajectory summary and with scipy's intervals."""
+    from scipy import stats
+
+    from bayesattn.experiments.screens.summary import seeds_line
+    from bayesattn.experiments.screens.trajectory import summarize
+
+    body = ['parts = ["trajectory"]', "[trajectory]"] + [f"{k} = {json.dumps(v)}" for k, v in TINY.items()]
+    one, three = tmp_path / "one.toml", tmp_path / "three.toml"
+    one.write_text("\n".join(['name = "tiny"'] + body))
+    three.write_text("\n".join(['name = "tiny"', "seeds = 3"] + body))
+    out = tmp_path / "out"
+    first = run_experiment(Screens(), Screens.load_config(one), out, progress=False, figures=False)
+    assert "trajectory_seeds" not in first
+    more = run_experiment(Screens(), Screens.load_config(three), out, progress=False, figures=False)
+    assert more["points_computed"] == 2 and more["points_resumed"] == 1
+    assert more["trajectory"] == first["trajectory"]  # the first seed's run, as before
+    st = more["trajectory_seeds"]
+    assert [p["seed"] for p in st["seeds"]] == [0, 1, 2] and st["steps"] == TINY["steps"]
+    files = {json.loads(f.read_text())["point"]["seed"]: f for f in (out / "points" / "trajectory").glob("*.json")}
+    assert sorted(files) == [0, 1, 2]
+    judged = []
+    for p in st["seeds"]:
+        res = json.loads(files[p["seed"]].read_text())["result"]
+        s = summarize(res["checkpoints"], res["history"], res["record_every"])
+        ind = [h for h in s["heads"] if "induction" in h["classes"]]
+        assert p["induction_heads"] == [[h["layer"], h["head"]] for h in ind]
+        assert p["pr_first"] == (
+            all(h["pr_rise_step"] is not None and h["pr_rise_step"] <= h["crossing_step"]["induction"] for h in ind)
+            if ind
+            else None
+        )
+        # the circuit's heads: those at >= 50x at the last checkpoint, read from the point file
+        last = np.array(res["checkpoints"][-1]["repeated_pair"]["selectivity"]["induction"])
+        assert p["circuit_heads"] == np.argwhere(last >= 50.0).tolist()
+        if p["pr_first"] is not None:
+            judged.append(p["pr_first"])
+    r = st["pr_first"]
+    assert (r["solved"], r["seeds"]) == (sum(judged), len(judged))
+    if judged:
+        ci = stats.binomtest(sum(judged), len(judged)).proportion_ci(method="wilson")
+        assert r["ci"] == pytest.approx([ci.low, ci.high])
+    frac = [1.0 if p["circuit_from_step"] is None else p["circuit_from_step"] / TINY["steps"] for p in st["seeds"]]
+    m = st["circuit_fraction"]
+    assert m["seeds"] == 3 and (m["median"] is None or m["median"] == pytest.approx(np.median(frac)))
+    assert seeds_line(st).startswith("3 seeds: ")
+
+
+def _made_up_run(seed, cross, rise):
+    """A trajectory record of one layer and two heads over steps 0..40: head (0, 1)'s induction selectivity
+    jumps to 100x at step ``cross`` (None: never), its PR dips to 1 at step 10 and climbs to 9 at ``rise``."""
+    steps = [0, 10, 20, 30, 40]
+    checkpoints = []
+    for s in steps:
+        sel = {c: [[1.0, 1.0]] for c in S.CLASSES}
+        sel["induction"] = [[1.0, 100.0 if cross is not None and s >= cross else 1.0]]
+        pr = 5.0 if s == 0 else (9.0 if s >= rise else 1.0)
+        checkpoints.append(
+            {
+                "step": s,
+                "repeated_pair": {"selectivity": sel, "pr": [[3.0, pr]]},
+                "repeated_sequence": {"copy_loss": 1.0},
+            }
+        )
+    history = {"step": steps, "loss": [4.0, 3.0, 2.0, 1.0, 0.5]}
+    result = {"checkpoints": checkpoints, "history": history, "record_every": 10}
+    return {"point": {"part": "trajectory", "trajectory": {"steps": 40}, "seed": seed}, "result": result}
+
+
+def test_seed_statistics_count_the_seeds_where_pr_comes_first():
+    from bayesattn.experiments.screens.summary import seed_statistics, seeds_line
+
+    runs = [_made_up_run(2, None, 20), _made_up_run(0, 30, 20), _made_up_run(1, 30, 40), _made_up_run(3, 20, 20)]
+    st = seed_statistics(runs)
+    assert [p["seed"] for p in st["seeds"]] == [0, 1, 2, 3]
+    assert [p["pr_first"] for p in st["seeds"]] == [True, False, None, True]
+    assert [p["crossing_steps"] for p in st["seeds"]] == [[30], [30], [], [20]]
+    assert [p["circuit_from_step"] for p in st["seeds"]] == [30, 30, None, 20]
+    assert (st["pr_first"]["solved"], st["pr_first"]["seeds"]) == (2, 3)  # the seed without a head is not judged
+    # fractions of the 40 steps, the seed without a circuit at 1: median of (0.75, 0.75, 1, 0.5)
+    assert st["circuit_fraction"]["median"] == pytest.approx(0.75)
+    assert st["loss_halfway_step"]["median"] == pytest.approx(20.0)
+    assert "in 2 of 3 seeds" in seeds_line(st) and "from 75 [" in seeds_line(st)

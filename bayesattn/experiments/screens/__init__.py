@@ -30,7 +30,10 @@ class Screens(Experiment):
         out: dict[str, list[dict]] = {}
         lens = {k: v for k, v in cfg.bayes.model_dump().items() if k not in ("P", "theory_points")}
         if "trajectory" in cfg.parts:
-            out["trajectory"] = [{"part": "trajectory", "trajectory": cfg.trajectory.model_dump(), "seed": cfg.seed}]
+            traj = cfg.trajectory.model_dump()
+            out["trajectory"] = [
+                {"part": "trajectory", "trajectory": traj, "seed": cfg.seed + i} for i in range(cfg.seeds)
+            ]
         if "bayes" in cfg.parts:
             out["bayes"] = [{"part": "bayes", "bayes": lens, "P": int(P), "seed": cfg.seed} for P in cfg.bayes.P]
         if "theory" in cfg.parts:  # the theory needs the task and the prior only

@@ -17,6 +17,7 @@ from ..config import (
     PositiveInt,
     Section,
     Seed,
+    SeedCount,
     SeqLength,
 )
 from ..sections import ChainsSection, PriorSection
@@ -128,6 +129,7 @@ class ScreensConfig(ExperimentConfig):
     name: str = "screens"
     parts: NonEmpty[Part] = ["trajectory"]
     seed: Seed = 0
+    seeds: SeedCount = 1  # training runs of the trajectory, seeds seed, seed + 1, ...; from 2, the seeds' statistics
     trajectory: TrajectoryConfig = TrajectoryConfig()
     bayes: BayesLensConfig = BayesLensConfig()
     model: ModelScreen = ModelScreen()

@@ -4,7 +4,8 @@ the Bayesian copy head's selectivity and PR thresholds in P (NUTS and theory), a
 from __future__ import annotations
 
 from ...bayes.theory.common import first_crossing
-from ...diagnostics.screens import CLASSES, THRESHOLD
+from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
+from ...stats import BOOTSTRAP, WILSON, median_interval, solve_rate
 from .bayes import half_rise
 from .trajectory import summarize as trajectory_summary
 
@@ -28,10 +29,67 @@ def head_sets(result: dict, threshold: float = THRESHOLD) -> dict[str, list[list
     return sets
 
 
+def seed_measures(seed: int, s: dict) -> dict:
+    """One training seed's measures behind the paper's findings F4 and F5, from its trajectory summary ``s``:
+    its final induction heads (30x) with their PR half-rise and threshold-crossing steps, ``pr_first`` (every one
+    of them has its PR half-rise at or before its crossing; None without an induction head), the step from which
+    the screen holds the final induction circuit (50x) and the step from which the PR-integral ranking's top heads
+    are the final induction heads, and the loss's half-way step."""
+    ind = [h for h in s["heads"] if "induction" in h["classes"]]
+    over = s["ranking"].get("over_training", {}).get("integral", {})
+    return {
+        "seed": int(seed),
+        "induction_heads": [[h["layer"], h["head"]] for h in ind],
+        "pr_rise_steps": [h["pr_rise_step"] for h in ind],
+        "crossing_steps": [h["crossing_step"]["induction"] for h in ind],
+        "pr_first": all(h["pr_at_or_before"]["induction"] for h in ind) if ind else None,
+        "circuit_heads": s["circuit"]["heads"],
+        "circuit_from_step": s["circuit"]["from_step"],
+        "ranking_from_step": over.get("from_step"),
+        "loss_halfway_step": s["induction_bump"]["loss_halfway_step"],
+    }
+
+
+def seed_statistics(runs: list[dict]) -> dict:
+    """The trajectory's statistics over its training seeds (``runs``: the point records, one per seed): each
+    seed's :func:`seed_measures`, and over the seeds
+    - ``pr_first``: in how many seeds with an induction head every such head's PR rises half-way at or before its
+      selectivity crosses 30x (the paper's F5), with the 95% Wilson interval;
+    - ``circuit_fraction`` and ``ranking_fraction``: the step from which the screen holds the final induction
+      circuit (the paper's F4), and from which the PR-integral ranking picks it, as fractions of the training
+      steps: median and 95% bootstrap interval, a seed without a final circuit counted as 1 (not within the run);
+    - ``loss_halfway_step``: the loss's half-way step, median and interval."""
+    per = []
+    for r in sorted(runs, key=lambda r: r["point"]["seed"]):
+        res = r["result"]
+        per.append(
+            seed_measures(
+                r["point"]["seed"], trajectory_summary(res["checkpoints"], res["history"], res["record_every"])
+            )
+        )
+    steps = runs[0]["point"]["trajectory"]["steps"]
+    judged = [p["pr_first"] for p in per if p["pr_first"] is not None]
+
+    def fraction(key):
+        return median_interval([None if p[key] is None else p[key] / steps for p in per], 1.0)
+
+    return {
+        "seeds": per,
+        "steps": steps,
+        "pr_first": solve_rate(sum(judged), len(judged)),
+        "circuit_fraction": fraction("circuit_from_step"),
+        "ranking_fraction": fraction("ranking_from_step"),
+        "loss_halfway_step": median_interval([p["loss_halfway_step"] for p in per], steps),
+        "intervals": {"rate": WILSON, "median": BOOTSTRAP},
+        "circuit_threshold": CIRCUIT_THRESHOLD,
+    }
+
+
 def summarize(records: dict[str, list[dict]]) -> dict:
     out: dict = {}
     if records.get("trajectory"):
-        res = records["trajectory"][0]["result"]
+        runs = sorted(records["trajectory"], key=lambda r: r["point"]["seed"])
+        res = runs[0]["result"]  # the first seed's run in full, as with one seed
         out["trajectory"] = {
             "train_wall_s": res["train_wall_s"],
             "screen_wall_s": res["screen_wall_s"],
@@ -39,6 +97,8 @@ def summarize(records: dict[str, list[dict]]) -> dict:
             "probes": res["probes"],
             **trajectory_summary(res["checkpoints"], res["history"], res["record_every"]),
         }
+        if len(runs) > 1:
+            out["trajectory_seeds"] = seed_statistics(runs)
     if records.get("bayes"):
         pts = sorted((r["result"] for r in records["bayes"]), key=lambda p: p["P"])
         P = [p["P"] for p in pts]
@@ -68,6 +128,8 @@ def describe(summary: dict) -> list[str]:
             f"previous-token head per layer {b['first_previous_token_head']}, first induction head (50x) "
             f"{b['first_induction_head']}"
         )
+    if "trajectory_seeds" in summary:
+        lines.append(seeds_line(summary["trajectory_seeds"]))
     if "bayes" in summary:
         s = summary["bayes"]
         for p in s["points"]:
@@ -105,3 +167,25 @@ def describe(summary: dict) -> list[str]:
 
 def _p(x) -> str:
     return "-" if x is None else f"{x:.0f}"
+
+
+def _median(m: dict, scale: float = 1.0, fmt: str = ".0f") -> str:
+    if m["median"] is None:
+        return "not within the run in half the seeds or more"
+    ci = "" if m["ci"] is None else f" [{m['ci'][0] * scale:{fmt}}, {m['ci'][1] * scale:{fmt}}]"
+    return f"{m['median'] * scale:{fmt}}{ci}"
+
+
+def seeds_line(st: dict) -> str:
+    """The seeds' statistics in one line (intervals 95%: Wilson for the count, bootstrap for the medians)."""
+    r = st["pr_first"]
+    rate = (
+        "no seed formed an induction head"
+        if not r["seeds"]
+        else (f"in {r['solved']} of {r['seeds']} seeds [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]")
+    )
+    return (
+        f"{len(st['seeds'])} seeds: every final induction head's PR rises half-way at or before its 30x crossing "
+        f"{rate}; the screen holds its final induction circuit (50x) from {_median(st['circuit_fraction'], 100)}% "
+        f"of training, the PR-integral ranking from {_median(st['ranking_fraction'], 100)}% (medians, 95% intervals)"
+    )

@@ -165,6 +165,20 @@ def pr_ranking(steps, pr, sel) -> dict:
     return out
 
 
+def circuit_convergence(steps, induction) -> dict:
+    """When the screen settles on the final induction circuit: ``heads``, the [layer, head] pairs at induction
+    selectivity >= 50x (:data:`CIRCUIT_THRESHOLD`) at the last checkpoint, and ``from_step``, the first checkpoint
+    from which the heads at >= 50x are exactly those at every later checkpoint (None when the final circuit is
+    empty). induction: (K, layers, heads) selectivities over the checkpoints ``steps``."""
+    at = np.asarray(induction) >= CIRCUIT_THRESHOLD  # (K, L, H)
+    final = at[-1]
+    if not final.any():
+        return {"heads": [], "from_step": None}
+    same = (at == final).all(axis=(1, 2))
+    start = int(np.flatnonzero(~same)[-1]) + 1 if (~same).any() else 0
+    return {"heads": np.argwhere(final).tolist(), "from_step": int(np.asarray(steps)[start])}
+
+
 def summarize(points: list, history: dict, every: int = 1) -> dict:
     """Per head: its final classes (repeated-pair screen at 30x), the first checkpoint crossing the threshold
     of each, its PR half-rise checkpoint; per layer: BOS fraction over checkpoints; the induction bump: the
@@ -206,6 +220,7 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
     return {
         "steps": steps.tolist(),
         "heads": heads,
+        "circuit": circuit_convergence(steps, sel["induction"]),
         "ranking": pr_ranking(steps, pr, sel),
         "bos_fraction": bos.tolist(),
         "copy_loss": [p["copy_loss"] for p in seq],
