@@ -213,7 +213,8 @@ def _made_up_run(seed, cross, rise):
     return {"point": {"part": "trajectory", "trajectory": {"steps": 40}, "seed": seed}, "result": result}
 
 
-def test_seed_statistics_count_the_seeds_where_pr_comes_first():
+def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
+    from bayesattn.experiments.screens.figures import seeds_figure
     from bayesattn.experiments.screens.summary import seed_statistics, seeds_line
 
     runs = [_made_up_run(2, None, 20), _made_up_run(0, 30, 20), _made_up_run(1, 30, 40), _made_up_run(3, 20, 20)]
@@ -227,3 +228,5 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first():
     assert st["circuit_fraction"]["median"] == pytest.approx(0.75)
     assert st["loss_halfway_step"]["median"] == pytest.approx(20.0)
     assert "in 2 of 3 seeds" in seeds_line(st) and "from 75 [" in seeds_line(st)
+    (tmp_path / "summary.json").write_text(json.dumps({"trajectory_seeds": st}))
+    assert seeds_figure(tmp_path).name == "trajectory_seeds.png"  # drawn and passed the figure check

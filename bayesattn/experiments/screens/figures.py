@@ -91,7 +91,7 @@ def trajectory_figure(out_dir, path=None) -> Path:
     from .trajectory import summarize
 
     out = Path(out_dir)
-    res = load_results(out / "points" / "trajectory")[0]["result"]
+    res = first_run(out)["result"]
     pts = sorted(res["checkpoints"], key=lambda p: p["step"])
     s = {"history": res["history"], **summarize(pts, res["history"], res["record_every"])}
     steps = np.array([p["step"] for p in pts])
@@ -162,17 +162,24 @@ def trajectory_figure(out_dir, path=None) -> Path:
     return save(fig, path)
 
 
-def _trajectory_figures(out: Path, path: Path) -> Path | None:
+def first_run(out) -> dict | None:
+    """The trajectory's point record of the lowest seed (the config's ``seed``: the run the summary's
+    "trajectory" describes), or None when the folder holds no trajectory point."""
     folder = Path(out) / "points" / "trajectory"
-    return trajectory_figure(out, path) if folder.is_dir() and load_results(folder) else None
+    runs = load_results(folder) if folder.is_dir() else []
+    return min(runs, key=lambda r: r["point"]["seed"]) if runs else None
+
+
+def _trajectory_figures(out: Path, path: Path) -> Path | None:
+    return trajectory_figure(out, path) if first_run(out) else None
 
 
 def _final_maps(out: Path, path: Path) -> Path | None:
-    """The final checkpoint's head maps (repeated-pair probe)."""
-    folder = Path(out) / "points" / "trajectory"
-    if not (folder.is_dir() and load_results(folder)):
+    """The final checkpoint's head maps (repeated-pair probe) of the first seed's run."""
+    run = first_run(out)
+    if run is None:
         return None
-    res = load_results(folder)[0]["result"]
+    res = run["result"]
     p = max(res["checkpoints"], key=lambda c: c["step"])["repeated_pair"]
     L, H = np.array(p["pr"]).shape
     recs = [
@@ -194,6 +201,65 @@ def _model_maps(out: Path, path: Path) -> Path | None:
     return made
 
 
+def seeds_figure(out_dir, path=None) -> Path:
+    """The trajectory's training seeds, from summary.json: (a) per seed, each final induction head's PR
+    half-rise (open circle) joined to the step where its selectivity crosses 30x (filled), and the step from
+    which the screen holds the final induction circuit (bar); (b) that step and the PR-integral ranking's, as
+    fractions of training per seed, with their medians and 95% bootstrap intervals."""
+    out = Path(out_dir)
+    st = read_json(out / "summary.json")["trajectory_seeds"]
+    seeds = st["seeds"]
+    fig, ax = subplots(1, 2, panel=(4.8, max(2.8, 0.6 + 0.28 * len(seeds))))
+    ax = ax[0]
+    for y, p in enumerate(seeds):
+        for rise, cross in zip(p["pr_rise_steps"], p["crossing_steps"]):
+            if rise is not None:
+                ax[0].plot([rise, cross], [y, y], "-", color="tab:gray", lw=0.8)
+                ax[0].plot(rise, y, "o", mfc="none", color="tab:blue", ms=5)
+            ax[0].plot(cross, y, "o", color="tab:red", ms=4)
+        if p["circuit_from_step"] is not None:
+            ax[0].plot(p["circuit_from_step"], y, "|", color="k", ms=12, mew=1.5)
+    ax[0].plot([], [], "o", mfc="none", color="tab:blue", label="PR half-rise")
+    ax[0].plot([], [], "o", color="tab:red", label=f"selectivity {THRESHOLD:.0f}x")
+    ax[0].plot([], [], "|", color="k", ms=10, mew=1.5, label=f"circuit ({CIRCUIT_THRESHOLD:.0f}x) held from")
+    ax[0].set(xscale="log", xlabel="step", ylabel="seed", title="(a) each final induction head,\nper seed")
+    ax[0].set_yticks(range(len(seeds)), [str(p["seed"]) for p in seeds])
+    legend(ax[0], outside=True)
+    for x, (key, colour) in enumerate([("circuit_fraction", "k"), ("ranking_fraction", "tab:purple")]):
+        name = key.replace("fraction", "from_step")
+        vals = [1.0 if p[name] is None else p[name] / st["steps"] for p in seeds]
+        jitter = np.linspace(-0.15, 0.15, len(vals))
+        ax[1].plot(x + jitter, vals, "o", color=colour, alpha=0.6, ms=4)
+        m = st[key]
+        if m["median"] is not None and m["ci"] is not None:
+            lo, hi = m["ci"]
+            ax[1].errorbar(
+                [x + 0.3],
+                [m["median"]],
+                yerr=[[m["median"] - lo], [hi - m["median"]]],
+                fmt="s",
+                color=colour,
+                capsize=3,
+            )
+    ax[1].set_xticks([0, 1], ["circuit held", "PR ranking"])
+    ax[1].set(
+        xlim=(-0.5, 1.6),
+        ylim=(0, 1.05),
+        ylabel="fraction of training",
+        title="(b) from which step, per seed\n(square: median, 95% interval)",
+    )
+    r = st["pr_first"]
+    rate = f"in {r['solved']} of the {r['seeds']} seeds that form one" if r["seeds"] else "(no seed forms one)"
+    _suptitle(fig, f"{len(seeds)} training seeds: PR rises first for every final induction head {rate}")
+    path = Path(path) if path else out / "figures" / "trajectory_seeds.png"
+    return save(fig, path)
+
+
+def _seeds(out: Path, path: Path) -> Path | None:
+    summary = Path(out) / "summary.json"
+    return seeds_figure(out, path) if summary.exists() and "trajectory_seeds" in read_json(summary) else None
+
+
 def _bayes_lens(out: Path, path: Path) -> Path | None:
     summary = Path(out) / "summary.json"
     return bayes_lens_figure(out, path) if summary.exists() and "bayes" in read_json(summary) else None
@@ -203,7 +269,7 @@ def _bayes_lens(out: Path, path: Path) -> Path | None:
 PART_FIGURES = {
     "trajectory": [("trajectory.png", _trajectory_figures), ("head_maps_final.png", _final_maps)],
     "model": [("head_maps_model.png", _model_maps)],
-    "summary": [("bayes_lens.png", _bayes_lens)],
+    "summary": [("bayes_lens.png", _bayes_lens), ("trajectory_seeds.png", _seeds)],
 }
 
 
