@@ -65,6 +65,7 @@ def test_circuit_convergence_on_made_up_selectivities():
     assert circuit_convergence(steps, sel) == {"heads": [[0, 0], [0, 1]], "from_step": 20}
     assert circuit_convergence(steps, np.full((5, 1, 2), 99.0))["from_step"] == 0
     assert circuit_convergence(steps, np.full((5, 1, 2), 49.9)) == {"heads": [], "from_step": None}
+    assert circuit_convergence(steps, np.full((5, 1, 2), 49.9), threshold=30.0)["from_step"] == 0
 
 
 TINY = {
@@ -227,6 +228,9 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
     # fractions of the 40 steps, the seed without a circuit at 1: median of (0.75, 0.75, 1, 0.5)
     assert st["circuit_fraction"]["median"] == pytest.approx(0.75)
     assert st["loss_halfway_step"]["median"] == pytest.approx(20.0)
-    assert "in 2 of 3 seeds" in seeds_line(st) and "from 75 [" in seeds_line(st)
+    # the made-up heads cross 30x and 50x at the same step (100x), so both sets are held from it
+    assert [p["class_from_step"] for p in st["seeds"]] == [30, 30, None, 20] and st["circuits"] == 3
+    line = seeds_line(st)
+    assert "in 2 of 3 seeds" in line and "held from 75% [" in line and "forms in 3 of 4 seeds" in line
     (tmp_path / "summary.json").write_text(json.dumps({"trajectory_seeds": st}))
     assert seeds_figure(tmp_path).name == "trajectory_seeds.png"  # drawn and passed the figure check

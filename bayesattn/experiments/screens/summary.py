@@ -32,9 +32,9 @@ def head_sets(result: dict, threshold: float = THRESHOLD) -> dict[str, list[list
 def seed_measures(seed: int, s: dict) -> dict:
     """One training seed's measures behind the paper's findings F4 and F5, from its trajectory summary ``s``:
     its final induction heads (30x) with their PR half-rise and threshold-crossing steps, ``pr_first`` (every one
-    of them has its PR half-rise at or before its crossing; None without an induction head), the step from which
-    the screen holds the final induction circuit (50x) and the step from which the PR-integral ranking's top heads
-    are the final induction heads, and the loss's half-way step."""
+    of them has its PR half-rise at or before its crossing; None without an induction head), the steps from which
+    the screen holds its final induction heads (30x) and its final induction circuit (50x), the step from which
+    the PR-integral ranking's top heads are the final induction heads, and the loss's half-way step."""
     ind = [h for h in s["heads"] if "induction" in h["classes"]]
     over = s["ranking"].get("over_training", {}).get("integral", {})
     return {
@@ -43,6 +43,7 @@ def seed_measures(seed: int, s: dict) -> dict:
         "pr_rise_steps": [h["pr_rise_step"] for h in ind],
         "crossing_steps": [h["crossing_step"]["induction"] for h in ind],
         "pr_first": all(h["pr_at_or_before"]["induction"] for h in ind) if ind else None,
+        "class_from_step": s["induction_class"]["from_step"],
         "circuit_heads": s["circuit"]["heads"],
         "circuit_from_step": s["circuit"]["from_step"],
         "ranking_from_step": over.get("from_step"),
@@ -55,9 +56,11 @@ def seed_statistics(runs: list[dict]) -> dict:
     seed's :func:`seed_measures`, and over the seeds
     - ``pr_first``: in how many seeds with an induction head every such head's PR rises half-way at or before its
       selectivity crosses 30x (the paper's F5), with the 95% Wilson interval;
-    - ``circuit_fraction`` and ``ranking_fraction``: the step from which the screen holds the final induction
-      circuit (the paper's F4), and from which the PR-integral ranking picks it, as fractions of the training
-      steps: median and 95% bootstrap interval, a seed without a final circuit counted as 1 (not within the run);
+    - ``class_fraction``, ``circuit_fraction`` and ``ranking_fraction``: the steps from which the screen holds
+      its final induction heads (30x) and its final induction circuit (50x; the paper's F4), and from which the
+      PR-integral ranking picks the final induction heads, as fractions of the training steps: median and 95%
+      bootstrap interval, a seed without such heads counted as 1 (not within the run);
+    - ``circuits``: in how many seeds an induction circuit (50x) forms;
     - ``loss_halfway_step``: the loss's half-way step, median and interval."""
     per = []
     for r in sorted(runs, key=lambda r: r["point"]["seed"]):
@@ -77,7 +80,9 @@ def seed_statistics(runs: list[dict]) -> dict:
         "seeds": per,
         "steps": steps,
         "pr_first": solve_rate(sum(judged), len(judged)),
+        "class_fraction": fraction("class_from_step"),
         "circuit_fraction": fraction("circuit_from_step"),
+        "circuits": sum(bool(p["circuit_heads"]) for p in per),
         "ranking_fraction": fraction("ranking_from_step"),
         "loss_halfway_step": median_interval([p["loss_halfway_step"] for p in per], steps),
         "intervals": {"rate": WILSON, "median": BOOTSTRAP},
@@ -169,11 +174,12 @@ def _p(x) -> str:
     return "-" if x is None else f"{x:.0f}"
 
 
-def _median(m: dict, scale: float = 1.0, fmt: str = ".0f") -> str:
+def _from(m: dict) -> str:
+    """ "from 31% [31, 35] of training", or what the censored median says."""
     if m["median"] is None:
         return "not within the run in half the seeds or more"
-    ci = "" if m["ci"] is None else f" [{m['ci'][0] * scale:{fmt}}, {m['ci'][1] * scale:{fmt}}]"
-    return f"{m['median'] * scale:{fmt}}{ci}"
+    ci = "" if m["ci"] is None else f" [{m['ci'][0] * 100:.0f}, {m['ci'][1] * 100:.0f}]"
+    return f"from {m['median'] * 100:.0f}%{ci} of training"
 
 
 def seeds_line(st: dict) -> str:
@@ -184,8 +190,15 @@ def seeds_line(st: dict) -> str:
         if not r["seeds"]
         else (f"in {r['solved']} of {r['seeds']} seeds [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]")
     )
+    n = len(st["seeds"])
+    circuit = (
+        f"an induction circuit (50x) forms in {st['circuits']} of {n} seeds, held {_from(st['circuit_fraction'])}"
+        if st["circuits"]
+        else f"no induction circuit (50x) forms in any of the {n} seeds"
+    )
     return (
-        f"{len(st['seeds'])} seeds: every final induction head's PR rises half-way at or before its 30x crossing "
-        f"{rate}; the screen holds its final induction circuit (50x) from {_median(st['circuit_fraction'], 100)}% "
-        f"of training, the PR-integral ranking from {_median(st['ranking_fraction'], 100)}% (medians, 95% intervals)"
+        f"{n} seeds: every final induction head's PR rises half-way at or before its 30x crossing {rate}; the "
+        f"screen holds its final induction heads (30x) {_from(st['class_fraction'])}, and {circuit}; the "
+        f"PR-integral ranking picks the final induction heads {_from(st['ranking_fraction'])} (medians, 95% "
+        "intervals)"
     )

@@ -165,12 +165,13 @@ def pr_ranking(steps, pr, sel) -> dict:
     return out
 
 
-def circuit_convergence(steps, induction) -> dict:
-    """When the screen settles on the final induction circuit: ``heads``, the [layer, head] pairs at induction
-    selectivity >= 50x (:data:`CIRCUIT_THRESHOLD`) at the last checkpoint, and ``from_step``, the first checkpoint
-    from which the heads at >= 50x are exactly those at every later checkpoint (None when the final circuit is
-    empty). induction: (K, layers, heads) selectivities over the checkpoints ``steps``."""
-    at = np.asarray(induction) >= CIRCUIT_THRESHOLD  # (K, L, H)
+def circuit_convergence(steps, induction, threshold: float = CIRCUIT_THRESHOLD) -> dict:
+    """When the screen settles on its final set of induction heads: ``heads``, the [layer, head] pairs at
+    induction selectivity >= ``threshold`` (default 50x, the circuit: :data:`CIRCUIT_THRESHOLD`) at the last
+    checkpoint, and ``from_step``, the first checkpoint from which the heads at or above it are exactly those at
+    every later checkpoint (None when the final set is empty). induction: (K, layers, heads) selectivities over
+    the checkpoints ``steps``."""
+    at = np.asarray(induction) >= threshold  # (K, L, H)
     final = at[-1]
     if not final.any():
         return {"heads": [], "from_step": None}
@@ -221,6 +222,7 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
         "steps": steps.tolist(),
         "heads": heads,
         "circuit": circuit_convergence(steps, sel["induction"]),
+        "induction_class": circuit_convergence(steps, sel["induction"], THRESHOLD),
         "ranking": pr_ranking(steps, pr, sel),
         "bos_fraction": bos.tolist(),
         "copy_loss": [p["copy_loss"] for p in seq],
