@@ -204,8 +204,12 @@ def _model_maps(out: Path, path: Path) -> Path | None:
 def seeds_figure(out_dir, path=None) -> Path:
     """The trajectory's training seeds, from summary.json: (a) per seed, each final induction head's PR
     half-rise (open circle) joined to the step where its selectivity crosses 30x (filled), and the step from
-    which the screen holds the final induction circuit (bar); (b) that step and the PR-integral ranking's, as
-    fractions of training per seed, with their medians and 95% bootstrap intervals."""
+    which the screen holds the final induction circuit (bar); (b) per seed, as fractions of training, the steps
+    from which the screen holds its final induction heads (30x) and its circuit (50x), and from which the
+    PR-integral ranking picks the heads, with their medians and 95% bootstrap intervals (a cross at 1: not
+    within the run)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
     out = Path(out_dir)
     st = read_json(out / "summary.json")["trajectory_seeds"]
     seeds = st["seeds"]
@@ -223,14 +227,23 @@ def seeds_figure(out_dir, path=None) -> Path:
     ax[0].plot([], [], "o", color="tab:red", label=f"selectivity {THRESHOLD:.0f}x")
     ax[0].plot([], [], "|", color="k", ms=10, mew=1.5, label=f"circuit ({CIRCUIT_THRESHOLD:.0f}x) held from")
     ax[0].set(xscale="log", xlabel="step", ylabel="seed", title="(a) each final induction head,\nper seed")
+    ax[0].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 100, 200, 500: steps, not powers
+    ax[0].xaxis.set_major_formatter(ScalarFormatter())
+    ax[0].xaxis.set_minor_formatter(NullFormatter())
     ax[0].set_yticks(range(len(seeds)), [str(p["seed"]) for p in seeds])
     legend(ax[0], outside=True)
-    for x, (key, colour) in enumerate([("circuit_fraction", "k"), ("ranking_fraction", "tab:purple")]):
-        name = key.replace("fraction", "from_step")
-        vals = [1.0 if p[name] is None else p[name] / st["steps"] for p in seeds]
-        jitter = np.linspace(-0.15, 0.15, len(vals))
-        ax[1].plot(x + jitter, vals, "o", color=colour, alpha=0.6, ms=4)
-        m = st[key]
+    columns = [
+        ("class", f"heads at {THRESHOLD:.0f}x\nheld", "tab:red"),
+        ("circuit", f"circuit ({CIRCUIT_THRESHOLD:.0f}x)\nheld", "k"),
+        ("ranking", "PR ranking\npicks them", "tab:purple"),
+    ]
+    jitter = np.linspace(-0.15, 0.15, len(seeds))
+    for x, (key, _, colour) in enumerate(columns):
+        steps = np.array([np.nan if p[f"{key}_from_step"] is None else p[f"{key}_from_step"] for p in seeds], float)
+        held = ~np.isnan(steps)
+        ax[1].plot(x + jitter[held], steps[held] / st["steps"], "o", color=colour, alpha=0.6, ms=4)
+        ax[1].plot(x + jitter[~held], np.ones((~held).sum()), "x", color=colour, alpha=0.6, ms=4)
+        m = st[f"{key}_fraction"]
         if m["median"] is not None and m["ci"] is not None:
             lo, hi = m["ci"]
             ax[1].errorbar(
@@ -241,12 +254,12 @@ def seeds_figure(out_dir, path=None) -> Path:
                 color=colour,
                 capsize=3,
             )
-    ax[1].set_xticks([0, 1], ["circuit held", "PR ranking"])
+    ax[1].set_xticks(range(len(columns)), [c[1] for c in columns])
     ax[1].set(
-        xlim=(-0.5, 1.6),
+        xlim=(-0.5, len(columns) - 0.4),
         ylim=(0, 1.05),
         ylabel="fraction of training",
-        title="(b) from which step, per seed\n(square: median, 95% interval)",
+        title="(b) from which step, per seed (x: not in\nthe run; square: median, 95% interval)",
     )
     r = st["pr_first"]
     rate = f"in {r['solved']} of the {r['seeds']} seeds that form one" if r["seeds"] else "(no seed forms one)"
