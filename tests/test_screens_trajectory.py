@@ -193,7 +193,7 @@ def test_seeds_add_runs_and_their_statistics_without_touching_the_first(tmp_path
     assert seeds_line(st).startswith("3 seeds: ")
 
 
-def _made_up_run(seed, cross, rise):
+def _made_up_run(seed, cross, rise, bos_at=None):
     """A trajectory record of one layer and two heads over steps 0..40: head (0, 1)'s induction selectivity
     jumps to 100x at step ``cross`` (None: never), its PR dips to 1 at step 10 and climbs to 9 at ``rise``."""
     steps = [0, 10, 20, 30, 40]
@@ -201,6 +201,8 @@ def _made_up_run(seed, cross, rise):
     for s in steps:
         sel = {c: [[1.0, 1.0]] for c in S.CLASSES}
         sel["induction"] = [[1.0, 100.0 if cross is not None and s >= cross else 1.0]]
+        if s == bos_at:
+            sel["bos"] = [[40.0, 1.0]]  # head (0, 0) a BOS head at this checkpoint only
         pr = 5.0 if s == 0 else (9.0 if s >= rise else 1.0)
         checkpoints.append(
             {
@@ -218,7 +220,12 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
     from bayesattn.experiments.screens.figures import seeds_figure
     from bayesattn.experiments.screens.summary import seed_statistics, seeds_line
 
-    runs = [_made_up_run(2, None, 20), _made_up_run(0, 30, 20), _made_up_run(1, 30, 40), _made_up_run(3, 20, 20)]
+    runs = [
+        _made_up_run(2, None, 20),
+        _made_up_run(0, 30, 20),
+        _made_up_run(1, 30, 40),
+        _made_up_run(3, 20, 20, bos_at=10),
+    ]
     st = seed_statistics(runs)
     assert [p["seed"] for p in st["seeds"]] == [0, 1, 2, 3]
     assert [p["pr_first"] for p in st["seeds"]] == [True, False, None, True]
@@ -230,6 +237,8 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
     assert st["loss_halfway_step"]["median"] == pytest.approx(20.0)
     # the made-up heads cross 30x and 50x at the same step (100x), so both sets are held from it
     assert [p["class_from_step"] for p in st["seeds"]] == [30, 30, None, 20] and st["circuits"] == 3
+    assert [p["induction_final_max"] for p in st["seeds"]] == [100.0, 100.0, 1.0, 100.0]
+    assert [p["bos_fraction_max"] for p in st["seeds"]] == [0.0, 0.0, 0.0, 0.5]
     line = seeds_line(st)
     assert "in 2 of 3 seeds" in line and "held from 75% [" in line and "forms in 3 of 4 seeds" in line
     (tmp_path / "summary.json").write_text(json.dumps({"trajectory_seeds": st}))

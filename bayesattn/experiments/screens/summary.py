@@ -3,6 +3,8 @@ the Bayesian copy head's selectivity and PR thresholds in P (NUTS and theory), a
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...bayes.theory.common import first_crossing
 from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ...stats import BOOTSTRAP, WILSON, median_interval, solve_rate
@@ -34,7 +36,9 @@ def seed_measures(seed: int, s: dict) -> dict:
     its final induction heads (30x) with their PR half-rise and threshold-crossing steps, ``pr_first`` (every one
     of them has its PR half-rise at or before its crossing; None without an induction head), the steps from which
     the screen holds its final induction heads (30x) and its final induction circuit (50x), the step from which
-    the PR-integral ranking's top heads are the final induction heads, and the loss's half-way step."""
+    the PR-integral ranking's top heads are the final induction heads, the loss's half-way step, the strongest
+    induction selectivity at the last checkpoint and the largest fraction of BOS heads in any layer at any
+    checkpoint."""
     ind = [h for h in s["heads"] if "induction" in h["classes"]]
     over = s["ranking"].get("over_training", {}).get("integral", {})
     return {
@@ -48,6 +52,8 @@ def seed_measures(seed: int, s: dict) -> dict:
         "circuit_from_step": s["circuit"]["from_step"],
         "ranking_from_step": over.get("from_step"),
         "loss_halfway_step": s["induction_bump"]["loss_halfway_step"],
+        "induction_final_max": s["induction_final_max"],
+        "bos_fraction_max": float(np.max(s["bos_fraction"])),
     }
 
 

@@ -223,6 +223,7 @@ def summarize(points: list, history: dict, every: int = 1) -> dict:
         "heads": heads,
         "circuit": circuit_convergence(steps, sel["induction"]),
         "induction_class": circuit_convergence(steps, sel["induction"], THRESHOLD),
+        "induction_final_max": float(sel["induction"][-1].max()),  # the strongest head's at the last checkpoint
         "ranking": pr_ranking(steps, pr, sel),
         "bos_fraction": bos.tolist(),
         "copy_loss": [p["copy_loss"] for p in seq],
