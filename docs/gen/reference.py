@@ -284,6 +284,7 @@ FIGURE_COMMANDS = {
     "dynlab_fd_langevin.png": "bayesattn dynlab --config focus_dilution_pi",
     "screens_smollm2.png": "bayesattn screens --config smollm2",
     "screens_trajectory.png": "bayesattn screens --config screens",
+    "screens_trajectory_seeds.png": "bayesattn screens --config screens --set seeds=16",
     "screens_bayes.png": "bayesattn screens --config screens_bayes",
     "plateau.png": "bayesattn plateau",
     "plateau_flow.png": "bayesattn plateau --config plateau_flow",
