@@ -241,5 +241,14 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
     assert [p["bos_fraction_max"] for p in st["seeds"]] == [0.0, 0.0, 0.0, 0.5]
     line = seeds_line(st)
     assert "in 2 of 3 seeds" in line and "held from 75% [" in line and "forms in 3 of 4 seeds" in line
+    # the printed lines: the first seed's run (seed 0, whose head passes 50x at step 30), then the seeds' line
+    from bayesattn.experiments.screens.summary import describe, summarize
+
+    runs[1]["result"].update(train_wall_s=1.0, screen_wall_s=1.0, probes={})
+    first, seeds = describe(summarize({"trajectory": runs}))
+    assert first.endswith(
+        "first previous-token head (30x): none in layer 0; first induction head (50x): step 30 in layer 0"
+    )
+    assert seeds == line
     (tmp_path / "summary.json").write_text(json.dumps({"trajectory_seeds": st}))
     assert seeds_figure(tmp_path).name == "trajectory_seeds.png"  # drawn and passed the figure check

@@ -133,11 +133,12 @@ def describe(summary: dict) -> list[str]:
     if "trajectory" in summary:
         s = summary["trajectory"]
         b = s["induction_bump"]
+        lo, hi = b["steepest_drop_between"]
         lines.append(
             f"training {s['train_wall_s']:.0f} s, screening {s['screen_wall_s']:.0f} s; steepest loss drop between "
-            f"steps {b['steepest_drop_between']} ({b['loss_before']:.2f} -> {b['loss_after']:.2f}); first "
-            f"previous-token head per layer {b['first_previous_token_head']}, first induction head (50x) "
-            f"{b['first_induction_head']}"
+            f"steps {lo} and {hi} ({b['loss_before']:.2f} -> {b['loss_after']:.2f}); first previous-token head "
+            f"({THRESHOLD:.0f}x): {_per_layer(b['first_previous_token_head'])}; first induction head "
+            f"({CIRCUIT_THRESHOLD:.0f}x): {_per_layer(b['first_induction_head'])}"
         )
     if "trajectory_seeds" in summary:
         lines.append(seeds_line(summary["trajectory_seeds"]))
@@ -174,6 +175,14 @@ def describe(summary: dict) -> list[str]:
             lines.append(ranking_line(m["ranking"]))
 
     return lines
+
+
+def _per_layer(first: dict) -> str:
+    """{"layer0": None, "layer1": 584} -> "none in layer 0, step 584 in layer 1"."""
+    return ", ".join(
+        f"{'none' if step is None else f'step {step}'} in layer {key.removeprefix('layer')}"
+        for key, step in first.items()
+    )
 
 
 def _p(x) -> str:
