@@ -190,7 +190,7 @@ def _p(x) -> str:
 
 
 def _from(m: dict) -> str:
-    """ "from 31% [31, 35] of training", or what the censored median says."""
+    """The text "from 31% [31, 35] of training" for a median fraction, or what a censored median says."""
     if m["median"] is None:
         return "not within the run in half the seeds or more"
     ci = "" if m["ci"] is None else f" [{m['ci'][0] * 100:.0f}, {m['ci'][1] * 100:.0f}]"
@@ -207,13 +207,15 @@ def seeds_line(st: dict) -> str:
     )
     n = len(st["seeds"])
     circuit = (
-        f"an induction circuit (50x) forms in {st['circuits']} of {n} seeds, held {_from(st['circuit_fraction'])}"
+        f"an induction circuit ({CIRCUIT_THRESHOLD:.0f}x) forms in {st['circuits']} of {n} seeds, held "
+        f"{_from(st['circuit_fraction'])}"
         if st["circuits"]
-        else f"no induction circuit (50x) forms in any of the {n} seeds"
+        else f"no induction circuit ({CIRCUIT_THRESHOLD:.0f}x) forms in any of the {n} seeds"
     )
     return (
-        f"{n} seeds: every final induction head's PR rises half-way at or before its 30x crossing {rate}; the "
-        f"screen holds its final induction heads (30x) {_from(st['class_fraction'])}, and {circuit}; the "
+        f"{n} seeds: every final induction head's PR rises half-way at or before its {THRESHOLD:.0f}x crossing "
+        f"{rate}; the screen holds its final induction heads ({THRESHOLD:.0f}x) {_from(st['class_fraction'])}, and "
+        f"{circuit}; the "
         f"PR-integral ranking picks the final induction heads {_from(st['ranking_fraction'])} (medians, 95% "
         "intervals)"
     )
