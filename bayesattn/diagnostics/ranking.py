@@ -65,6 +65,15 @@ def precision_at_k(ranked, positives, ks) -> dict:
     return {int(k): sum(tuple(h) in pos for h in ranked[:k]) / k for k in ks}
 
 
+def held_from(steps, ok) -> int | None:
+    """The first of ``steps`` from which ``ok`` (one bool per step) holds at every later step; None when it does
+    not hold at the last step."""
+    ok = np.asarray(ok, dtype=bool)
+    failed = np.flatnonzero(~ok)
+    start = 0 if failed.size == 0 else int(failed[-1]) + 1
+    return int(np.asarray(steps)[start]) if start < ok.size else None
+
+
 def ranking_over_training(pr, steps, heads, signal: str = "integral") -> dict:
     """At each checkpoint k, rank the heads by ``signal`` ("integral" or "spread") of their PR trajectory up to k
     and ask whether the top len(heads) are exactly ``heads``: per checkpoint ``top`` (the top heads) and ``match``;
@@ -81,13 +90,11 @@ def ranking_over_training(pr, steps, heads, signal: str = "integral") -> dict:
         top.append([list(h) for h in t])
         match.append(set(t) == want)
     match = np.array(match)
-    later = np.flatnonzero(~match)
-    start = 0 if later.size == 0 else int(later[-1]) + 1
     return {
         "signal": signal,
         "steps": steps[1:].tolist(),
         "top": top,
         "match": match.tolist(),
         "first_match": int(steps[1:][np.argmax(match)]) if match.any() else None,
-        "from_step": int(steps[1:][start]) if start < match.size else None,
+        "from_step": held_from(steps[1:], match),
     }

@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ...diagnostics.ranking import pr_integral_ranking, precision_at_k, ranking_over_training
+from ...diagnostics.ranking import held_from, pr_integral_ranking, precision_at_k, ranking_over_training
 from ...diagnostics.screens import CIRCUIT_THRESHOLD, CLASSES, THRESHOLD
 from ...files import read_json, write_json_atomic
 from .config import TrajectoryConfig
@@ -175,9 +175,7 @@ def circuit_convergence(steps, induction, threshold: float = CIRCUIT_THRESHOLD) 
     final = at[-1]
     if not final.any():
         return {"heads": [], "from_step": None}
-    same = (at == final).all(axis=(1, 2))
-    start = int(np.flatnonzero(~same)[-1]) + 1 if (~same).any() else 0
-    return {"heads": np.argwhere(final).tolist(), "from_step": int(np.asarray(steps)[start])}
+    return {"heads": np.argwhere(final).tolist(), "from_step": held_from(steps, (at == final).all(axis=(1, 2)))}
 
 
 def summarize(points: list, history: dict, every: int = 1) -> dict:
