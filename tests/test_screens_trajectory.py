@@ -216,6 +216,13 @@ def _made_up_run(seed, cross, rise, bos_at=None):
     return {"point": {"part": "trajectory", "trajectory": {"steps": 40}, "seed": seed}, "result": result}
 
 
+def _summary(run):
+    from bayesattn.experiments.screens.trajectory import summarize
+
+    res = run["result"]
+    return summarize(res["checkpoints"], res["history"], res["record_every"])
+
+
 def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
     from bayesattn.experiments.screens.figures import seeds_figure
     from bayesattn.experiments.screens.summary import seed_statistics, seeds_line
@@ -226,7 +233,7 @@ def test_seed_statistics_count_the_seeds_where_pr_comes_first(tmp_path):
         _made_up_run(1, 30, 40),
         _made_up_run(3, 20, 20, bos_at=10),
     ]
-    st = seed_statistics(runs)
+    st = seed_statistics(runs, [_summary(r) for r in runs])
     assert [p["seed"] for p in st["seeds"]] == [0, 1, 2, 3]
     assert [p["pr_first"] for p in st["seeds"]] == [True, False, None, True]
     assert [p["crossing_steps"] for p in st["seeds"]] == [[30], [30], [], [20]]

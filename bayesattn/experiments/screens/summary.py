@@ -57,9 +57,10 @@ def seed_measures(seed: int, s: dict) -> dict:
     }
 
 
-def seed_statistics(runs: list[dict]) -> dict:
-    """The trajectory's statistics over its training seeds (``runs``: the point records, one per seed): each
-    seed's :func:`seed_measures`, and over the seeds
+def seed_statistics(runs: list[dict], summaries: list[dict]) -> dict:
+    """The trajectory's statistics over its training seeds (``runs``: the point records, one per seed, and
+    ``summaries``: their trajectory summaries, in the same order): each seed's :func:`seed_measures`, and over the
+    seeds
     - ``pr_first``: in how many seeds with an induction head every such head's PR rises half-way at or before its
       selectivity crosses 30x (the paper's F5), with the 95% Wilson interval;
     - ``class_fraction``, ``circuit_fraction`` and ``ranking_fraction``: the steps from which the screen holds
@@ -68,14 +69,7 @@ def seed_statistics(runs: list[dict]) -> dict:
       bootstrap interval, a seed without such heads counted as 1 (not within the run);
     - ``circuits``: in how many seeds an induction circuit (50x) forms;
     - ``loss_halfway_step``: the loss's half-way step, median and interval."""
-    per = []
-    for r in sorted(runs, key=lambda r: r["point"]["seed"]):
-        res = r["result"]
-        per.append(
-            seed_measures(
-                r["point"]["seed"], trajectory_summary(res["checkpoints"], res["history"], res["record_every"])
-            )
-        )
+    per = sorted((seed_measures(r["point"]["seed"], s) for r, s in zip(runs, summaries)), key=lambda p: p["seed"])
     steps = runs[0]["point"]["trajectory"]["steps"]
     judged = [p["pr_first"] for p in per if p["pr_first"] is not None]
 
@@ -100,16 +94,20 @@ def summarize(records: dict[str, list[dict]]) -> dict:
     out: dict = {}
     if records.get("trajectory"):
         runs = sorted(records["trajectory"], key=lambda r: r["point"]["seed"])
+        sums = [
+            trajectory_summary(r["result"]["checkpoints"], r["result"]["history"], r["result"]["record_every"])
+            for r in runs
+        ]
         res = runs[0]["result"]  # the first seed's run in full, as with one seed
         out["trajectory"] = {
             "train_wall_s": res["train_wall_s"],
             "screen_wall_s": res["screen_wall_s"],
             "history": res["history"],
             "probes": res["probes"],
-            **trajectory_summary(res["checkpoints"], res["history"], res["record_every"]),
+            **sums[0],
         }
         if len(runs) > 1:
-            out["trajectory_seeds"] = seed_statistics(runs)
+            out["trajectory_seeds"] = seed_statistics(runs, sums)
     if records.get("bayes"):
         pts = sorted((r["result"] for r in records["bayes"]), key=lambda p: p["P"])
         P = [p["P"] for p in pts]
