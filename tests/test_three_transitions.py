@@ -74,6 +74,19 @@ def test_point_files_hash_only_their_own_settings():
     assert point_config(a, "mcmc") == point_config(c, "mcmc") and point_config(a, "adam") != point_config(c, "adam")
 
 
+def test_seeds_add_the_seeded_points_and_keep_the_first_seeds():
+    """seeds = 3 runs the Adam, SGLD and MCMC points for seeds 5, 6, 7; the theory's once; the points of seed 5
+    are those of a one-seed run (their files are kept when seeds are added)."""
+    exp = ThreeTransitions()
+    one = exp.points(ThreeTransitionsConfig(seed=5))
+    three = exp.points(ThreeTransitionsConfig(seed=5, seeds=3))
+    for kind, pts in one.items():
+        assert all(p in three[kind] for p in pts)
+        seeded = kind in ("adam", "sgld", "mcmc")
+        assert len(three[kind]) == (3 if seeded else 1) * len(pts)
+        assert sorted({p["config"].get("seed") for p in three[kind]}) == ([5, 6, 7] if seeded else [None])
+
+
 def test_mcmc_point_on_a_small_case_records_keys_and_lands_near_the_theory():
     """The real estimator (NUTS, cold and hot starts) at linear T = 4, d = 8: the theory's second-order P_c is
     652; the exact posterior's crossing is within 35% of it (T = 4 is far from the theory's large-T limit:

@@ -55,8 +55,16 @@ class ThreeTransitions(Experiment):
         # one part per kind, the quick ones first; in each, the largest T first, so that parallel workers finish
         # together
         pts.sort(key=lambda p: -p.get("T", 32))
+        # the seeded kinds once per seed: the first seed's points are those of a one-seed run, so adding seeds
+        # keeps them
+        configs = [config.model_copy(update={"seed": config.seed + i}) for i in range(config.seeds)]
         return {
-            kind: [{**p, "config": point_config(config, kind)} for p in pts if p["kind"] == kind]
+            kind: [
+                {**p, "config": point_config(c, kind)}
+                for c in (configs if "seed" in DEPENDS_ON[kind] else configs[:1])
+                for p in pts
+                if p["kind"] == kind
+            ]
             for kind in ("theory", "tau_theory", "adam", "sgld", "mcmc")
         }
 
@@ -69,7 +77,7 @@ class ThreeTransitions(Experiment):
         from .summary import summarize
 
         recs = [r for part in records.values() for r in part]
-        return {**summarize(recs), "cpu_s_of_points": sum(r["result"].get("cpu_s", 0.0) for r in recs)}
+        return {**summarize(recs, config.seed), "cpu_s_of_points": sum(r["result"].get("cpu_s", 0.0) for r in recs)}
 
     def describe(self, summary: dict) -> list[str]:
         lines = []

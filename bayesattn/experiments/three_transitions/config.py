@@ -18,6 +18,7 @@ from ..config import (
     PositiveInt,
     Section,
     Seed,
+    SeedCount,
     SeqLength,
 )
 from ..sections import PriorSection
@@ -73,7 +74,10 @@ class ThreeTransitionsConfig(ExperimentConfig):
     T_values: NonEmptyDistinct[SeqLength] = [8, 16, 32, 64]  # one point per (kind, attention, T): no repeats
     attentions: NonEmpty[Attention] = ["softmax", "linear"]
     d: PositiveInt = 8
-    seed: Seed = 0  # data and init seed of every Adam / SGLD run
+    seed: Seed = 0  # data and init seed of every Adam / SGLD run, and the MCMC's data seed
+    # the Adam, SGLD and MCMC points are run for seeds seed, seed + 1, ... (the theory's have none); the table is
+    # the first seed's, and from 2 seeds the summary adds each transition's statistics over them
+    seeds: SeedCount = 1
     # the largest P of softmax's theory grid, which starts at THEORY_P_MIN
     theory_P_max: Annotated[float, Field(gt=THEORY_P_MIN, allow_inf_nan=False)] = 2500.0
     workers: PositiveInt = 2  # points computed in parallel processes (speed only)

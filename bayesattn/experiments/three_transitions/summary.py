@@ -4,11 +4,14 @@ posterior from the theory, Adam's and NUTS's measured transitions, and the Occam
 from __future__ import annotations
 
 
-def summarize(recs: list[dict]) -> dict:
-    """The table (a list of rows) from the saved point records."""
+def summarize(recs: list[dict], seed: int) -> dict:
+    """The table (a list of rows) from the saved point records: the theory's and the measured transitions of
+    ``seed`` (the config's first seed)."""
     rows = {}
     for r in recs:
         p, res = r["point"], r["result"]
+        if p["config"].get("seed", seed) != seed:
+            continue
         if p["kind"] == "theory":
             row = rows.setdefault((p["attention"], p["T"]), {})
             for k in ("posterior", "joint", "marginal"):
