@@ -138,3 +138,49 @@ def test_small_run_end_to_end_is_resumable(tmp_path):
     from bayesattn.experiments.three_transitions.figures import plot_three_transitions
 
     assert all(p.exists() for p in plot_three_transitions(tmp_path))
+
+
+def _rec(kind, seed, result, **point):
+    return {"point": {"kind": kind, **point, "config": {"seed": seed}}, "result": result}
+
+
+def test_seed_statistics_on_made_up_transitions(tmp_path):
+    """Made-up points with known answers: Adam at 100, 104 and 110 against a theory of 100 (2 of 3 within 5%,
+    median ratio 1.04); a crossover's hot init (not run) left out; NUTS found in 2 seeds of 3; SGLD's jump from
+    its m per P; one seed alone gives no statistics."""
+    from bayesattn.experiments.three_transitions import ThreeTransitions
+    from bayesattn.experiments.three_transitions.figures import plot_seeds
+    from bayesattn.experiments.three_transitions.summary import seed_statistics, sgld_jump, summarize
+
+    adam = dict(attention="softmax", T=32, objective="joint")
+    sgld = {"P": [300.0, 340.0, 380.0], "m_mean": [0.0, 0.05, 0.5], "theory_mean_m": [0.0, 0.2, 0.4], "theory_P_c": 360}
+    recs = []
+    for s, P, mc in ((0, 100.0, 500.0), (1, 104.0, None), (2, 110.0, 560.0)):
+        recs.append(_rec("adam", s, {"P": P, "theory": 100.0, "rounds": [{}]}, **adam, init="small"))
+        recs.append(_rec("adam", s, {"P": None, "theory": 90.0, "rounds": []}, **adam, init="hot"))
+        recs.append(_rec("mcmc", s, {"P": mc, "theory": 500.0}, attention="linear", T=8))
+        recs.append(_rec("sgld", s, sgld, tau=0.1, init="hot"))
+    assert sgld_jump(sgld) == (340.0, 380.0)
+    assert sgld_jump({**sgld, "m_mean": [0.5, 0.5, 0.5]}) is None  # above the level from the first P
+    assert seed_statistics([r for r in recs if r["point"]["config"]["seed"] == 0]) is None
+    st = seed_statistics(recs)
+    assert st["seeds"] == [0, 1, 2]
+    (a,) = st["adam"]["transitions"]  # the hot init of a crossover is not a transition
+    assert a["init"] == "small" and a["P"] == [100.0, 104.0, 110.0] and a["ratio"]["median"] == pytest.approx(1.04)
+    assert a["within"]["solved"] == 2 and a["within"]["seeds"] == 3 and a["not_found"] == 0
+    lo, hi = a["ratio"]["ci"]
+    assert 1.0 <= lo <= 1.04 <= hi <= 1.10
+    assert [p["within"] for p in st["adam"]["within_per_seed"]] == [1, 1, 0]
+    (m,) = st["mcmc"]["transitions"]
+    assert m["not_found"] == 1 and m["within"]["solved"] == 1 and m["ratio"]["median"] == pytest.approx(1.06)
+    (g,) = st["sgld"]["transitions"]
+    assert g["P"] == [360.0] * 3 and g["ratio"]["ci"] == [1.0, 1.0] and "within" not in g
+    # the table is the config seed's; the statistics go into the summary, its printed lines and a figure
+    out = summarize(recs, seed=7)  # a seed without points: an empty table
+    assert out["table"] == [] and out["seeds"] == st
+    line = ThreeTransitions().describe({"table": [], "seeds": st})[-1]
+    assert "Adam 2 of 3" in line and "NUTS 1 of 3" in line and "per seed 0-1 of 1" in line
+    (tmp_path / "summary.json").write_text(json.dumps({"seeds": st}))
+    assert [p.name for p in plot_seeds(tmp_path)] == ["three_transitions_seeds.png"]
+    (tmp_path / "summary.json").write_text(json.dumps({"table": []}))
+    assert plot_seeds(tmp_path) == []

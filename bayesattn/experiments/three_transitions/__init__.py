@@ -88,12 +88,16 @@ class ThreeTransitions(Experiment):
                 f"{row['attention']} T={row['T']}: posterior P_c {_p(post)} (theory), {_p(mc)} (NUTS); "
                 + ", ".join(f"{k.removeprefix('adam_')} {_p(v['P'])}" for k, v in row.items() if k.startswith("adam_"))
             )
+        if "seeds" in summary:
+            from .summary import seeds_line
+
+            lines.append(seeds_line(summary["seeds"]))
         return lines
 
     def figures(self, folder):
-        from .figures import plot_three_transitions
+        from .figures import plot_seeds, plot_three_transitions
 
-        return plot_three_transitions(folder)
+        return plot_three_transitions(folder) + plot_seeds(folder)
 
 
 def _p(x) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ... import figstyle
-from ...files import load_results
+from ...files import load_results, read_json
+from ...stats import fmt_ci
+from .summary import WITHIN, sgld_jump
 
 COLORS = {"joint": "tab:green", "marginal": "tab:orange", "posterior": "k"}
 LABELS = {
@@ -25,7 +27,11 @@ def _num(v):
 
 
 def _read(out_dir: Path):
+    """The run's point results by kind; of the seeded kinds, the lowest seed's (the config's ``seed``: the run the
+    summary's table gives)."""
     recs = [r for part in sorted((out_dir / "points").iterdir()) if part.is_dir() for r in load_results(part)]
+    seeds = [r["point"]["config"]["seed"] for r in recs if "seed" in r["point"].get("config", {})]
+    recs = [r for r in recs if r["point"].get("config", {}).get("seed", min(seeds, default=0)) == min(seeds, default=0)]
     theory, adam, mcmc, tau, sgld = {}, {}, {}, None, []
     for r in recs:
         p, res = r["point"], r["result"]
@@ -118,12 +124,10 @@ def _tau_panel(ax, tau_rec: dict, sgld: list) -> None:
         err = [[Pc - t["spinodals"][0]], [t["spinodals"][1] - Pc]] if t["spinodals"] else None
         ax.errorbar([0.0], [Pc], yerr=err, fmt="*", color=COLORS[obj], ms=10, capsize=3, label=f"{obj} mode (tau = 0)")
     for p, res in sgld:
-        Ps, m = np.asarray(res["P"], float), np.asarray(res["m_mean"], float)
-        thr = 0.5 * (np.nanmin(res["theory_mean_m"]) + np.nanmax(res["theory_mean_m"]))
-        idx = np.flatnonzero(m > thr)
-        if idx.size and idx[0] > 0:
+        br = sgld_jump(res)
+        if br is not None:
             kw = {"mfc": "none"} if p["init"] == "hot" else {}
-            y = 0.5 * (Ps[idx[0] - 1] + Ps[idx[0]])
+            y = 0.5 * (br[0] + br[1])
             ax.plot([p["tau"]], [y], MARKER[p["init"]], color=SGLD_COLOR, ms=6, label=f"SGLD, {p['init']} init", **kw)
     ax.set_xlabel("SGLD temperature tau (units of σ²)")
     ax.set_ylabel("transition P")
@@ -179,3 +183,55 @@ def plot_three_transitions(out_dir) -> list[Path]:
     _legend(fig, axes)
     png = figstyle.save(fig, out_dir / "figures" / "three_transitions.png", pdf=True)
     return [png, png.with_suffix(".pdf")]
+
+
+def plot_seeds(out_dir) -> list[Path]:
+    """From summary.json, when the run has several seeds: each measured transition's P over its theory value, one
+    dot per seed (a cross at the edge: not found), its median and 95% bootstrap interval (square), and the band
+    within which it counts as matching the theory; (a) Adam against the zero-temperature modes, (b) NUTS against
+    the posterior. No seeds' statistics: no figure (an empty list)."""
+    out_dir = Path(out_dir)
+    summary = out_dir / "summary.json"
+    st = read_json(summary).get("seeds") if summary.exists() else None
+    if not st:
+        return []
+    groups = [
+        (
+            "adam",
+            "(a) Adam / zero-temperature theory",
+            lambda r: f"{r['attention']} T={r['T']} {r['objective']}, {r['init']}",
+        ),
+        ("mcmc", "(b) NUTS / posterior theory", lambda r: f"{r['attention']} T={r['T']}"),
+    ]
+    rows = max(len(st[m]["transitions"]) for m, _, _ in groups)
+    fig, axes = figstyle.subplots(1, 2, panel=(4.4, max(2.6, 0.7 + 0.24 * rows)))
+    for ax, (method, title, label) in zip(axes[0], groups):
+        trans = st[method]["transitions"]
+        ax.axvspan(1 - WITHIN, 1 + WITHIN, color="0.9", lw=0, label=f"within {WITHIN:.0%} of the theory")
+        ax.axvline(1.0, color="0.5", lw=0.8)
+        lo, hi = 1 - 3 * WITHIN, 1 + 3 * WITHIN
+        for y, r in enumerate(trans):
+            ratio = np.array([np.nan if P is None else P / r["theory"] for P in r["P"]], float)
+            lo, hi = min(lo, np.nanmin(ratio, initial=lo)), max(hi, np.nanmax(ratio, initial=hi))
+            jitter = np.linspace(-0.2, 0.2, ratio.size)
+            ax.plot(ratio, y + jitter, "o", color="tab:blue", alpha=0.6, ms=3.5)
+            med = r["ratio"]
+            if med["median"] is not None and med["ci"] is not None:
+                err = [[med["median"] - med["ci"][0]], [med["ci"][1] - med["median"]]]
+                ax.errorbar([med["median"]], [y + 0.35], xerr=err, fmt="s", color="k", ms=4, capsize=2)
+        pad = 0.02 * (hi - lo)
+        for y, r in enumerate(trans):
+            n = sum(P is None for P in r["P"])
+            if n:
+                ax.plot([hi + pad] * n, y + np.linspace(-0.2, 0.2, n), "x", color="tab:red", ms=4)
+        w = st[method]["within"]
+        ax.set_yticks(range(len(trans)), [label(r) for r in trans])
+        ax.set(
+            xlim=(lo - 2 * pad, hi + 3 * pad),
+            ylim=(len(trans) - 0.4, -0.6),
+            xlabel="measured P / theory P",
+            title=f"{title}\n{w['solved']} of {w['seeds']} within {WITHIN:.0%} {fmt_ci(w['ci'])}",
+        )
+    figstyle.legend(axes[0][1], outside=True)
+    fig.suptitle(f"{len(st['seeds'])} seeds: dots, one per seed; squares, median and 95% interval; x, not found")
+    return [figstyle.save(fig, out_dir / "figures" / "three_transitions_seeds.png")]
