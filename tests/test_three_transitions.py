@@ -140,6 +140,36 @@ def test_small_run_end_to_end_is_resumable(tmp_path):
     assert all(p.exists() for p in plot_three_transitions(tmp_path))
 
 
+@pytest.mark.parametrize("init", ["small", "hot"])
+@pytest.mark.parametrize("where", ["below round 2", "inside round 2", "above round 2"])
+def test_adam_search_brackets_a_known_jump_wherever_it_falls(monkeypatch, init, where):
+    """Adam's final m replaced by a step at a known P* (small init: m jumps up at P*; a hot init the same, it
+    stays on the copy branch from P*): the two-round search brackets P* to within one grid step of round 2, also
+    when every round-2 run lies on one side of it (the search then uses round 1's bracket end; its version 1 gave
+    no P there)."""
+    from bayesattn.experiments.three_transitions import compute
+
+    cfg = ThreeTransitionsConfig(T_values=[32], attentions=["softmax"])
+    calls = []
+
+    def step(cfg, task, attention, Ps, objective, init, key, **kw):
+        calls.append(np.asarray(Ps))
+        return {"m": [0.2 if P >= p_star else 0.04 for P in Ps], "q": [0.0] * len(Ps), "u": [0.0] * len(Ps)}, None
+
+    monkeypatch.setattr(compute, "_final", step)
+    p_star = 1e9  # first, only to read round 1's grid around the spinodal
+    first = compute.adam_transition(cfg, "softmax", 32, "joint", init)["rounds"][0]["P"]
+    assert first == sorted(first) and len(first) == cfg.adam.grid_points
+    lo, hi = first[3], first[4]  # round 1 will bracket the jump between these two
+    p_star = {"below round 2": lo + 0.5, "inside round 2": 0.5 * (lo + hi) + 0.5, "above round 2": hi - 0.5}[where]
+    calls.clear()
+    res = compute.adam_transition(cfg, "softmax", 32, "joint", init)
+    assert len(calls) == 2 and all(lo < P < hi for P in calls[1])
+    assert res["note"] is None and res["bracket"][0] < p_star <= res["bracket"][1]
+    assert res["bracket"][1] - res["bracket"][0] <= (hi - lo) / (cfg.adam.grid_points + 1) + 1.0
+    assert res["P"] == pytest.approx(0.5 * sum(res["bracket"]))
+
+
 def _rec(kind, seed, result, **point):
     return {"point": {"kind": kind, **point, "config": {"seed": seed}}, "result": result}
 

@@ -24,6 +24,12 @@ DEPENDS_ON = {
 }
 
 
+# the version of Adam's transition search (compute.adam_transition), in every Adam point: a point computed by
+# another version is not reused. 2: round 2 counts round 1's bracket ends (version 1 gave no P when round 2's runs
+# all lay on one side of the jump)
+ADAM_SEARCH = 2
+
+
 def point_config(cfg: ThreeTransitionsConfig, kind: str) -> dict:
     """The config fields a point of this kind depends on (its file name hashes them)."""
     c = cfg.to_dict()
@@ -46,7 +52,8 @@ class ThreeTransitions(Experiment):
                 pts.append({"kind": "mcmc", "attention": a, "T": T})
                 for obj in ("joint", "marginal"):
                     for init in ("small", "hot") if attention_kind(a).normalised else ("small",):
-                        pts.append({"kind": "adam", "attention": a, "T": T, "objective": obj, "init": init})
+                        adam = {"kind": "adam", "attention": a, "T": T, "objective": obj, "init": init}
+                        pts.append({**adam, "search": ADAM_SEARCH})
         if "softmax" in config.attentions:
             pts.append({"kind": "tau_theory"})
             for tau in config.tau.sgld:

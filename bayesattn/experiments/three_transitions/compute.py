@@ -170,7 +170,11 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
     for r in range(2):
         fin, _ = _final(cfg, task, attention, Ps, objective, init, key)
         rounds.append({"P": Ps.tolist(), **fin})
-        br, note = _jump(Ps, fin["m"], thr, init)
+        # the jump on every P run so far: round 2's P lie inside round 1's bracket, whose two ends count too (when
+        # round 2's runs all lie on one side, the jump is between them and the bracket's end on the other)
+        order = np.argsort(np.concatenate([rd["P"] for rd in rounds]), kind="stable")
+        P_all = np.concatenate([rd["P"] for rd in rounds])[order]
+        br, note = _jump(P_all, np.concatenate([rd["m"] for rd in rounds])[order], thr, init)
         if br is None:
             break
         if r == 0:
