@@ -106,7 +106,7 @@ def seed_statistics(recs: list[dict]) -> dict | None:
     out: dict = {"seeds": seeds, "within": WITHIN, "intervals": {"ratio": BOOTSTRAP, "within": WILSON}}
     for method, names in FIELDS.items():
         rows, hits = [], {s: [0, 0] for s in seeds}
-        for key, e in sorted(((k, e) for k, e in measured.items() if k[0] == method), key=lambda ke: str(ke[0])):
+        for key, e in sorted((k, e) for k, e in measured.items() if k[0] == method):  # by attention, then T
             ss = sorted(e["P"])
             ratios = {s: None if e["P"][s] is None else e["P"][s] / e["theory"] for s in ss}
             found = [x for x in ratios.values() if x is not None]
