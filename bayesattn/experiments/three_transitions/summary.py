@@ -133,8 +133,7 @@ def seeds_line(st: dict) -> str:
         w = st[method].get("within")
         if w:
             per = [p["within"] for p in st[method]["within_per_seed"]]
-            parts.append(
-                f"{name} {w['solved']} of {w['seeds']} {fmt_ci(w['ci'])} (per seed {min(per)}-{max(per)} of "
-                f"{st[method]['within_per_seed'][0]['of']})"
-            )
+            span = f"{min(per)}" if min(per) == max(per) else f"{min(per)}-{max(per)}"
+            of = max(p["of"] for p in st[method]["within_per_seed"])
+            parts.append(f"{name} {w['solved']} of {w['seeds']} {fmt_ci(w['ci'])} (per seed {span} of {of})")
     return f"over {len(st['seeds'])} seeds, transitions within {st['within']:.0%} of the theory: " + "; ".join(parts)
