@@ -248,6 +248,7 @@ FIGURE_COMMANDS = {
     "theory_vs_mcmc_causal_onehot.png": "python scripts/theory_vs_mcmc.py (causal boundary, one-hot tokens)",
     "theory_vs_mcmc_onehot.png": "python scripts/theory_vs_mcmc.py (one-hot tokens)",
     "three_transitions.png": "bayesattn three-transitions",
+    "three_transitions_seeds.png": "bayesattn three-transitions --set seeds=16",
     "staircase_bayes.png": "bayesattn staircase",
     "staircase_training.png": "bayesattn staircase",
     "staircase_full_training.png": "bayesattn staircase --config staircase_full --parts train --set train_only=main",
