@@ -214,3 +214,21 @@ def test_seed_statistics_on_made_up_transitions(tmp_path):
     assert [p.name for p in plot_seeds(tmp_path)] == ["three_transitions_seeds.png"]
     (tmp_path / "summary.json").write_text(json.dumps({"table": []}))
     assert plot_seeds(tmp_path) == []
+
+
+def test_the_figure_reads_the_first_seeds_points(tmp_path):
+    """With several seeds in a folder the main figure draws the lowest seed's points (the summary's table), not
+    whichever file comes last by name; points without a seed (the theory's) are read as they are."""
+    from bayesattn.experiments.three_transitions.figures import _read
+
+    adam = dict(attention="softmax", T=32, objective="joint", init="small")
+    for name, rec in {
+        "a.json": _rec("adam", 3, {"P": 100.0}, **adam),
+        "b.json": _rec("adam", 4, {"P": 200.0}, **adam),  # last by name
+        "c.json": {"point": {"kind": "theory", "attention": "softmax", "T": 32, "config": {}}, "result": {"x": 1}},
+    }.items():
+        folder = tmp_path / "points" / rec["point"]["kind"]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(rec))
+    theory, adam_points, *_ = _read(tmp_path)
+    assert adam_points == {("softmax", 32, "joint", "small"): {"P": 100.0}} and theory[("softmax", 32)] == {"x": 1}

@@ -30,8 +30,8 @@ def _read(out_dir: Path):
     """The run's point results by kind; of the seeded kinds, the lowest seed's (the config's ``seed``: the run the
     summary's table gives)."""
     recs = [r for part in sorted((out_dir / "points").iterdir()) if part.is_dir() for r in load_results(part)]
-    seeds = [r["point"]["config"]["seed"] for r in recs if "seed" in r["point"].get("config", {})]
-    recs = [r for r in recs if r["point"].get("config", {}).get("seed", min(seeds, default=0)) == min(seeds, default=0)]
+    first = min((r["point"]["config"]["seed"] for r in recs if "seed" in r["point"].get("config", {})), default=None)
+    recs = [r for r in recs if r["point"].get("config", {}).get("seed", first) == first]
     theory, adam, mcmc, tau, sgld = {}, {}, {}, None, []
     for r in recs:
         p, res = r["point"], r["result"]
