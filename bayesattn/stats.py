@@ -95,6 +95,15 @@ def median_interval(
     return out
 
 
+def found_median(values: Sequence[float | None]) -> dict:
+    """{"median", "ci", "not_found"}: the median over the values found (None: a quantity a seed did not give,
+    such as a transition outside its grid) with its bootstrap percentile interval (:func:`median_interval`; None
+    without values), and how many were not found."""
+    found = [float(v) for v in values if v is not None]
+    m = median_interval(found, budget=np.inf) if found else {"median": None, "ci": None}
+    return {"median": m["median"], "ci": m["ci"], "not_found": len(values) - len(found)}
+
+
 def mean_interval(values: Sequence[float], seed: int = 0, n_resamples: int = 9999, confidence_level: float = LEVEL):
     """{"mean", "ci": [lo, hi], "seeds"}: the mean over seeds and its bootstrap percentile interval (None for no
     value; "ci" None for fewer than 2 values, [v, v] when every value is the same)."""

@@ -132,3 +132,13 @@ def test_mean_interval_against_the_normal_interval():
     assert iv["ci"][1] == pytest.approx(x.mean() + half, abs=0.1 * half)
     assert stats.mean_interval([]) == {"mean": None, "ci": None, "seeds": 0}
     assert stats.mean_interval([2.0])["ci"] is None and stats.mean_interval([2.0, 2.0])["ci"] == [2.0, 2.0]
+
+
+def test_found_median_counts_what_was_not_found():
+    from bayesattn.stats import found_median
+
+    out = found_median([3.0, None, 1.0, 2.0, None])
+    assert out["median"] == 2.0 and out["not_found"] == 2
+    assert 1.0 <= out["ci"][0] <= 2.0 <= out["ci"][1] <= 3.0
+    assert found_median([None, None]) == {"median": None, "ci": None, "not_found": 2}
+    assert found_median([5.0]) == {"median": 5.0, "ci": None, "not_found": 0}  # one value: no interval

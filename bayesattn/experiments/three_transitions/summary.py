@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...stats import BOOTSTRAP, WILSON, fmt_ci, median_interval, solve_rate
+from ...stats import BOOTSTRAP, WILSON, fmt_ci, found_median, solve_rate
 
 
 def summarize(recs: list[dict], seed: int) -> dict:
@@ -110,9 +110,9 @@ def seed_statistics(recs: list[dict]) -> dict | None:
             ss = sorted(e["P"])
             ratios = {s: None if e["P"][s] is None else e["P"][s] / e["theory"] for s in ss}
             found = [x for x in ratios.values() if x is not None]
-            ratio = median_interval(found, budget=np.inf) if found else {"median": None, "ci": None}
+            ratio = found_median(list(ratios.values()))
             row = {**dict(zip(names, key[1:])), "theory": e["theory"], "seeds": ss, "P": [e["P"][s] for s in ss]}
-            row.update(ratio={"median": ratio["median"], "ci": ratio["ci"]}, not_found=len(ss) - len(found))
+            row.update(ratio={"median": ratio["median"], "ci": ratio["ci"]}, not_found=ratio["not_found"])
             if method != "sgld":
                 for s, x in ratios.items():
                     hits[s][0] += x is not None and abs(x - 1.0) <= WITHIN
