@@ -121,6 +121,11 @@ def mean_interval(values: Sequence[float], seed: int = 0, n_resamples: int = 999
     return out
 
 
+def sign_test(k: int, n: int) -> float:
+    """Two-sided sign test: the binomial p-value of k of n seeds on one side of a reference value, against half."""
+    return float(_st.binomtest(int(k), int(n), 0.5).pvalue)
+
+
 def fisher_greater(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
     """One-sided Fisher exact p-value that arm a's success probability exceeds arm b's (k successes of n)."""
     table = [[k_a, n_a - k_a], [k_b, n_b - k_b]]

@@ -142,3 +142,13 @@ def test_found_median_counts_what_was_not_found():
     assert 1.0 <= out["ci"][0] <= 2.0 <= out["ci"][1] <= 3.0
     assert found_median([None, None]) == {"median": None, "ci": None, "not_found": 2}
     assert found_median([5.0]) == {"median": 5.0, "ci": None, "not_found": 0}  # one value: no interval
+
+
+def test_sign_test_against_the_binomial_by_hand():
+    from math import comb
+
+    from bayesattn.stats import sign_test
+
+    # 7 of 8 on one side: P(X >= 7) + P(X <= 1) for X ~ Bin(8, 1/2)
+    assert sign_test(7, 8) == pytest.approx(2 * (comb(8, 7) + comb(8, 8)) / 2**8)
+    assert sign_test(4, 8) == pytest.approx(1.0) and sign_test(8, 8) == pytest.approx(2 / 2**8)

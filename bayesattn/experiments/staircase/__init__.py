@@ -29,7 +29,7 @@ class Staircase(Experiment):
 
     def points(self, cfg: StaircaseConfig) -> dict[str, list[dict]]:
         # a point holds only what it depends on, so the same point computed under another grid is reused
-        b = {k: v for k, v in cfg.bayes.model_dump().items() if k not in ("heads", "attention", "inits", "P")}
+        b = {k: v for k, v in cfg.bayes.model_dump().items() if k not in ("heads", "attention", "inits", "P", "seeds")}
         out: dict[str, list[dict]] = {}
         if "mcmc" in cfg.parts:
             out["mcmc"] = [
@@ -40,8 +40,9 @@ class Staircase(Experiment):
                     "P": int(P),
                     "init": i,
                     "bayes": {**b, "ratio": float(r)},
-                    "seed": cfg.seed,
+                    "seed": cfg.seed + s,
                 }
+                for s in range(cfg.bayes.seeds)
                 for r in cfg.bayes.ratios
                 for a in cfg.bayes.attention
                 for H in cfg.bayes.heads
@@ -85,7 +86,7 @@ class Staircase(Experiment):
     def summarize(self, config, records):
         from .summary import summarize
 
-        return summarize(records)
+        return summarize(records, config.seed)
 
     def describe(self, summary: dict) -> list[str]:
         from .summary import describe

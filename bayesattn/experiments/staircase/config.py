@@ -48,6 +48,9 @@ class BayesConfig(Section):
     P: Annotated[PositiveInts, Increasing] = [200, 315, 497, 784, 1237, 1951, 3076, 4851, 7650, 12063, 19024, 30000]
     prior: PriorSection = PriorSection()
     mcmc: ChainsSection = ChainsSection(num_chains=4, num_warmup=500, num_samples=1000)
+    # data sets of the MCMC points, from the config's seed up (seed, seed + 1, ...): the first is a one-seed run's,
+    # and from 2 the summary adds each transition P_k and each P_2/P_1 over them
+    seeds: SeedCount = 1
 
     @model_validator(mode="after")
     def _ratios(self):

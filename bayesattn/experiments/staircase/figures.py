@@ -44,9 +44,13 @@ def _bayes_legend(fig, lags: list[str], inits: list[str], theory: bool) -> None:
 
 
 def bayes_figure(run_dir, out: Path) -> Path | None:
+    """The posterior's lag masses against P, one panel per (attention, H, ratio), of the first data set (the
+    config's seed: the summary's curves), with the H-head theory where it ran."""
     recs = load_results(Path(run_dir) / "points" / "mcmc")
     if not recs:
         return None
+    first = min(r["point"]["seed"] for r in recs)
+    recs = [r for r in recs if r["point"]["seed"] == first]
     theory = {
         (r["point"]["attention"], r["point"]["heads"], r["point"]["bayes"]["ratio"]): r["result"]
         for r in load_results(Path(run_dir) / "points" / "theory")
@@ -95,10 +99,13 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
 
 
 def ratio_figure(run_dir, out: Path) -> Path | None:
-    """P_2/P_1 against w_1/w_2 (summary.json's ratio sweep), next to (w_1/w_2)^2; None without a ratio sweep."""
+    """P_2/P_1 against w_1/w_2 (summary.json's ratio sweep), next to (w_1/w_2)^2; with several data sets, each
+    one's P_2/P_1 (dots) and their median with its 95% bootstrap interval (squares); None without a ratio sweep."""
     path = Path(run_dir) / "summary.json"
-    rows = read_json(path).get("ratio_sweep", []) if path.exists() else []
-    rows = [r for r in rows if r["P2/P1"] is not None]
+    summary = read_json(path) if path.exists() else {}
+    seeds = summary.get("mcmc_seeds")
+    rows = seeds["ratio_sweep"] if seeds else summary.get("ratio_sweep", [])
+    rows = [r for r in rows if _ratio(r, seeds) is not None]
     if not rows:
         return None
     fig, axes = subplots(1, 1)
@@ -107,14 +114,32 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     for r in rows:
         groups.setdefault((r["attention"], r["heads"], r["init"]), []).append(r)
     for j, ((att, H, init), rs) in enumerate(sorted(groups.items())):
-        x = [1 / r["ratio"] for r in rs]
-        ax.plot(x, [r["P2/P1"] for r in rs], "o-", color=f"C{j}", label=f"MCMC, {att}, H = {H}, {init}")
+        x = np.array([1 / r["ratio"] for r in rs])
+        label = f"MCMC, {att}, H = {H}, {init}"
+        if seeds:
+            for xi, r in zip(x, rs):
+                vals = [v for v in r["P2/P1"] if v is not None]
+                ax.plot(xi * (1 + np.linspace(-0.015, 0.015, len(vals))), vals, "o", color=f"C{j}", alpha=0.4, ms=3)
+            med = [r["median"] for r in rs]
+            err = [
+                [m["median"] - m["ci"][0] if m["ci"] else 0 for m in med],
+                [m["ci"][1] - m["median"] if m["ci"] else 0 for m in med],
+            ]
+            label += f": {len(seeds['seeds'])} data sets, median and 95% interval"
+            ax.errorbar(x, [m["median"] for m in med], yerr=err, fmt="s-", color=f"C{j}", capsize=3, label=label)
+        else:
+            ax.plot(x, [r["P2/P1"] for r in rs], "o-", color=f"C{j}", label=label)
     x = np.linspace(1.0, max(1 / r["ratio"] for r in rows), 50)
     ax.plot(x, x**2, "k:", label="(w_1/w_2)^2")
     ax.set_xlabel("w_1 / w_2")
     ax.set_ylabel("P_2 / P_1")
     legend(ax)
     return save(fig, out)
+
+
+def _ratio(row: dict, seeds) -> float | None:
+    """A ratio-sweep row's P_2/P_1: the seeds' median, or the one data set's."""
+    return row["median"]["median"] if seeds else row["P2/P1"]
 
 
 def training_figure(run_dir, out: Path, variants=None, dpi: int = 150) -> Path | None:

@@ -224,12 +224,60 @@ def paper_boundaries(train: dict) -> tuple | None:
     return PAPER_BOUNDARIES.get((train["model"], train["optimizer"]))
 
 
-def summarize(records: dict[str, list[dict]]) -> dict:
-    """The summary of every part that ran."""
+def _found(values: list) -> dict:
+    """:func:`bayesattn.stats.found_median`, without an interval below :data:`MIN_SEEDS` values."""
+    m = stats.found_median(values)
+    return m if len(values) - m["not_found"] >= MIN_SEEDS else {**m, "ci": None}
+
+
+def mcmc_seed_statistics(records: list) -> dict | None:
+    """The MCMC points over their data sets (None with one): per curve, each transition P_k per seed with its
+    median and 95% bootstrap interval (:func:`_found`: a P_k outside the P grid is not found; no interval below
+    :data:`MIN_SEEDS` data sets); per weight ratio of a ratio sweep, P_2/P_1 per seed, its median and interval, and in how many seeds it
+    lies above (w_1/w_2)^2 (a two-sided sign test against half)."""
+    by_seed: dict = {}
+    for r in records:
+        by_seed.setdefault(r["point"]["seed"], []).append(r)
+    if len(by_seed) < 2:
+        return None
+    seeds = sorted(by_seed)
+    per = [mcmc_summary(by_seed[s]) for s in seeds]
+    curves = {}
+    for key in per[0]:
+        P_k = {lag: [p[key]["P_k"][lag] if key in p else None for p in per] for lag in per[0][key]["P_k"]}
+        curves[key] = {"P_k": P_k, "median": {lag: _found(v) for lag, v in P_k.items()}}
+    ratios: dict = {}
+    for s, summ in zip(seeds, per):
+        for row in ratio_table(summ):
+            e = ratios.setdefault((row["attention"], row["heads"], row["init"], row["ratio"]), {"P2/P1": {}})
+            e["P2/P1"][s] = row["P2/P1"]
+    rows = []
+    for (att, H, init, ratio), e in sorted(ratios.items()):
+        vals = [e["P2/P1"].get(s) for s in seeds]
+        found = [v for v in vals if v is not None]
+        above = sum(v > ratio**-2 for v in found)
+        rows.append(
+            {
+                **{"attention": att, "heads": H, "init": init, "ratio": ratio, "P2/P1": vals},
+                "median": _found(vals),
+                "square_law": ratio**-2,
+                "above": above,
+                "sign_test_p": stats.sign_test(above, len(found)) if found else None,
+            }
+        )
+    return {"seeds": seeds, "curves": curves, "ratio_sweep": rows, "interval": stats.BOOTSTRAP}
+
+
+def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
+    """The summary of every part that ran; of the MCMC points, the curves and ratio table of the data set ``seed``
+    (the config's), and from two data sets their statistics (:func:`mcmc_seed_statistics`)."""
     summary: dict = {}
     if "mcmc" in records:
-        summary["mcmc"] = mcmc_summary(records["mcmc"])
+        summary["mcmc"] = mcmc_summary([r for r in records["mcmc"] if r["point"]["seed"] == seed])
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
+        seeds = mcmc_seed_statistics(records["mcmc"])
+        if seeds is not None:
+            summary["mcmc_seeds"] = seeds
     if "train" in records:
         recs = records["train"]
         summary["train"] = {
@@ -281,6 +329,26 @@ def describe(summary: dict) -> list[str]:
             "not in the P grid" if r["P2/P1"] is None else f"{r['P2/P1']:.2f} ((w_1/w_2)^2 = {r['ratio'] ** -2:.2f})"
         )
         lines.append(f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 = {ratio}")
+    st = summary.get("mcmc_seeds")
+    if st:
+        n = len(st["seeds"])
+        for key, c in st["curves"].items():
+            lines.append(
+                f"{key}, {n} data sets, median [95% bootstrap]: "
+                + ", ".join(f"{lag} {_median_text(m)}" for lag, m in c["median"].items())
+            )
+        for r in st["ratio_sweep"]:
+            m = r["median"]
+            med = (
+                "-"
+                if m["median"] is None
+                else f"{m['median']:.2f}" + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'])}")
+            )
+            lines.append(
+                f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 {med} over {n} data "
+                f"sets; above (w_1/w_2)^2 = {r['square_law']:.2f} in {r['above']} of {n - m['not_found']}"
+                + ("" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})")
+            )
     if "train" in summary:
         t = summary["train"]
         nearest = t.get("nearest_teacher_steps", [None] * len(t["stages"]))
