@@ -182,3 +182,66 @@ def test_theory_part_next_to_mcmc(tmp_path):
     assert bayes_figure(tmp_path, tmp_path / "f.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="theory"):
         StaircaseConfig.load({"theory": {"head": [2]}})
+
+
+def _ratio_records(P1, P2, seed, ratio=0.5, grid=(100, 200, 400, 800, 1600, 3200)):
+    """Made-up MCMC records of one data set: lag k's mass is 0 below P_k and 1 from it on, with threshold 1, so
+    the stage P_k is exactly P_k (None: never reached)."""
+
+    def mass(Pk, P):
+        return float(Pk is not None and P >= Pk)
+
+    return [
+        {
+            "point": {
+                "attention": "softmax",
+                "heads": 2,
+                "bayes": {"ratio": ratio},
+                "init": "cold",
+                "P": P,
+                "seed": seed,
+            },
+            "result": {
+                "threshold": {"lag1": 1.0, "lag2": 1.0},
+                "means": {"mass_max:lag1": mass(P1, P), "mass_max:lag2": mass(P2, P)},
+                "competitive": {"lag1": 0.0},
+            },
+        }
+        for P in grid
+    ]
+
+
+def test_mcmc_seed_statistics_on_made_up_data_sets(tmp_path):
+    """Six data sets with known stages at w_2/w_1 = 0.5 (and the same at 0.8: a ratio sweep): P_2/P_1 = 8, 2, 8, 16,
+    2 and one P_2 outside the grid; the median is 8, 3 of the 5 found lie above (w_1/w_2)^2 = 4, the sign test of
+    3 of 5 gives 1; the summary's curves are the config seed's; fewer than 4 data sets give no interval; one gives
+    no statistics."""
+    from bayesattn.experiments.staircase.figures import ratio_figure
+    from bayesattn.experiments.staircase.summary import describe, mcmc_seed_statistics, summarize
+
+    stages = [(200, 1600), (200, 400), (100, 800), (200, 3200), (400, 800), (400, None)]
+    recs = [r for w in (0.5, 0.8) for s, (P1, P2) in enumerate(stages) for r in _ratio_records(P1, P2, 10 + s, ratio=w)]
+    st = mcmc_seed_statistics(recs)
+    assert st["seeds"] == list(range(10, 16))
+    curve = st["curves"]["softmax/H=2/w=0.5/cold"]
+    assert curve["P_k"]["lag1"] == pytest.approx([200, 200, 100, 200, 400, 400]) and curve["P_k"]["lag2"][-1] is None
+    assert curve["median"]["lag1"]["median"] == pytest.approx(200) and curve["median"]["lag2"]["not_found"] == 1
+    row, row_08 = st["ratio_sweep"]
+    assert row["ratio"] == 0.5 and row_08["ratio"] == 0.8 and row_08["square_law"] == pytest.approx(1.5625)
+    assert row["P2/P1"][:5] == pytest.approx([8.0, 2.0, 8.0, 16.0, 2.0]) and row["P2/P1"][5] is None
+    assert row["median"]["median"] == pytest.approx(8.0) and row["square_law"] == 4.0
+    assert row["above"] == 3 and row_08["above"] == 5
+    assert row["sign_test_p"] == pytest.approx(1.0)  # 3 of 5: as likely as not
+    lo, hi = row["median"]["ci"]
+    assert 2.0 - 1e-9 <= lo <= 8.0 + 1e-9 and 8.0 - 1e-9 <= hi <= 16.0 + 1e-9
+    assert mcmc_seed_statistics([r for r in recs if r["point"]["seed"] == 10]) is None
+    few = mcmc_seed_statistics([r for r in recs if r["point"]["seed"] < 13])
+    assert few["ratio_sweep"][0]["median"]["ci"] is None  # 3 data sets: no interval
+    out = summarize({"mcmc": recs}, seed=11)
+    assert out["mcmc"]["softmax/H=2/w=0.5/cold"]["P_k"] == pytest.approx({"lag1": 200.0, "lag2": 400.0})
+    assert out["ratio_sweep"][0]["P2/P1"] == pytest.approx(2.0) and out["mcmc_seeds"] == st
+    lines = describe(out)
+    assert any("6 data sets" in ln and "lag1 200 [" in ln for ln in lines)
+    assert any("= 0.5: P_2/P_1 8.00 [" in ln and "in 3 of 5 (sign test p = 1)" in ln for ln in lines)
+    (tmp_path / "summary.json").write_text(json.dumps(out))
+    assert ratio_figure(tmp_path, tmp_path / "ratio.png").exists()
