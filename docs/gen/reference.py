@@ -255,6 +255,7 @@ FIGURE_COMMANDS = {
     "staircase_sgd_full.png": "bayesattn staircase --config staircase_full --parts train "
     "--set 'train_only=[\"sgd_transformer\"]' --set train_variants.sgd_transformer.seeds=4",
     "staircase_T64.png": "bayesattn staircase --config staircase_T64",
+    "staircase_ratio.png": "bayesattn staircase --config staircase_ratio --set bayes.seeds=8",
     "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
     "sparse_heatmap.png": "bayesattn sparse",
