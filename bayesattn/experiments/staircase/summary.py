@@ -233,8 +233,8 @@ def _found(values: list) -> dict:
 def mcmc_seed_statistics(records: list) -> dict | None:
     """The MCMC points over their data sets (None with one): per curve, each transition P_k per seed with its
     median and 95% bootstrap interval (:func:`_found`: a P_k outside the P grid is not found; no interval below
-    :data:`MIN_SEEDS` data sets); per weight ratio of a ratio sweep, P_2/P_1 per seed, its median and interval, and in how many seeds it
-    lies above (w_1/w_2)^2 (a two-sided sign test against half)."""
+    :data:`MIN_SEEDS` data sets); per weight ratio of a ratio sweep, P_2/P_1 per seed, its median and interval,
+    and in how many seeds it lies above (w_1/w_2)^2 (a two-sided sign test against half)."""
     by_seed: dict = {}
     for r in records:
         by_seed.setdefault(r["point"]["seed"], []).append(r)
