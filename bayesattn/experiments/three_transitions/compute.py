@@ -172,9 +172,9 @@ def adam_transition(cfg, attention, T, objective, init) -> dict:
         rounds.append({"P": Ps.tolist(), **fin})
         # the jump on every P run so far: round 2's P lie inside round 1's bracket, whose two ends count too (when
         # round 2's runs all lie on one side, the jump is between them and the bracket's end on the other)
-        order = np.argsort(np.concatenate([rd["P"] for rd in rounds]), kind="stable")
-        P_all = np.concatenate([rd["P"] for rd in rounds])[order]
-        br, note = _jump(P_all, np.concatenate([rd["m"] for rd in rounds])[order], thr, init)
+        P_all = np.concatenate([rd["P"] for rd in rounds])
+        order = np.argsort(P_all, kind="stable")
+        br, note = _jump(P_all[order], np.concatenate([rd["m"] for rd in rounds])[order], thr, init)
         if br is None:
             break
         if r == 0:

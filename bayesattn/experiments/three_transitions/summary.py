@@ -109,15 +109,15 @@ def seed_statistics(recs: list[dict]) -> dict | None:
         for key, e in sorted((k, e) for k, e in measured.items() if k[0] == method):  # by attention, then T
             ss = sorted(e["P"])
             ratios = {s: None if e["P"][s] is None else e["P"][s] / e["theory"] for s in ss}
-            found = [x for x in ratios.values() if x is not None]
             ratio = found_median(list(ratios.values()))
             row = {**dict(zip(names, key[1:])), "theory": e["theory"], "seeds": ss, "P": [e["P"][s] for s in ss]}
             row.update(ratio={"median": ratio["median"], "ci": ratio["ci"]}, not_found=ratio["not_found"])
             if method != "sgld":
-                for s, x in ratios.items():
-                    hits[s][0] += x is not None and abs(x - 1.0) <= WITHIN
+                inside = {s: x is not None and abs(x - 1.0) <= WITHIN for s, x in ratios.items()}
+                for s, ok in inside.items():
+                    hits[s][0] += ok
                     hits[s][1] += 1
-                row["within"] = solve_rate(sum(abs(x - 1.0) <= WITHIN for x in found), len(ss))
+                row["within"] = solve_rate(sum(inside.values()), len(ss))
             rows.append(row)
         out[method] = {"transitions": rows}
         if method != "sgld" and rows:
