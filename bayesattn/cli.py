@@ -123,6 +123,16 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
     )
 
 
+def _seeds_option(p: argparse.ArgumentParser, cls) -> None:
+    """``--seeds``, where the experiment's config has ``seeds``."""
+    if "seeds" in cls.Config.model_fields:
+        p.add_argument(
+            "--seeds",
+            type=checked(check_int, "--seeds", int, minimum=1),
+            help="seeds per setting (default: the config's)",
+        )
+
+
 def _phase_diagram_options(p: argparse.ArgumentParser) -> None:
     """The main job's short options: each is a --set of the phase-diagram config."""
     g = p.add_argument_group("phase diagram (shortcuts for --set)")
@@ -170,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _run_options(pd, "phase-diagram")
     _phase_diagram_options(pd)
+    _seeds_option(pd, EXPERIMENTS["phase-diagram"])
     pd.set_defaults(func=command("run_command"), experiment="phase-diagram")
 
     for alias, name in ALIASES.items():
@@ -193,12 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                 type=nonempty("--parts"),
                 help=f"comma-separated subset of {','.join(parts)} (default: the config's)",
             )
-        if "seeds" in cls.Config.model_fields:
-            ap.add_argument(
-                "--seeds",
-                type=checked(check_int, "--seeds", int, minimum=1),
-                help="seeds per setting (default: the config's)",
-            )
+        _seeds_option(ap, cls)
         ap.set_defaults(func=command("run_command"), experiment=name)
 
     fp = sub.add_parser(

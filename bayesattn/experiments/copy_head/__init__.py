@@ -35,7 +35,13 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
             pts[method] = [{**base, "attention": a} for a in cfg.attention]
         else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)
             per = {a: {"mcmc": cfg.mcmc.effective(a)} if method == "mcmc" else {} for a in cfg.attention}
-            pts[method] = [{**base, **per[a], "attention": a, "P": int(P)} for a in cfg.attention for P in cfg.P.grid()]
+            # once per seed: the first seed's points are those of a one-seed run, so adding seeds keeps them
+            pts[method] = [
+                {**base, **per[a], "seed": cfg.seed + i, "attention": a, "P": int(P)}
+                for i in range(cfg.seeds)
+                for a in cfg.attention
+                for P in cfg.P.grid()
+            ]
     return pts
 
 
@@ -65,14 +71,18 @@ class PhaseDiagram(Experiment):
         return Batch(key=mcmc_group_key, many=mcmc_points, size=self.mcmc_batch)
 
     def summarize(self, config: RunConfig, records: dict[str, list[dict]]) -> dict:
+        from .seeds import seed_statistics
         from .summary import summarize
 
-        return summarize(config, records)
+        out = summarize(config, records)
+        st = seed_statistics(records, {r["point"]["attention"]: r["result"] for r in records.get("theory", [])})
+        return out if st is None else {**out, "seeds": st}
 
     def describe(self, summary: dict) -> list[str]:
+        from .seeds import describe_seeds
         from .summary import describe
 
-        return describe(summary)
+        return describe(summary) + (describe_seeds(summary["seeds"]) if "seeds" in summary else [])
 
     def figures(self, folder):
         from .figures import draw_all

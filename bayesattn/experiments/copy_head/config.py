@@ -113,6 +113,10 @@ class RunConfig(ExperimentConfig):
     attention: list[Attention] = ["softmax", "linear"]
     methods: list[Method] = ["theory", "mcmc", "adam"]
     seed: Seed = 0
+    # the MCMC and Adam points are run for seeds seed, seed + 1, ..., each with its own data set, chains and runs;
+    # the printed transitions and the figures are the first seed's, and from 2 seeds the summary adds statistics
+    # over them (the theory's points have no seed)
+    seeds: SeedCount = 1
     workers: PositiveInt = 1
     task: CopyTaskSection = CopyTaskSection()
     prior: PriorSection = PriorSection()

@@ -11,6 +11,8 @@ inputs the run did not produce. Each figure is saved as PNG and PDF in ``DIR/fig
 5. posterior histograms of the order parameter near the transition
 6. Adam training curves: loss and order parameter over steps
 7. finite-size scaling in T
+8. test error vs P (figures_losses)
+9. over seeds: every seed's order parameter vs P and their mean (figures_seeds; from 2 seeds)
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from .figures_common import (
     X_LABEL,
     arr,
     attention_panels,
+    first_seed,
     inits,
-    load_run,
+    load_seeds,
     log_P_axis,
     num,
     save,
@@ -39,6 +42,7 @@ from .figures_common import (
 )
 from .figures_losses import fig_losses
 from .figures_planes import fig_planes
+from .figures_seeds import fig_seeds
 
 plt = figstyle.pyplot()
 
@@ -409,8 +413,9 @@ def draw_all(out_dir: str | Path) -> list[Path]:
     """Draw every figure the saved results of ``out_dir`` allow; return the written paths."""
 
     out_dir = Path(out_dir)
-    runs = load_run(out_dir)
+    seeds = load_seeds(out_dir)
+    runs = first_seed(seeds)
     paths: list[Path] = []
     for fig in (*FIGURES, fig_losses):
         paths += fig(runs, out_dir / "figures")
-    return paths
+    return paths + fig_seeds(seeds, out_dir / "figures")

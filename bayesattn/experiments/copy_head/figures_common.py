@@ -28,27 +28,49 @@ def arr(v) -> np.ndarray:
     return np.asarray(v if v is not None else [], dtype=float)
 
 
-def load_run(out_dir: str | Path) -> dict:
-    """{method: {attention: [records sorted by P]}} from a run folder. Where a changed config left several
-    records of one (method, attention, P) (the theory: of one attention), the most recently finished is used."""
+def load_seeds(out_dir: str | Path) -> dict:
+    """{method: {attention: {seed: [records sorted by P]}}} from a run folder, seeds in increasing order (the
+    theory's points have none: seed None). Where a changed config left several records of one (method, attention,
+    seed, P) (the theory: of one attention), the most recently finished is used."""
     out = Path(out_dir)
-    runs: dict[str, dict[str, list]] = {}
+    runs: dict[str, dict[str, dict]] = {}
     for method in ("theory", "mcmc", "adam"):
         recs = load_results(out / "points" / method) if (out / "points" / method).is_dir() else []
         latest: dict = {}
         for r in sorted(recs, key=lambda r: r.get("finished_at", "")):
-            latest[(r["point"].get("attention"), r["point"].get("P"))] = r
+            p = r["point"]
+            latest[(p.get("attention"), p.get("seed"), p.get("P"))] = r
         for r in latest.values():
             if "task" not in r["point"] or (method != "theory" and "inits" not in r["result"]):
                 raise ValueError(
                     f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
                     "points and recorded data); rerun the phase diagram into a new folder"
                 )
-            runs.setdefault(method, {}).setdefault(r["point"]["attention"], []).append(r)
+            runs.setdefault(method, {}).setdefault(r["point"]["attention"], {}).setdefault(r["point"].get("seed"), [])
+            runs[method][r["point"]["attention"]][r["point"].get("seed")].append(r)
     for by_att in runs.values():
-        for recs in by_att.values():
-            recs.sort(key=lambda r: r["point"].get("P", 0))
+        for a, by_seed in by_att.items():
+            by_att[a] = {
+                s: sorted(by_seed[s], key=lambda r: r["point"].get("P", 0)) for s in sorted(by_seed, key=_seed)
+            }
     return runs
+
+
+def _seed(s) -> int:
+    return -1 if s is None else int(s)
+
+
+def first_seed(seeds: dict) -> dict:
+    """{method: {attention: [records sorted by P]}} of the first seed (the config seed) of :func:`load_seeds`."""
+    return {
+        method: {a: next(iter(by_seed.values())) for a, by_seed in by_att.items()} for method, by_att in seeds.items()
+    }
+
+
+def load_run(out_dir: str | Path) -> dict:
+    """{method: {attention: [records sorted by P]}} of the run's first seed (the config seed; :func:`load_seeds`
+    has them all)."""
+    return first_seed(load_seeds(out_dir))
 
 
 def inits(rec: dict) -> dict:

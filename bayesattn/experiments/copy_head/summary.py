@@ -10,15 +10,21 @@ from .compute import ADAM, DATA, KEY_RULES, MCMC
 
 
 def summarize(cfg, records: dict[str, list[dict]]) -> dict:
-    """Transitions per attention and method, from the saved records, and the key rules."""
+    """Transitions per attention and method of the config seed, from the saved records, and the key rules; the
+    MCMC diagnostics over every seed's points."""
     trans: dict[str, dict] = {a: {} for a in cfg.attention}
     for rec in records.get("theory", []):
         a = rec["point"]["attention"]
         trans[a]["theory"] = rec["result"]["curve"]["transition"]
     for method in ("mcmc", "adam"):
-        for a in cfg.attention:
+        for a in cfg.attention:  # the config seed's points (a point without one: a run made before seeds)
             recs = sorted(
-                (r for r in records.get(method, []) if r["point"]["attention"] == a), key=lambda r: r["point"]["P"]
+                (
+                    r
+                    for r in records.get(method, [])
+                    if r["point"]["attention"] == a and r["point"].get("seed", cfg.seed) == cfg.seed
+                ),
+                key=lambda r: r["point"]["P"],
             )
             if recs:
                 trans[a][method] = empirical_transition(recs, method, a)

@@ -1,0 +1,91 @@
+"""Figure 9 of a phase-diagram run over seeds (``seeds`` >= 2): the order parameter against P in every seed (its
+own data set, chains and Adam runs) and its mean over the seeds, with the theory, from the saved point files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ... import figstyle
+from ...models.attention import ATTENTIONS, ORDER_PARAMETER
+from ...stats import mean_interval
+from .figures_common import SERIES, X_LABEL, arr, inits, log_P_axis, num, save, title_params
+from .summary import final_values
+
+plt = figstyle.pyplot()
+
+METHOD_NAMES = {"mcmc": "MCMC, posterior mean", "adam": "Adam, mean of the runs"}
+NAMES = {"mcmc": "MCMC", "adam": "Adam"}
+
+
+def fig_seeds(seeds: dict, out: Path) -> list[Path]:
+    """One row per method (MCMC, Adam), one column per attention: each seed's values as a thin line per start,
+    the mean over the seeds with its 95% bootstrap interval as markers, and the theory's stable branch and
+    posterior mean. Nothing is drawn from fewer than 2 seeds."""
+    methods = [m for m in ("mcmc", "adam") if any(len(s) >= 2 for s in seeds.get(m, {}).values())]
+    atts = sorted({a for m in methods for a in seeds[m]}, key=ATTENTIONS.index)
+    if not methods:
+        return []
+    fig, axes = figstyle.subplots(len(methods), len(atts), panel=(6.2, 4.0))
+    handles: dict = {}
+    n_seeds, any_rec = set(), None
+    for i, method in enumerate(methods):
+        for j, att in enumerate(atts):
+            ax, x = axes[i][j], ORDER_PARAMETER[att]
+            by_seed = seeds[method].get(att, {})
+            th = seeds.get("theory", {}).get(att, {})
+            P_all = []
+            if th:
+                curve = next(iter(th.values()))[0]["result"]["curve"]
+                ax.plot(arr(curve["P"]), arr(curve["stable"][x]), "k-", lw=1.4, label="theory, stable branch")
+                if x in curve.get("mean", {}):
+                    ax.plot(arr(curve["P"]), arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean")
+            if len(by_seed) >= 2:
+                n_seeds.add(len(by_seed))
+                grid = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in by_seed.values())))
+                P_all += grid
+                for init in inits(next(iter(by_seed.values()))[0]):
+                    marker, color, _ = SERIES.get((method, init), ("x", "0.3", 1.0))
+                    vals = np.full((len(by_seed), len(grid)), np.nan)
+                    for k, recs in enumerate(by_seed.values()):
+                        any_rec = any_rec or recs[0]
+                        at = {float(r["point"]["P"]): inits(r)[init] for r in recs}
+                        vals[k] = [np.nanmean(final_values(at[P], method, x)) for P in grid]
+                        ax.plot(grid, vals[k], "-", color=color, lw=0.6, alpha=0.35, label="each seed (thin lines)")
+                    ints = [mean_interval(vals[:, c][np.isfinite(vals[:, c])]) for c in range(len(grid))]
+                    mean = np.array([num(m["mean"]) for m in ints])
+                    lo = np.array([num(m["ci"][0]) if m["ci"] else np.nan for m in ints])
+                    hi = np.array([num(m["ci"][1]) if m["ci"] else np.nan for m in ints])
+                    yerr = np.vstack([mean - lo, hi - mean])
+                    ax.errorbar(
+                        grid,
+                        mean,
+                        yerr=yerr,
+                        fmt=marker,
+                        ms=4,
+                        capsize=2,
+                        color=color,
+                        zorder=3,
+                        label=f"{NAMES[method]}, {init} {'start' if method == 'mcmc' else 'init'}: mean over seeds",
+                    )
+            if P_all:
+                log_P_axis(ax, min(P_all), max(P_all))
+            ax.set_xlabel("training sequences P")
+            ax.set_ylabel(X_LABEL[x])
+            ax.set_title(f"{att} attention: {METHOD_NAMES[method]}")
+            ax.set_ylim(-0.05, 1.08)
+            ax.grid(alpha=0.3)
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncol=3 if len(atts) > 1 else 1,
+        title="markers: 95% bootstrap intervals",
+    )
+    counts = "/".join(map(str, sorted(n_seeds)))
+    head = f"The order parameter vs P over {counts} seeds (each its own data set, chains and Adam runs)"
+    fig.suptitle(head + ("\n" + title_params(any_rec) if any_rec else ""))
+    return save(fig, out, "fig9_seeds")

@@ -1,0 +1,176 @@
+"""The phase diagram over seeds (``seeds`` >= 2 in the config), from the saved records alone. Each seed is its own
+data set, MCMC chains and Adam runs. Per attention, method and start: where the largest rise of the order parameter
+falls in each seed, how often the theory's P_c lies inside it, and, for MCMC, the mean over the data sets at each P
+of the order parameter and of the held-out error against the theory's."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ...models.attention import ORDER_PARAMETER
+from ...stats import BOOTSTRAP, WILSON, fmt_ci, found_median, mean_interval, solve_rate
+from .summary import empirical_transition, final_values
+
+# the comparison with the theory's mean counts the grid points more than this fraction in P from the theory's P_c
+# (all of them where the theory has none): at P_c itself the posterior of one data set is a mixture whose weight
+# moves with the data, and the between-data-set spread of the mean is largest there
+AWAY = 0.10
+
+
+def by_seed(records: list[dict]) -> dict[int, list[dict]]:
+    """{seed: its records sorted by P}, seeds in increasing order."""
+    out: dict[int, list[dict]] = {}
+    for r in records:
+        out.setdefault(int(r["point"]["seed"]), []).append(r)
+    return {s: sorted(out[s], key=lambda r: r["point"]["P"]) for s in sorted(out)}
+
+
+def seed_statistics(records: dict[str, list[dict]], theory: dict[str, dict]) -> dict | None:
+    """The statistics over the run's seeds (None with fewer than 2). ``theory``: {attention: the theory point's
+    result (its ``curve`` and ``losses``)}, where the run has one.
+
+    Per attention, method and start: each seed's ``rise_between`` (:func:`empirical_transition`), the brackets
+    with their seed counts (most common first), the median over the seeds of ``P_jump`` with a bootstrap interval,
+    and for MCMC how many seeds' brackets hold the theory's P_c (Wilson interval), ``against_theory`` (the
+    posterior mean of the order parameter against the theory's) and ``test_error_against_theory`` (the held-out
+    error against the theory's prediction for the posterior; :func:`against_theory`)."""
+    seeds = sorted({int(r["point"]["seed"]) for m in ("mcmc", "adam") for r in records.get(m, [])})
+    if len(seeds) < 2:
+        return None
+    out: dict = {
+        "seeds": seeds,
+        "intervals": {"theory_inside": WILSON, "P_jump": BOOTSTRAP, "mean": BOOTSTRAP},
+        "attention": {},
+    }
+    for method in ("mcmc", "adam"):
+        attentions = dict.fromkeys(r["point"]["attention"] for r in records.get(method, []))
+        for a in attentions:
+            per = {
+                s: (recs, empirical_transition(recs, method, a))
+                for s, recs in by_seed([r for r in records[method] if r["point"]["attention"] == a]).items()
+            }
+            curve = theory.get(a, {}).get("curve")
+            P_c = (curve or {}).get("transition", {}).get("P_c")
+            for init in next(iter(per.values()))[1]:
+                rows = [tr[init] for _, tr in per.values()]
+                between = [tuple(r["rise_between"]) if r["rise_between"] else None for r in rows]
+                entry: dict = {
+                    "seeds": list(per),
+                    "rise_between": [list(b) if b else None for b in between],
+                    "brackets": [
+                        {"between": list(b) if b else None, "seeds": n} for b, n in Counter(between).most_common()
+                    ],
+                    "P_jump": found_median([r["P_jump"] for r in rows]),
+                }
+                if method == "mcmc" and P_c is not None:  # the posterior's transition: MCMC's, not Adam's
+                    entry["theory_P_c"] = P_c
+                    entry["theory_inside"] = solve_rate(
+                        sum(b is not None and b[0] <= P_c <= b[1] for b in between), len(rows)
+                    )
+                if method == "mcmc" and curve is not None:
+                    groups = [recs for recs, _ in per.values()]
+                    x = ORDER_PARAMETER[a]
+                    entry["against_theory"] = {
+                        "observable": x,
+                        **against_theory(groups, init, _order_parameter(x), curve["P"], curve["mean"][x], P_c),
+                    }
+                    losses = theory[a].get("losses")
+                    if losses and all("test_error" in r["result"]["inits"][init] for g in groups for r in g):
+                        entry["test_error_against_theory"] = against_theory(
+                            groups, init, _test_error, losses["P"], losses["posterior"], P_c, relative=True
+                        )
+                out["attention"].setdefault(a, {}).setdefault(method, {})[init] = entry
+    return out
+
+
+def _order_parameter(x: str):
+    return lambda res: (final_values(res, "mcmc", x)[0], float(res[x].get("se", np.nan)))
+
+
+def _test_error(res: dict) -> tuple[float, float]:
+    te = res.get("test_error") or {}
+    return float(te.get("mean", np.nan)), float(te.get("sem", np.nan))
+
+
+def against_theory(
+    per_seed: list[list[dict]], init: str, value, P_theory, theory_values, P_c: float | None, relative: bool = False
+) -> dict:
+    """One MCMC start over the data sets at each P that every seed has, against the theory there (``theory_values``
+    on ``P_theory``, linear in log P between them). ``value(result) -> (value, its standard error)`` reads a chain
+    group's result. Returns the mean over the data sets with its bootstrap interval, the spread between the data
+    sets (standard deviation) beside the median of the runs' own standard errors, and over the points more than
+    AWAY from ``P_c`` (all where None) in how many the interval holds the theory's value and the largest gap (by
+    its size relative to the theory's value where ``relative``)."""
+    common = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+    vals, ses = np.empty((len(per_seed), len(common))), np.empty((len(per_seed), len(common)))
+    for i, recs in enumerate(per_seed):
+        at = {float(r["point"]["P"]): r["result"]["inits"][init] for r in recs}
+        for j, P in enumerate(common):
+            vals[i, j], ses[i, j] = value(at[P])
+    Pt = np.asarray(P_theory, dtype=float)
+    vt = np.array([np.nan if v is None else v for v in theory_values], dtype=float)
+    ok = np.isfinite(Pt) & np.isfinite(vt)
+    theory = np.interp(np.log(common), np.log(Pt[ok]), vt[ok])
+    away = [P_c is None or abs(np.log(P / P_c)) > np.log1p(AWAY) for P in common]
+    means = [mean_interval(vals[:, j][np.isfinite(vals[:, j])]) for j in range(len(common))]
+    inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]
+    gaps = np.array([np.nan if m["mean"] is None else m["mean"] for m in means]) - theory
+    size = np.abs(gaps / theory) if relative else np.abs(gaps)
+    k_away = [j for j, a in enumerate(away) if a and np.isfinite(size[j])]
+    worst = max(k_away, key=lambda j: size[j]) if k_away else None
+    return {
+        "P": common,
+        "theory": theory.tolist(),
+        "mean": [m["mean"] for m in means],
+        "ci": [m["ci"] for m in means],
+        "sd_between": vals.std(axis=0, ddof=1).tolist(),
+        "se_within": np.nanmedian(ses, axis=0).tolist(),
+        "away": away,
+        "theory_inside_away": solve_rate(sum(inside[j] for j in k_away), len(k_away)),
+        "largest_gap_away": None
+        if worst is None
+        else {"P": common[worst], "gap": float(gaps[worst]), "relative": float(gaps[worst] / theory[worst])},
+    }
+
+
+def describe_seeds(st: dict) -> list[str]:
+    """The printed lines of the seed statistics: per attention, method and start, the brackets and the theory's
+    P_c inside them; for MCMC, the theory's mean order parameter and held-out error against the data sets'."""
+    lines = []
+    n = len(st["seeds"])
+    for a, methods in st["attention"].items():
+        for method, by_init in methods.items():
+            for init, e in by_init.items():
+                where = ", ".join(
+                    (
+                        f"between P = {b['between'][0]:.0f} and {b['between'][1]:.0f}"
+                        if b["between"]
+                        else "none above 0.05"
+                    )
+                    + f" in {b['seeds']}"
+                    for b in e["brackets"]
+                )
+                line = f"{a}: {method} ({init} start) over {n} seeds: largest rise: {where}"
+                if "theory_inside" in e:
+                    ti = e["theory_inside"]
+                    line += (
+                        f"; the theory's P_c = {e['theory_P_c']:.0f} inside in {ti['solved']} of {n} {fmt_ci(ti['ci'])}"
+                    )
+                lines.append(line)
+                for key, what, rel in (
+                    ("against_theory", f"mean {e.get('against_theory', {}).get('observable')}", False),
+                    ("test_error_against_theory", "held-out error", True),
+                ):
+                    at = e.get(key)
+                    if not (at and at["largest_gap_away"]):
+                        continue
+                    ins, g = at["theory_inside_away"], at["largest_gap_away"]
+                    gap = f"{g['relative']:+.1%}" if rel else f"{g['gap']:+.4f}"
+                    lines.append(
+                        f"{a}: {method} ({init} start), {what} over {n} data sets against the theory, at the "
+                        f"{ins['seeds']} P more than {AWAY:.0%} from P_c: the theory inside the 95% interval at "
+                        f"{ins['solved']} of {ins['seeds']}; largest gap {gap} (P = {g['P']:.0f})"
+                    )
+    return lines
