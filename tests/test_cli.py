@@ -145,8 +145,10 @@ def test_mcmc_diagnostics_flag_a_point_over_the_thresholds():
     good = mcmc_diagnostics([rec(100, 1.0, 500.0), rec(200, 1.01, 300.0)])["softmax"]
     assert good["met"] and good["r_hat_max"] == 1.01 and good["ess_bulk_min"] == 300.0 and good["chain_groups"] == 4
     assert good["r_hat_max_at"] == {"P": 200, "init": "cold"}
+    assert good["chain_groups_failing"] == 0
     for bad in (rec(300, R_HAT_MAX + 0.01, 500.0), rec(300, 1.0, ESS_MIN - 1), rec(300, 1.0, 500.0, div=1)):
-        assert not mcmc_diagnostics([rec(100, 1.0, 500.0), bad])["softmax"]["met"]
+        dg = mcmc_diagnostics([rec(100, 1.0, 500.0), bad])["softmax"]
+        assert not dg["met"] and dg["chain_groups_failing"] == 2  # the bad point's cold and hot groups
     nan = mcmc_diagnostics([rec(100, 1.0, 500.0), rec(300, float("nan"), float("nan"))])["softmax"]
     assert not nan["met"] and nan["r_hat_max"] is None and nan["ess_bulk_min"] is None
     assert nan["r_hat_max_at"] == {"P": 300, "init": "cold"}
@@ -161,7 +163,7 @@ def test_mcmc_diagnostics_flag_a_point_over_the_thresholds():
 
     huge = mcmc_diagnostics([rec(100, 82365850033869440.0, 3.0)])
     line = describe({"transitions": {"softmax": {}}, "mcmc_diagnostics": huge})[-1]
-    assert "max R-hat 8.24e+16 (P = 100, cold), min bulk ESS 3 " in line and line.endswith("NOT met")
+    assert "max R-hat 8.24e+16 (P = 100, cold), min bulk ESS 3 " in line and line.endswith("NOT met (2 of 2 groups)")
 
 
 # slow (27 s): tests/test_user_signals.py covers an interrupted run resuming in the default suite

@@ -19,62 +19,88 @@ METHOD_NAMES = {"mcmc": "MCMC, posterior mean", "adam": "Adam, mean of the runs"
 NAMES = {"mcmc": "MCMC", "adam": "Adam"}
 
 
+def _values(by_seed: dict, method: str, init: str, x: str, grid: list[float]) -> np.ndarray:
+    """(seeds, P) final values of ``x`` of one start (Adam: the mean of its runs)."""
+    vals = np.full((len(by_seed), len(grid)), np.nan)
+    for k, recs in enumerate(by_seed.values()):
+        at = {float(r["point"]["P"]): inits(r)[init] for r in recs}
+        vals[k] = [np.nanmean(final_values(at[P], method, x)) for P in grid]
+    return vals
+
+
+def _mean_with_interval(ax, grid, vals, marker, color, label) -> None:
+    """Each seed as a thin line, the mean over the seeds as markers with its 95% bootstrap interval."""
+    for row in vals:
+        ax.plot(grid, row, "-", color=color, lw=0.6, alpha=0.35, label="each seed (thin lines)")
+    ints = [mean_interval(vals[:, c][np.isfinite(vals[:, c])]) for c in range(len(grid))]
+    mean = np.array([num(m["mean"]) for m in ints])
+    lo = np.array([num(m["ci"][0]) if m["ci"] else np.nan for m in ints])
+    hi = np.array([num(m["ci"][1]) if m["ci"] else np.nan for m in ints])
+    ax.errorbar(
+        grid,
+        mean,
+        yerr=np.vstack([mean - lo, hi - mean]),
+        fmt=marker,
+        ms=4,
+        capsize=2,
+        color=color,
+        zorder=3,
+        label=label,
+    )
+
+
 def fig_seeds(seeds: dict, out: Path) -> list[Path]:
-    """One row per method (MCMC, Adam), one column per attention: each seed's values as a thin line per start,
-    the mean over the seeds with its 95% bootstrap interval as markers, and the theory's stable branch and
-    posterior mean. Nothing is drawn from fewer than 2 seeds."""
+    """Rows MCMC, MCMC minus the theory's posterior mean (where the run has the theory) and Adam; one column per
+    attention. In each: every seed as a thin line per start, the mean over the seeds with its 95% bootstrap interval
+    as markers; the theory's stable branch and posterior mean beside the values. Nothing is drawn from fewer than
+    2 seeds."""
     methods = [m for m in ("mcmc", "adam") if any(len(s) >= 2 for s in seeds.get(m, {}).values())]
-    atts = sorted({a for m in methods for a in seeds[m]}, key=ATTENTIONS.index)
     if not methods:
         return []
-    fig, axes = figstyle.subplots(len(methods), len(atts), panel=(6.2, 4.0))
+    atts = sorted({a for m in methods for a in seeds[m]}, key=ATTENTIONS.index)
+    theory = {a: next(iter(seeds["theory"][a].values()))[0]["result"]["curve"] for a in seeds.get("theory", {})}
+    rows = [(m, False) for m in methods]
+    if "mcmc" in methods and theory:
+        rows.insert(1, ("mcmc", True))
+    fig, axes = figstyle.subplots(len(rows), len(atts), panel=(6.2, 3.6))
     handles: dict = {}
     n_seeds, any_rec = set(), None
-    for i, method in enumerate(methods):
+    for i, (method, gap) in enumerate(rows):
         for j, att in enumerate(atts):
             ax, x = axes[i][j], ORDER_PARAMETER[att]
             by_seed = seeds[method].get(att, {})
-            th = seeds.get("theory", {}).get(att, {})
+            curve = theory.get(att)
             P_all = []
-            if th:
-                curve = next(iter(th.values()))[0]["result"]["curve"]
+            if curve is not None and not gap:
                 ax.plot(arr(curve["P"]), arr(curve["stable"][x]), "k-", lw=1.4, label="theory, stable branch")
                 if x in curve.get("mean", {}):
                     ax.plot(arr(curve["P"]), arr(curve["mean"][x]), color="0.5", lw=1, label="theory, posterior mean")
-            if len(by_seed) >= 2:
+            if len(by_seed) >= 2 and (curve is not None or not gap):
                 n_seeds.add(len(by_seed))
+                any_rec = any_rec or next(iter(by_seed.values()))[0]
                 grid = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in by_seed.values())))
                 P_all += grid
+                shift = 0.0
+                if gap:  # the theory's posterior mean at the grid, linear in log P between its points
+                    Pt, mt = arr(curve["P"]), arr(curve["mean"][x])
+                    ok = np.isfinite(Pt) & np.isfinite(mt)
+                    shift = np.interp(np.log(grid), np.log(Pt[ok]), mt[ok])
+                    ax.axhline(0.0, color="k", lw=1)
                 for init in inits(next(iter(by_seed.values()))[0]):
                     marker, color, _ = SERIES.get((method, init), ("x", "0.3", 1.0))
-                    vals = np.full((len(by_seed), len(grid)), np.nan)
-                    for k, recs in enumerate(by_seed.values()):
-                        any_rec = any_rec or recs[0]
-                        at = {float(r["point"]["P"]): inits(r)[init] for r in recs}
-                        vals[k] = [np.nanmean(final_values(at[P], method, x)) for P in grid]
-                        ax.plot(grid, vals[k], "-", color=color, lw=0.6, alpha=0.35, label="each seed (thin lines)")
-                    ints = [mean_interval(vals[:, c][np.isfinite(vals[:, c])]) for c in range(len(grid))]
-                    mean = np.array([num(m["mean"]) for m in ints])
-                    lo = np.array([num(m["ci"][0]) if m["ci"] else np.nan for m in ints])
-                    hi = np.array([num(m["ci"][1]) if m["ci"] else np.nan for m in ints])
-                    yerr = np.vstack([mean - lo, hi - mean])
-                    ax.errorbar(
-                        grid,
-                        mean,
-                        yerr=yerr,
-                        fmt=marker,
-                        ms=4,
-                        capsize=2,
-                        color=color,
-                        zorder=3,
-                        label=f"{NAMES[method]}, {init} {'start' if method == 'mcmc' else 'init'}: mean over seeds",
-                    )
+                    vals = _values(by_seed, method, init, x, grid) - shift
+                    what = f"{NAMES[method]}, {init} {'start' if method == 'mcmc' else 'init'}: mean over seeds"
+                    _mean_with_interval(ax, grid, vals, marker, color, what)
             if P_all:
                 log_P_axis(ax, min(P_all), max(P_all))
             ax.set_xlabel("training sequences P")
-            ax.set_ylabel(X_LABEL[x])
-            ax.set_title(f"{att} attention: {METHOD_NAMES[method]}")
-            ax.set_ylim(-0.05, 1.08)
+            if gap:
+                ax.set_ylabel(f"{x}: MCMC − theory's posterior mean")
+                ax.set_title(f"{att} attention: MCMC minus the theory")
+            else:
+                ax.set_ylabel(X_LABEL[x])
+                ax.set_title(f"{att} attention: {METHOD_NAMES[method]}")
+                ax.set_ylim(-0.05, 1.08)
             ax.grid(alpha=0.3)
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(lab, h)

@@ -47,12 +47,13 @@ ESS_MIN = 100.0
 
 def mcmc_diagnostics(records: list[dict]) -> dict:
     """Per attention: the worst split R-hat and the smallest bulk ESS of its order parameter over every MCMC point
-    and start, where they occur, the divergences after warm-up, and whether the thresholds are met. A chain group
+    and start, where they occur, the divergences after warm-up, whether the thresholds are met and by how many
+    chain groups (point and start) they are missed. A chain group
     without both diagnostics (a result made by other code) is left out and counted; a non-finite value fails."""
     out: dict = {}
     for a in dict.fromkeys(r["point"]["attention"] for r in records):
         x = ORDER_PARAMETER[a]
-        rows, missing, divergent = [], 0, 0
+        rows, missing, divergent, failing = [], 0, 0, 0
         for r in records:
             if r["point"]["attention"] != a:
                 continue
@@ -65,8 +66,10 @@ def mcmc_diagnostics(records: list[dict]) -> dict:
                 # non-finite: the worst possible value, so that it is the one reported and it fails
                 r_hat = r_hat if np.isfinite(r_hat) else np.inf
                 ess = ess if np.isfinite(ess) else -np.inf
+                div = int(res.get("diagnostics", {}).get("num_divergent", 0))
                 rows.append((r_hat, ess, int(r["point"]["P"]), init))
-                divergent += int(res.get("diagnostics", {}).get("num_divergent", 0))
+                divergent += div
+                failing += not (r_hat <= R_HAT_MAX and ess >= ESS_MIN and div == 0)
         if not rows:
             continue
         worst_r, worst_e = max(rows, key=lambda t: t[0]), min(rows, key=lambda t: t[1])
@@ -78,6 +81,7 @@ def mcmc_diagnostics(records: list[dict]) -> dict:
             "ess_bulk_min_at": {"P": worst_e[2], "init": worst_e[3]},
             "divergent": divergent,
             "chain_groups": len(rows),
+            "chain_groups_failing": failing,
             "chain_groups_without_diagnostics": missing,
             "thresholds": {"r_hat_max": R_HAT_MAX, "ess_bulk_min": ESS_MIN, "divergent": 0},
             "met": bool(worst_r[0] <= R_HAT_MAX and worst_e[1] >= ESS_MIN and divergent == 0),
@@ -155,6 +159,10 @@ def describe(summary: dict) -> list[str]:
             f"{_num(dg['r_hat_max'], 3)} (P = {r_at['P']}, {r_at['init']}), min bulk ESS {_num(dg['ess_bulk_min'], 0)} "
             f"(P = {e_at['P']}, {e_at['init']}), {dg['divergent']} divergent; thresholds R-hat <= "
             f"{dg['thresholds']['r_hat_max']}, ESS >= {dg['thresholds']['ess_bulk_min']:.0f}, no divergence: "
-            + ("met" if dg["met"] else "NOT met")
+            + (
+                "met"
+                if dg["met"]
+                else f"NOT met ({dg.get('chain_groups_failing', '?')} of {dg['chain_groups']} groups)"
+            )
         )
     return lines
