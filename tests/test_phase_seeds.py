@@ -142,3 +142,35 @@ def test_the_figures_read_the_first_seed_and_draw_every_seed(tmp_path):
     # one seed: nothing to draw
     one = {m: {a: dict(list(by.items())[:1]) for a, by in v.items()} for m, v in seeds.items()}
     assert fig_seeds(one, tmp_path / "none") == []
+
+
+# ------------------------------------------------------------------------------------- other tasks of the theory
+def test_a_task_the_theory_does_not_cover_is_refused_before_any_work():
+    exp = PhaseDiagram()
+    sets = ["task.tokens=onehot", "task.boundary=causal", "task.T=8", "task.d=4"]
+    with pytest.raises(ValueError, match=r"task.tokens='onehot', task.boundary='causal' with attention='linear'"):
+        exp.check(exp.load_config(None, sets))
+    # without the theory there is nothing to refuse; softmax alone is covered (docs/theory.md section 10)
+    exp.check(exp.load_config(None, [*sets, 'methods=["mcmc", "adam"]']))
+    exp.check(exp.load_config(None, [*sets, "attention=softmax"]))
+
+
+@pytest.mark.parametrize(
+    "tokens, boundary, landscapes, losses",
+    [("gaussian", "cyclic", True, True), ("gaussian", "causal", False, True), ("onehot", "cyclic", False, False)],
+)
+def test_the_theory_point_holds_what_the_theory_covers(tokens, boundary, landscapes, losses):
+    """Softmax: landscapes only where the landscape's theory covers the task (Gaussian tokens, the cyclic boundary,
+    as :func:`covers` says), loss predictions only for Gaussian tokens (one-hot: the centred target's)."""
+    from bayesattn.bayes.theory.common import covers
+    from bayesattn.experiments.copy_head.compute import theory_point
+
+    cfg = PhaseDiagram.load_config(
+        None,
+        [f"task.tokens={tokens}", f"task.boundary={boundary}", "task.T=8", "task.d=4", "attention=softmax"]
+        + ["P.values=[200, 800]", "theory.num_P=6", 'theory.vary_name=""'],
+    )
+    point = build_points(cfg)["theory"][0]
+    res = theory_point(point)
+    assert res["curve"]["P"] and ("losses" in res) == losses
+    assert ("landscapes" in res) == ("grid_landscapes" in res) == landscapes == covers(cfg.make_task(), "softmax")

@@ -54,6 +54,21 @@ class PhaseDiagram(Experiment):
     default_threads = 2
     mcmc_batch: int = 1  # MCMC points of one shape sampled this many at a time in one program (--batch)
 
+    def check(self, config: RunConfig) -> None:
+        if "theory" not in config.methods:
+            return
+        from ...bayes.theory.common import covers
+
+        task = config.make_task()
+        for a in config.attention:  # what phase_curve, loss_curve and phase_diagram cover (docs/theory.md)
+            if not covers(task, a, onehot=True, causal=True):
+                raise ValueError(
+                    f"task.tokens={task.tokens!r}, task.boundary={task.boundary!r} with attention={a!r}: the theory "
+                    "does not cover this case (it covers Gaussian and one-hot tokens on the cyclic boundary, and "
+                    "on the causal one Gaussian tokens and softmax with one-hot tokens); leave 'theory' out of "
+                    "methods to sample and train it"
+                )
+
     def points(self, config: RunConfig) -> dict[str, list[dict]]:
         return build_points(config)
 

@@ -116,7 +116,8 @@ def attention_panels(runs: dict, method: str, height: float, need: str | None = 
     atts = [a for a in ("softmax", "linear") if a in by_att and (need is None or by_att[a][0]["result"].get(need))]
     if not atts:
         return None
-    fig, axes = figstyle.subplots(1, len(atts), panel=(6.0, height))
+    # one attention: a wider panel, so that the legend and title written for two fit above and below it
+    fig, axes = figstyle.subplots(1, len(atts), panel=(max(6.0, 9.5 / len(atts)), height))
     return atts, fig, axes[0]
 
 
