@@ -308,6 +308,7 @@ def run_command(args) -> int:
                 f"(methods={','.join(config.methods)})"
             )
         experiment.mcmc_batch = args.batch
+    _compile_cache(args)  # before a check's first compilation: JAX reads the cache settings only then
     experiment.check(config)
     workers = args.workers
     executor_kind = args.executor
@@ -330,7 +331,6 @@ def run_command(args) -> int:
     out = prepare_output_dir(args.out or Path(DEFAULT_ROOT) / config.name, "--out")
     if args.out is None:
         ignore_results_root(Path(DEFAULT_ROOT))
-    _compile_cache(args)
     with sweep_executor(executor_kind, workers, args.scheduler, processes=not args.dask_threads) as executor:
         try:
             summary = run_experiment(

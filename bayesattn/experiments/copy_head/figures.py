@@ -30,6 +30,7 @@ from .figures_common import (
     COLORS,
     SERIES,
     X_LABEL,
+    add_handles,
     arr,
     attention_panels,
     first_seed,
@@ -37,6 +38,7 @@ from .figures_common import (
     load_seeds,
     log_P_axis,
     num,
+    order_parameter_panel,
     save,
     title_params,
 )
@@ -119,13 +121,8 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
                 ax.errorbar(P * shift, mean, yerr=err, fmt=marker, capsize=2, color=color, **kw)
         log_P_axis(ax, min(P_all), max(P_all))
         ax.set_xlabel("training sequences P")
-        ax.set_ylabel(X_LABEL[x])
-        ax.set_title(f"{att} attention")
-        # room beyond 0 and 1: a marker at u = 1 (or at 0) sits inside the frame, not on it
-        ax.set_ylim(-0.05, 1.08)
-        ax.grid(alpha=0.3)
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
+        order_parameter_panel(ax, x, f"{att} attention")
+        add_handles(ax, handles)
     over = f"over the {'/'.join(map(str, sorted(n_runs)))} runs" if n_runs else "over the runs"
     title = f"error bars: {figstyle.SD} (MCMC: of the posterior draws; Adam: {over})"
     # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)

@@ -121,6 +121,21 @@ def attention_panels(runs: dict, method: str, height: float, need: str | None = 
     return atts, fig, axes[0]
 
 
+def order_parameter_panel(ax, x: str, title: str) -> None:
+    """An order-parameter panel's y axis: its label, ``title``, room beyond 0 and 1 (a marker at u = 1, or at 0,
+    sits inside the frame, not on it) and a grid."""
+    ax.set_ylabel(X_LABEL[x])
+    ax.set_title(title)
+    ax.set_ylim(-0.05, 1.08)
+    ax.grid(alpha=0.3)
+
+
+def add_handles(ax, handles: dict) -> None:
+    """Add ``ax``'s legend entries to ``handles`` ({label: handle}; the first of a label is kept)."""
+    for h, lab in zip(*ax.get_legend_handles_labels()):
+        handles.setdefault(lab, h)
+
+
 # Fig 1 series: (method, init) -> marker, colour, x offset factor (keeps the four series side by side)
 SERIES = {
     ("mcmc", "cold"): ("o", "tab:blue", 0.97),

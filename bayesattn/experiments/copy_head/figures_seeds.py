@@ -10,7 +10,7 @@ import numpy as np
 from ... import figstyle
 from ...models.attention import ATTENTIONS, ORDER_PARAMETER
 from ...stats import mean_interval
-from .figures_common import SERIES, X_LABEL, arr, inits, log_P_axis, num, save, title_params
+from .figures_common import SERIES, add_handles, arr, inits, log_P_axis, num, order_parameter_panel, save, title_params
 from .summary import final_values
 
 plt = figstyle.pyplot()
@@ -97,13 +97,10 @@ def fig_seeds(seeds: dict, out: Path) -> list[Path]:
             if gap:
                 ax.set_ylabel(f"{x}: MCMC − theory's posterior mean")
                 ax.set_title(f"{att} attention: MCMC minus the theory")
+                ax.grid(alpha=0.3)
             else:
-                ax.set_ylabel(X_LABEL[x])
-                ax.set_title(f"{att} attention: {METHOD_NAMES[method]}")
-                ax.set_ylim(-0.05, 1.08)
-            ax.grid(alpha=0.3)
-            for h, lab in zip(*ax.get_legend_handles_labels()):
-                handles.setdefault(lab, h)
+                order_parameter_panel(ax, x, f"{att} attention: {METHOD_NAMES[method]}")
+            add_handles(ax, handles)
     fig.legend(
         list(handles.values()),
         list(handles),
