@@ -48,8 +48,8 @@ ESS_MIN = 100.0
 def mcmc_diagnostics(records: list[dict]) -> dict:
     """Per attention: the worst split R-hat and the smallest bulk ESS of its order parameter over every MCMC point
     and start, where they occur, the divergences after warm-up, whether the thresholds are met and by how many
-    chain groups (point and start) they are missed. A chain group
-    without both diagnostics (a result made by other code) is left out and counted; a non-finite value fails."""
+    chain groups (point and start) they are missed. A chain group without both diagnostics (a result made by other
+    code) is left out and counted; a non-finite value fails."""
     out: dict = {}
     for a in dict.fromkeys(r["point"]["attention"] for r in records):
         x = ORDER_PARAMETER[a]
