@@ -46,8 +46,8 @@ def load_seeds(out_dir: str | Path) -> dict:
                     f"dir={str(out)!r}: {method} point files in an older layout (before per-method "
                     "points and recorded data); rerun the phase diagram into a new folder"
                 )
-            runs.setdefault(method, {}).setdefault(r["point"]["attention"], {}).setdefault(r["point"].get("seed"), [])
-            runs[method][r["point"]["attention"]][r["point"].get("seed")].append(r)
+            by_seed = runs.setdefault(method, {}).setdefault(r["point"]["attention"], {})
+            by_seed.setdefault(r["point"].get("seed"), []).append(r)
     for by_att in runs.values():
         for a, by_seed in by_att.items():
             by_att[a] = {

@@ -11,21 +11,13 @@ from ... import figstyle
 from ...models.attention import ATTENTIONS, ORDER_PARAMETER
 from ...stats import mean_interval
 from .figures_common import SERIES, add_handles, arr, inits, log_P_axis, num, order_parameter_panel, save, title_params
+from .seeds import common_P, seed_matrix, theory_at
 from .summary import final_values
 
 plt = figstyle.pyplot()
 
 METHOD_NAMES = {"mcmc": "MCMC, posterior mean", "adam": "Adam, mean of the runs"}
 NAMES = {"mcmc": "MCMC", "adam": "Adam"}
-
-
-def _values(by_seed: dict, method: str, init: str, x: str, grid: list[float]) -> np.ndarray:
-    """(seeds, P) final values of ``x`` of one start (Adam: the mean of its runs)."""
-    vals = np.full((len(by_seed), len(grid)), np.nan)
-    for k, recs in enumerate(by_seed.values()):
-        at = {float(r["point"]["P"]): inits(r)[init] for r in recs}
-        vals[k] = [np.nanmean(final_values(at[P], method, x)) for P in grid]
-    return vals
 
 
 def _mean_with_interval(ax, grid, vals, marker, color, label) -> None:
@@ -78,17 +70,18 @@ def fig_seeds(seeds: dict, out: Path) -> list[Path]:
             if len(by_seed) >= 2 and (curve is not None or not gap):
                 n_seeds.add(len(by_seed))
                 any_rec = any_rec or next(iter(by_seed.values()))[0]
-                grid = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in by_seed.values())))
+                groups = list(by_seed.values())
+                grid = common_P(groups)
                 P_all += grid
                 shift = 0.0
-                if gap:  # the theory's posterior mean at the grid, linear in log P between its points
-                    Pt, mt = arr(curve["P"]), arr(curve["mean"][x])
-                    ok = np.isfinite(Pt) & np.isfinite(mt)
-                    shift = np.interp(np.log(grid), np.log(Pt[ok]), mt[ok])
+                if gap:  # the theory's posterior mean at the grid
+                    shift = theory_at(curve["P"], curve["mean"][x], grid)
                     ax.axhline(0.0, color="k", lw=1)
-                for init in inits(next(iter(by_seed.values()))[0]):
+                # each start's final value per seed and P (Adam: the mean of its runs)
+                final = lambda res: (float(np.nanmean(final_values(res, method, x))), np.nan)  # noqa: E731
+                for init in inits(groups[0][0]):
                     marker, color, _ = SERIES.get((method, init), ("x", "0.3", 1.0))
-                    vals = _values(by_seed, method, init, x, grid) - shift
+                    vals = seed_matrix(groups, init, final, grid)[0] - shift
                     what = f"{NAMES[method]}, {init} {'start' if method == 'mcmc' else 'init'}: mean over seeds"
                     _mean_with_interval(ax, grid, vals, marker, color, what)
             if P_all:

@@ -94,6 +94,30 @@ def _test_error(res: dict) -> tuple[float, float]:
     return float(te.get("mean", np.nan)), float(te.get("sem", np.nan))
 
 
+def common_P(per_seed: list[list[dict]]) -> list[float]:
+    """The values of P that every seed's records have, increasing."""
+    return sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+
+
+def seed_matrix(per_seed: list[list[dict]], init: str, value, grid: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(values, standard errors), each (seeds, P), of one start at the P of ``grid``: ``value(result) -> (value,
+    its standard error)`` reads a start's result in a point record."""
+    vals, ses = np.empty((len(per_seed), len(grid))), np.empty((len(per_seed), len(grid)))
+    for i, recs in enumerate(per_seed):
+        at = {float(r["point"]["P"]): r["result"]["inits"][init] for r in recs}
+        for j, P in enumerate(grid):
+            vals[i, j], ses[i, j] = value(at[P])
+    return vals, ses
+
+
+def theory_at(P_theory, theory_values, P) -> np.ndarray:
+    """The theory's values (None: not finite) on its grid ``P_theory``, linear in log P at ``P``."""
+    Pt = np.asarray(P_theory, dtype=float)
+    vt = np.array([np.nan if v is None else v for v in theory_values], dtype=float)
+    ok = np.isfinite(Pt) & np.isfinite(vt)
+    return np.interp(np.log(P), np.log(Pt[ok]), vt[ok])
+
+
 def against_theory(
     per_seed: list[list[dict]], init: str, value, P_theory, theory_values, P_c: float | None, relative: bool = False
 ) -> dict:
@@ -103,16 +127,9 @@ def against_theory(
     sets (standard deviation) beside the median of the runs' own standard errors, and over the points more than
     AWAY from ``P_c`` (all where None) in how many the interval holds the theory's value and the largest gap (by
     its size relative to the theory's value where ``relative``)."""
-    common = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
-    vals, ses = np.empty((len(per_seed), len(common))), np.empty((len(per_seed), len(common)))
-    for i, recs in enumerate(per_seed):
-        at = {float(r["point"]["P"]): r["result"]["inits"][init] for r in recs}
-        for j, P in enumerate(common):
-            vals[i, j], ses[i, j] = value(at[P])
-    Pt = np.asarray(P_theory, dtype=float)
-    vt = np.array([np.nan if v is None else v for v in theory_values], dtype=float)
-    ok = np.isfinite(Pt) & np.isfinite(vt)
-    theory = np.interp(np.log(common), np.log(Pt[ok]), vt[ok])
+    common = common_P(per_seed)
+    vals, ses = seed_matrix(per_seed, init, value, common)
+    theory = theory_at(P_theory, theory_values, common)
     away = [P_c is None or abs(np.log(P / P_c)) > np.log1p(AWAY) for P in common]
     means = [mean_interval(vals[:, j][np.isfinite(vals[:, j])]) for j in range(len(common))]
     inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]

@@ -84,7 +84,7 @@ def mcmc_diagnostics(records: list[dict]) -> dict:
             "chain_groups_failing": failing,
             "chain_groups_without_diagnostics": missing,
             "thresholds": {"r_hat_max": R_HAT_MAX, "ess_bulk_min": ESS_MIN, "divergent": 0},
-            "met": bool(worst_r[0] <= R_HAT_MAX and worst_e[1] >= ESS_MIN and divergent == 0),
+            "met": failing == 0,
         }
     return out
 
@@ -159,10 +159,6 @@ def describe(summary: dict) -> list[str]:
             f"{_num(dg['r_hat_max'], 3)} (P = {r_at['P']}, {r_at['init']}), min bulk ESS {_num(dg['ess_bulk_min'], 0)} "
             f"(P = {e_at['P']}, {e_at['init']}), {dg['divergent']} divergent; thresholds R-hat <= "
             f"{dg['thresholds']['r_hat_max']}, ESS >= {dg['thresholds']['ess_bulk_min']:.0f}, no divergence: "
-            + (
-                "met"
-                if dg["met"]
-                else f"NOT met ({dg.get('chain_groups_failing', '?')} of {dg['chain_groups']} groups)"
-            )
+            + ("met" if dg["met"] else f"NOT met ({dg['chain_groups_failing']} of {dg['chain_groups']} groups)")
         )
     return lines
