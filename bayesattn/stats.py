@@ -13,6 +13,9 @@ Everything here is a thin, documented layer over :mod:`scipy.stats`; nothing is 
   (``scipy.stats.bootstrap``, an explicit ``numpy.random.Generator`` seeded by ``seed``); an endpoint at the
   budget means "at or above the budget".
 - :func:`mean_interval`: a mean over seeds and its 95% bootstrap percentile interval (same resampling).
+- :func:`against_curve`: values over data sets (seeds, P) against a theory's curve at the same P: the mean over
+  the data sets with its interval, their spread beside the runs' own standard errors, and where the interval holds
+  the theory's value; :func:`curve_at` reads a curve between its grid points (linear in log P).
 - :func:`helps`: a one-sided test of "arm a helps against arm b": Fisher's exact test that a's solve rate is
   higher, and the Mann-Whitney U test that a's (censored) t* are smaller. Returns p-values; no correction for
   multiple comparisons is applied (the caller says how many it makes).
@@ -119,6 +122,61 @@ def mean_interval(values: Sequence[float], seed: int = 0, n_resamples: int = 999
         return out
     out["ci"] = _percentile_ci(x, np.mean, seed, n_resamples, confidence_level)
     return out
+
+
+# a comparison with a theory's curve counts the grid points more than this fraction in P from each of the theory's
+# first-order transitions: there the posterior of one data set is a mixture whose weight moves with the data, and
+# the between-data-set spread of the mean is largest
+AWAY = 0.10
+
+
+def curve_at(P_curve: Sequence[float], values: Sequence[float | None], P: Sequence[float]) -> np.ndarray:
+    """A curve's values (None: not finite) on its grid ``P_curve``, linear in log P at ``P``."""
+    Pt = np.asarray(P_curve, dtype=float)
+    vt = np.array([np.nan if v is None else v for v in values], dtype=float)
+    ok = np.isfinite(Pt) & np.isfinite(vt)
+    return np.interp(np.log(np.asarray(P, dtype=float)), np.log(Pt[ok]), vt[ok])
+
+
+def against_curve(
+    P: Sequence[float],
+    values: np.ndarray,
+    ses: np.ndarray,
+    theory: np.ndarray,
+    transitions: Sequence[float] = (),
+    relative: bool = False,
+) -> dict:
+    """Values over data sets against a theory's curve. ``values``, ``ses``: (data sets, P), each run's value and its
+    own standard error (NaN: missing); ``theory``: (P,), the curve at ``P`` (:func:`curve_at`); ``transitions``:
+    the theory's first-order transitions in P.
+
+    Returns per P the mean over the data sets with its bootstrap interval (:func:`mean_interval`), the spread
+    between the data sets (standard deviation) beside the median of the runs' own standard errors, whether the
+    point lies more than :data:`AWAY` in P from every transition, and over those points in how many the interval
+    holds the theory's value (Wilson interval) and the largest gap, mean minus theory (largest by its size relative
+    to the theory's value where ``relative``)."""
+    P = [float(x) for x in P]
+    values, ses, theory = np.asarray(values, float), np.asarray(ses, float), np.asarray(theory, float)
+    away = [all(abs(np.log(x / t)) > np.log1p(AWAY) for t in transitions) for x in P]
+    means = [mean_interval(values[:, j][np.isfinite(values[:, j])]) for j in range(len(P))]
+    inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]
+    gaps = np.array([np.nan if m["mean"] is None else m["mean"] for m in means]) - theory
+    size = np.abs(gaps / theory) if relative else np.abs(gaps)
+    k_away = [j for j, a in enumerate(away) if a and np.isfinite(size[j])]
+    worst = max(k_away, key=lambda j: size[j]) if k_away else None
+    return {
+        "P": P,
+        "theory": theory.tolist(),
+        "mean": [m["mean"] for m in means],
+        "ci": [m["ci"] for m in means],
+        "sd_between": values.std(axis=0, ddof=1).tolist(),
+        "se_within": np.nanmedian(ses, axis=0).tolist(),
+        "away": away,
+        "theory_inside_away": solve_rate(sum(inside[j] for j in k_away), len(k_away)),
+        "largest_gap_away": None
+        if worst is None
+        else {"P": P[worst], "gap": float(gaps[worst]), "relative": float(gaps[worst] / theory[worst])},
+    }
 
 
 def sign_test(k: int, n: int) -> float:

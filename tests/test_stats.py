@@ -152,3 +152,37 @@ def test_sign_test_against_the_binomial_by_hand():
     # 7 of 8 on one side: P(X >= 7) + P(X <= 1) for X ~ Bin(8, 1/2)
     assert sign_test(7, 8) == pytest.approx(2 * (comb(8, 7) + comb(8, 8)) / 2**8)
     assert sign_test(4, 8) == pytest.approx(1.0) and sign_test(8, 8) == pytest.approx(2 / 2**8)
+
+
+def test_curve_at_is_linear_in_log_P_and_skips_missing_values():
+    """Halfway in log P between 100 and 400 (P = 200) lies halfway between the values; a None on the grid is
+    skipped, so P = 200 reads between its neighbours 100 and 400 there too."""
+    assert stats.curve_at([100, 400], [1.0, 3.0], [200, 100, 400]) == pytest.approx([2.0, 1.0, 3.0])
+    assert stats.curve_at([100, 200, 400], [1.0, None, 3.0], [200]) == pytest.approx([2.0])
+
+
+def test_against_curve_by_hand():
+    """Three data sets at four P against a made-up theory, a transition at P = 210: the points at 200 and 220 lie
+    within AWAY of it and are not counted; at 100 every data set equals the theory plus 0.1 (an interval of one
+    value, which misses the theory), at 400 they straddle it. The means, spreads, the median standard errors, the
+    count inside and the largest gap (absolute, and by size relative to the theory) are worked out by hand."""
+    P = [100, 200, 220, 400]
+    theory = np.array([1.0, 2.0, 2.0, 4.0])
+    values = np.array([[1.1, 2.5, 2.0, 3.9], [1.1, 2.5, 2.0, 4.0], [1.1, 2.5, 2.0, 4.2]])
+    ses = np.array([[0.1, 0.2, 0.3, 0.4], [0.3, 0.2, 0.1, 0.0], [0.2, np.nan, 0.2, 0.2]])
+    at = stats.against_curve(P, values, ses, theory, transitions=[210.0])
+    assert at["P"] == P and at["theory"] == pytest.approx(theory.tolist())
+    assert at["mean"] == pytest.approx([1.1, 2.5, 2.0, (3.9 + 4.0 + 4.2) / 3])
+    assert max(220 / 210, 210 / 200) - 1 < stats.AWAY < min(210 / 100, 400 / 210) - 1
+    assert at["away"] == [True, False, False, True]
+    assert at["sd_between"] == pytest.approx([0.0, 0.0, 0.0, np.std([3.9, 4.0, 4.2], ddof=1)])
+    assert at["se_within"] == pytest.approx([0.2, 0.2, 0.2, 0.2])
+    assert at["ci"][0] == pytest.approx([1.1, 1.1])  # every value the same: the interval is that value
+    lo, hi = at["ci"][3]
+    assert 3.9 <= lo < 4.0 < hi <= 4.2
+    assert at["theory_inside_away"]["solved"] == 1 and at["theory_inside_away"]["seeds"] == 2
+    assert at["largest_gap_away"] == pytest.approx({"P": 100.0, "gap": 0.1, "relative": 0.1})
+    rel = stats.against_curve(P, values, ses, theory, transitions=[210.0], relative=True)
+    assert rel["largest_gap_away"]["P"] == 100.0  # 0.1 of 1.0 beats 0.033 of 4.0
+    none = stats.against_curve(P, values, ses, theory)
+    assert all(none["away"]) and none["largest_gap_away"]["P"] == 200.0 and none["theory_inside_away"]["seeds"] == 4

@@ -9,9 +9,9 @@ import numpy as np
 
 from ... import figstyle
 from ...models.attention import ATTENTIONS, ORDER_PARAMETER
-from ...stats import mean_interval
+from ...stats import curve_at, mean_interval
 from .figures_common import SERIES, add_handles, arr, inits, log_P_axis, num, order_parameter_panel, save, title_params
-from .seeds import common_P, seed_matrix, theory_at
+from .seeds import common_P, seed_matrix
 from .summary import final_values
 
 plt = figstyle.pyplot()
@@ -75,7 +75,7 @@ def fig_seeds(seeds: dict, out: Path) -> list[Path]:
                 P_all += grid
                 shift = 0.0
                 if gap:  # the theory's posterior mean at the grid
-                    shift = theory_at(curve["P"], curve["mean"][x], grid)
+                    shift = curve_at(curve["P"], curve["mean"][x], grid)
                     ax.axhline(0.0, color="k", lw=1)
                 # each start's final value per seed and P (Adam: the mean of its runs)
                 final = lambda res: (float(np.nanmean(final_values(res, method, x))), np.nan)  # noqa: E731

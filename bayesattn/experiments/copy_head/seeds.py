@@ -10,13 +10,8 @@ from collections import Counter
 import numpy as np
 
 from ...models.attention import ORDER_PARAMETER
-from ...stats import BOOTSTRAP, WILSON, fmt_ci, found_median, mean_interval, solve_rate
+from ...stats import AWAY, BOOTSTRAP, WILSON, against_curve, curve_at, fmt_ci, found_median, solve_rate
 from .summary import empirical_transition, final_values
-
-# the comparison with the theory's mean counts the grid points more than this fraction in P from the theory's P_c
-# (all of them where the theory has none): at P_c itself the posterior of one data set is a mixture whose weight
-# moves with the data, and the between-data-set spread of the mean is largest there
-AWAY = 0.10
 
 
 def by_seed(records: list[dict]) -> dict[int, list[dict]]:
@@ -110,46 +105,17 @@ def seed_matrix(per_seed: list[list[dict]], init: str, value, grid: list[float])
     return vals, ses
 
 
-def theory_at(P_theory, theory_values, P) -> np.ndarray:
-    """The theory's values (None: not finite) on its grid ``P_theory``, linear in log P at ``P``."""
-    Pt = np.asarray(P_theory, dtype=float)
-    vt = np.array([np.nan if v is None else v for v in theory_values], dtype=float)
-    ok = np.isfinite(Pt) & np.isfinite(vt)
-    return np.interp(np.log(P), np.log(Pt[ok]), vt[ok])
-
-
 def against_theory(
     per_seed: list[list[dict]], init: str, value, P_theory, theory_values, P_c: float | None, relative: bool = False
 ) -> dict:
     """One MCMC start over the data sets at each P that every seed has, against the theory there (``theory_values``
-    on ``P_theory``, linear in log P between them). ``value(result) -> (value, its standard error)`` reads a chain
-    group's result. Returns the mean over the data sets with its bootstrap interval, the spread between the data
-    sets (standard deviation) beside the median of the runs' own standard errors, and over the points more than
-    AWAY from ``P_c`` (all where None) in how many the interval holds the theory's value and the largest gap (by
-    its size relative to the theory's value where ``relative``)."""
+    on ``P_theory``, linear in log P between them): :func:`bayesattn.stats.against_curve`, the points more than
+    AWAY from ``P_c`` (all where None) counted. ``value(result) -> (value, its standard error)`` reads a chain
+    group's result."""
     common = common_P(per_seed)
     vals, ses = seed_matrix(per_seed, init, value, common)
-    theory = theory_at(P_theory, theory_values, common)
-    away = [P_c is None or abs(np.log(P / P_c)) > np.log1p(AWAY) for P in common]
-    means = [mean_interval(vals[:, j][np.isfinite(vals[:, j])]) for j in range(len(common))]
-    inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]
-    gaps = np.array([np.nan if m["mean"] is None else m["mean"] for m in means]) - theory
-    size = np.abs(gaps / theory) if relative else np.abs(gaps)
-    k_away = [j for j, a in enumerate(away) if a and np.isfinite(size[j])]
-    worst = max(k_away, key=lambda j: size[j]) if k_away else None
-    return {
-        "P": common,
-        "theory": theory.tolist(),
-        "mean": [m["mean"] for m in means],
-        "ci": [m["ci"] for m in means],
-        "sd_between": vals.std(axis=0, ddof=1).tolist(),
-        "se_within": np.nanmedian(ses, axis=0).tolist(),
-        "away": away,
-        "theory_inside_away": solve_rate(sum(inside[j] for j in k_away), len(k_away)),
-        "largest_gap_away": None
-        if worst is None
-        else {"P": common[worst], "gap": float(gaps[worst]), "relative": float(gaps[worst] / theory[worst])},
-    }
+    theory = curve_at(P_theory, theory_values, common)
+    return against_curve(common, vals, ses, theory, [] if P_c is None else [P_c], relative=relative)
 
 
 def describe_seeds(st: dict) -> list[str]:
