@@ -245,3 +245,52 @@ def test_mcmc_seed_statistics_on_made_up_data_sets(tmp_path):
     assert any("= 0.5: P_2/P_1 8.00 [" in ln and "in 3 of 5 (sign test p = 1)" in ln for ln in lines)
     (tmp_path / "summary.json").write_text(json.dumps(out))
     assert ratio_figure(tmp_path, tmp_path / "ratio.png").exists()
+
+
+def test_theory_comparison_over_made_up_data_sets(tmp_path):
+    """Six data sets with known stages (as above) against a made-up theory at 0.5 on every lag with a binodal at
+    P = 400: at each P the mean over the data sets is the fraction whose stage has been reached, its gap to the
+    theory that minus 0.5; P = 400 is not counted; the figure draws the curve; one data set gives no comparison
+    and no figure."""
+    from bayesattn.experiments.staircase.figures import theory_seeds_figure
+    from bayesattn.experiments.staircase.summary import describe, summarize
+
+    stages = [(200, 1600), (200, 400), (100, 800), (200, 3200), (400, 800), (400, None)]
+    grid = (100, 200, 400, 800, 1600, 3200)
+    recs = [r for s, (P1, P2) in enumerate(stages) for r in _ratio_records(P1, P2, s, grid=grid)]
+    for r in recs:  # each run's own standard error
+        r["result"]["observables"] = {k: {"se": 0.01} for k in r["result"]["means"]}
+    theory = {
+        "point": {"method": "theory", "attention": "softmax", "heads": 2, "bayes": {"ratio": 0.5}},
+        "result": {
+            "P": list(grid),
+            "mass_max": {"lag1": [0.5] * 6, "lag2": [0.5] * 6},
+            "P_k": {"lag1": None, "lag2": None},
+            "coexistence_P": [400.0],
+            "binodals": [400.0],
+        },
+    }
+    out = summarize({"mcmc": recs, "theory": [theory]})
+    at = out["mcmc_seeds"]["curves"]["softmax/H=2/w=0.5/cold"]["against_theory"]
+    reached = {
+        lag: [[float(Pk is not None and P >= Pk) for P in grid] for Pk in ks]
+        for lag, ks in (("lag1", [s[0] for s in stages]), ("lag2", [s[1] for s in stages]))
+    }
+    for lag in ("lag1", "lag2"):
+        expect = np.mean(reached[lag], axis=0)
+        assert at[lag]["mean"] == pytest.approx(expect.tolist()) and at[lag]["theory"] == pytest.approx([0.5] * 6)
+        assert at[lag]["away"] == [True, True, False, True, True, True]
+        assert at[lag]["se_within"] == pytest.approx([0.01] * 6)
+        gaps = np.abs(expect - 0.5)
+        gaps[2] = -1  # the binodal's point is not counted
+        assert at[lag]["largest_gap_away"]["P"] == grid[int(np.argmax(gaps))]
+    # lag 1 at P = 100: 1 of 6 reached (mean 1/6), all reached from 800: the largest gap is 0.5 there
+    assert at["lag1"]["largest_gap_away"]["gap"] == pytest.approx(0.5)
+    lines = describe(out)
+    assert any("best head's mass on lag1 over 6 data sets against the theory" in ln for ln in lines)
+    (tmp_path / "summary.json").write_text(json.dumps(out))
+    assert theory_seeds_figure(tmp_path, tmp_path / "theory_seeds.png").exists()
+    out_one = summarize({"mcmc": [r for r in recs if r["point"]["seed"] == 0], "theory": [theory]})
+    assert "mcmc_seeds" not in out_one  # one data set: no statistics, no comparison
+    (tmp_path / "summary.json").write_text(json.dumps(out_one))
+    assert theory_seeds_figure(tmp_path, tmp_path / "none.png") is None

@@ -137,6 +137,37 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
     return save(fig, out)
 
 
+def theory_seeds_figure(run_dir, out: Path) -> Path | None:
+    """The H-head theory against the exact posterior over the data sets (summary.json's ``mcmc_seeds``, curves with
+    ``against_theory``): per curve, the mean over the data sets of the best head's mass on each lag minus the
+    theory's, with its 95% bootstrap interval, beside the data sets' spread (shaded, one standard deviation). None
+    without such a curve."""
+    path = Path(run_dir) / "summary.json"
+    seeds = (read_json(path) if path.exists() else {}).get("mcmc_seeds") or {}
+    curves = {k: c["against_theory"] for k, c in seeds.get("curves", {}).items() if "against_theory" in c}
+    if not curves:
+        return None
+    rows = -(-len(curves) // COLS)
+    fig, axes = subplots(rows, min(COLS, len(curves)), panel=(4.4, 3.2))
+    for ax, (key, lags) in zip(axes.flat, curves.items()):
+        for j, (lag, at) in enumerate(lags.items()):
+            P, th, mean = np.asarray(at["P"]), np.asarray(at["theory"]), np.asarray(at["mean"], float)
+            x = P * 1.03 ** (j - (len(lags) - 1) / 2)  # lags side by side at each P
+            lo = [m - c[0] if c else 0.0 for m, c in zip(mean, at["ci"])]
+            hi = [c[1] - m if c else 0.0 for m, c in zip(mean, at["ci"])]
+            ax.errorbar(x, mean - th, yerr=[lo, hi], fmt="o-", ms=3, lw=1, capsize=2, color=f"C{j}", label=lag)
+            ax.fill_between(P, -np.asarray(at["sd_between"]), at["sd_between"], color=f"C{j}", alpha=0.12, lw=0)
+        ax.axhline(0.0, color="k", lw=0.8, ls=":")
+        log_x_axis(ax, [p for at in lags.values() for p in at["P"]])
+        ax.set_xlabel("P")
+        ax.set_ylabel("MCMC mean - theory")
+        ax.set_title(f"{key}, {len(seeds['seeds'])} data sets", fontsize="medium")
+        legend(ax)
+    for ax in list(axes.flat)[len(curves) :]:
+        ax.set_visible(False)
+    return save(fig, out)
+
+
 def _ratio(row: dict, seeds) -> float | None:
     """A ratio-sweep row's P_2/P_1: the seeds' median, or the one data set's."""
     return row["median"]["median"] if seeds else row["P2/P1"]
@@ -341,5 +372,9 @@ PART_FIGURES = {
     "mcmc": [("staircase_bayes.png", bayes_figure)],
     "train": [("staircase_training.png", training_figure)],
     "ode": [("staircase_ode.png", ode_figure)],
-    "summary": [("staircase_ratio.png", ratio_figure), ("staircase_datasize.png", datasize_figure)],
+    "summary": [
+        ("staircase_ratio.png", ratio_figure),
+        ("staircase_datasize.png", datasize_figure),
+        ("staircase_theory_seeds.png", theory_seeds_figure),
+    ],
 }

@@ -230,11 +230,33 @@ def _found(values: list) -> dict:
     return m if len(values) - m["not_found"] >= MIN_SEEDS else {**m, "ci": None}
 
 
-def mcmc_seed_statistics(records: list) -> dict | None:
+def theory_comparison(per_seed: list[list[dict]], theory: dict) -> dict:
+    """One curve's MCMC points over the data sets against the H-head theory's (the ``theory`` point's result), per
+    lag: the best head's mass (``mass_max:lagk``) at each P that every data set has,
+    :func:`bayesattn.stats.against_curve` (the points near the theory's binodals not counted)."""
+    common = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+    out = {}
+    for lag, curve in theory["mass_max"].items():
+        obs = f"mass_max:{lag}"
+        vals, ses = np.full((len(per_seed), len(common)), np.nan), np.full((len(per_seed), len(common)), np.nan)
+        for i, recs in enumerate(per_seed):
+            at = {float(r["point"]["P"]): r["result"] for r in recs}
+            for j, P in enumerate(common):
+                vals[i, j] = at[P]["means"][obs]
+                ses[i, j] = at[P].get("observables", {}).get(obs, {}).get("se", np.nan)
+        out[lag] = stats.against_curve(
+            common, vals, ses, stats.curve_at(theory["P"], curve, common), theory.get("binodals", [])
+        )
+    return out
+
+
+def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | None:
     """The MCMC points over their data sets (None with one): per curve, each transition P_k per seed with its
     median and 95% bootstrap interval (:func:`_found`: a P_k outside the P grid is not found; no interval below
-    :data:`MIN_SEEDS` data sets); per weight ratio of a ratio sweep, P_2/P_1 per seed, its median and interval,
-    and in how many seeds it lies above (w_1/w_2)^2 (a two-sided sign test against half)."""
+    :data:`MIN_SEEDS` data sets), and where ``theory`` ({theory series key: the theory point's result}) has the
+    curve, its lag masses against the theory's (:func:`theory_comparison`); per weight ratio of a ratio sweep,
+    P_2/P_1 per seed, its median and interval, and in how many seeds it lies above (w_1/w_2)^2 (a two-sided sign
+    test against half)."""
     by_seed: dict = {}
     for r in records:
         by_seed.setdefault(r["point"]["seed"], []).append(r)
@@ -246,6 +268,11 @@ def mcmc_seed_statistics(records: list) -> dict | None:
     for key in per[0]:
         P_k = {lag: [p[key]["P_k"][lag] if key in p else None for p in per] for lag in per[0][key]["P_k"]}
         curves[key] = {"P_k": P_k, "median": {lag: _found(v) for lag, v in P_k.items()}}
+        th = (theory or {}).get(key.rsplit("/", 1)[0])  # the curve's key without its start
+        if th is not None:
+            curves[key]["against_theory"] = theory_comparison(
+                [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th
+            )
     ratios: dict = {}
     for s, summ in zip(seeds, per):
         for row in ratio_table(summ):
@@ -275,7 +302,8 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
     if "mcmc" in records:
         summary["mcmc"] = mcmc_summary([r for r in records["mcmc"] if r["point"]["seed"] == seed])
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
-        seeds = mcmc_seed_statistics(records["mcmc"])
+        theory = {series_key(r["point"]): r["result"] for r in records.get("theory", [])}
+        seeds = mcmc_seed_statistics(records["mcmc"], theory)
         if seeds is not None:
             summary["mcmc_seeds"] = seeds
     if "train" in records:
@@ -337,6 +365,15 @@ def describe(summary: dict) -> list[str]:
                 f"{key}, {n} data sets, median [95% bootstrap]: "
                 + ", ".join(f"{lag} {_median_text(m)}" for lag, m in c["median"].items())
             )
+            for lag, at in c.get("against_theory", {}).items():
+                ins, g = at["theory_inside_away"], at["largest_gap_away"]
+                if g is None:
+                    continue
+                lines.append(
+                    f"{key}, best head's mass on {lag} over {n} data sets against the theory: the theory inside the "
+                    f"95% interval at {ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = "
+                    f"{g['P']:.0f})"
+                )
         for r in st["ratio_sweep"]:
             m = r["median"]
             med = (
