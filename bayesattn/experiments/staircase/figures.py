@@ -165,6 +165,11 @@ def theory_seeds_figure(run_dir, out: Path) -> Path | None:
         legend(ax)
     for ax in list(axes.flat)[len(curves) :]:
         ax.set_visible(False)
+    fig.suptitle(
+        "the mean over the data sets minus the theory (bars: 95% bootstrap interval; shade: one standard deviation "
+        "between the data sets)",
+        fontsize="medium",
+    )
     return save(fig, out)
 
 
