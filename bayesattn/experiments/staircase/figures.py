@@ -166,8 +166,7 @@ def theory_seeds_figure(run_dir, out: Path) -> Path | None:
     for ax in list(axes.flat)[len(curves) :]:
         ax.set_visible(False)
     fig.suptitle(
-        "the mean over the data sets minus the theory (bars: 95% bootstrap interval; shade: one standard deviation "
-        "between the data sets)",
+        "the mean over the data sets minus the theory\nbars: 95% bootstrap interval; shade: ±1 sd between data sets",
         fontsize="medium",
     )
     return save(fig, out)
