@@ -25,6 +25,7 @@ No JAX here; importing this module imports scipy.stats.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -145,26 +146,38 @@ def against_curve(
     theory: np.ndarray,
     transitions: Sequence[float] = (),
     relative: bool = False,
+    theory_runs: np.ndarray | None = None,
 ) -> dict:
     """Values over data sets against a theory's curve. ``values``, ``ses``: (data sets, P), each run's value and its
     own standard error (NaN: missing); ``theory``: (P,), the curve at ``P`` (:func:`curve_at`); ``transitions``:
-    the theory's first-order transitions in P.
+    the theory's first-order transitions in P; ``theory_runs``: (runs, P), a Monte Carlo theory computed with two
+    or more seeds, whose mean is ``theory``.
 
     Returns per P the mean over the data sets with its bootstrap interval (:func:`mean_interval`), the spread
     between the data sets (standard deviation) beside the median of the runs' own standard errors, whether the
-    point lies more than :data:`AWAY` in P from every transition, and over those points in how many the interval
-    holds the theory's value (Wilson interval) and the largest gap, mean minus theory (largest by its size relative
-    to the theory's value where ``relative``)."""
+    point lies more than :data:`AWAY` in P from every transition, and over those points in how many the theory
+    agrees (Wilson interval) and the largest gap, mean minus theory (largest by its size relative to the theory's
+    value where ``relative``). The theory agrees at a point where the mean's interval holds its value; with
+    ``theory_runs``, where the Welch 95% interval of the difference of the two means (``gap_ci``, beside the
+    theory runs' spread ``theory_sd``) holds 0, so that the theory's own Monte Carlo error is counted."""
     P = [float(x) for x in P]
     values, ses, theory = np.asarray(values, float), np.asarray(ses, float), np.asarray(theory, float)
     away = [all(abs(np.log(x / t)) > np.log1p(AWAY) for t in transitions) for x in P]
     means = [mean_interval(values[:, j][np.isfinite(values[:, j])]) for j in range(len(P))]
-    inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]
     gaps = np.array([np.nan if m["mean"] is None else m["mean"] for m in means]) - theory
+    extra: dict = {}
+    if theory_runs is None:
+        inside = [m["ci"] is not None and m["ci"][0] <= t <= m["ci"][1] for m, t in zip(means, theory)]
+    else:
+        runs = np.asarray(theory_runs, float)
+        gap_ci = [_welch_interval(values[:, j][np.isfinite(values[:, j])], runs[:, j]) for j in range(len(P))]
+        inside = [c is not None and c[0] <= 0.0 <= c[1] for c in gap_ci]
+        extra = {"theory_runs": int(runs.shape[0]), "theory_sd": runs.std(axis=0, ddof=1).tolist(), "gap_ci": gap_ci}
     size = np.abs(gaps / theory) if relative else np.abs(gaps)
     k_away = [j for j, a in enumerate(away) if a and np.isfinite(size[j])]
     worst = max(k_away, key=lambda j: size[j]) if k_away else None
     return {
+        **extra,
         "P": P,
         "theory": theory.tolist(),
         "mean": [m["mean"] for m in means],
@@ -177,6 +190,21 @@ def against_curve(
         if worst is None
         else {"P": P[worst], "gap": float(gaps[worst]), "relative": float(gaps[worst] / theory[worst])},
     }
+
+
+def _welch_interval(a: np.ndarray, b: np.ndarray) -> list | None:
+    """The Welch 95% interval of mean(a) - mean(b) (``scipy.stats.ttest_ind(equal_var=False)``); None with fewer
+    than 2 values on a side; [d, d] where neither side varies."""
+    if a.size < 2 or b.size < 2:
+        return None
+    constant = np.all(a == a[0]), np.all(b == b[0])
+    if all(constant):
+        return [float(a[0] - b[0])] * 2
+    with warnings.catch_warnings():
+        if any(constant):  # exact: that side's variance is 0 (scipy warns of precision loss for identical values)
+            warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        ci = _st.ttest_ind(a, b, equal_var=False).confidence_interval(confidence_level=LEVEL)
+    return [float(ci.low), float(ci.high)]
 
 
 def sign_test(k: int, n: int) -> float:

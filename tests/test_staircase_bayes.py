@@ -261,7 +261,7 @@ def test_theory_comparison_over_made_up_data_sets(tmp_path):
     for r in recs:  # each run's own standard error
         r["result"]["observables"] = {k: {"se": 0.01} for k in r["result"]["means"]}
     theory = {
-        "point": {"method": "theory", "attention": "softmax", "heads": 2, "bayes": {"ratio": 0.5}},
+        "point": {"method": "theory", "attention": "softmax", "heads": 2, "bayes": {"ratio": 0.5}, "seed": 0},
         "result": {
             "P": list(grid),
             "mass_max": {"lag1": [0.5] * 6, "lag2": [0.5] * 6},
@@ -290,6 +290,25 @@ def test_theory_comparison_over_made_up_data_sets(tmp_path):
     assert any("best head's mass on lag1 over 6 data sets against the theory" in ln for ln in lines)
     (tmp_path / "summary.json").write_text(json.dumps(out))
     assert theory_seeds_figure(tmp_path, tmp_path / "theory_seeds.png").exists()
+
+    # the theory with three importance-sampling seeds, 0.4, 0.5 and 0.6 on every lag: the same mean, so the same
+    # gaps; the agreement is now the Welch interval of the two means, which holds 0 where the mean over the data
+    # sets is within its reach of 0.5; every seed's P_k is kept
+    def seeded(s, v):
+        mass = {lag: [v] * 6 for lag in ("lag1", "lag2")}
+        return {"point": {**theory["point"], "seed": s}, "result": {**theory["result"], "mass_max": mass}}
+
+    three = summarize({"mcmc": recs, "theory": [seeded(2, 0.6), theory, seeded(1, 0.4)]})
+    at3 = three["mcmc_seeds"]["curves"]["softmax/H=2/w=0.5/cold"]["against_theory"]["lag1"]
+    assert at3["mean"] == at["lag1"]["mean"] and at3["theory"] == pytest.approx([0.5] * 6)
+    assert at3["theory_runs"] == 3 and at3["theory_sd"] == pytest.approx([0.1] * 6)
+    for m, c in zip(at3["mean"], at3["gap_ci"]):
+        assert c[0] < m - 0.5 < c[1]
+    assert at3["gap_ci"][0][1] - at3["gap_ci"][0][0] > at["lag1"]["ci"][0][1] - at["lag1"]["ci"][0][0]
+    assert three["theory"]["softmax/H=2/w=0.5"]["P_k_seeds"] == {"lag1": [None] * 3, "lag2": [None] * 3}
+    assert any("Welch 95% interval (the theory over 3 seeds) holds 0" in ln for ln in describe(three))
+    (tmp_path / "summary.json").write_text(json.dumps(three))
+    assert theory_seeds_figure(tmp_path, tmp_path / "theory_seeds3.png").exists()
     out_one = summarize({"mcmc": [r for r in recs if r["point"]["seed"] == 0], "theory": [theory]})
     assert "mcmc_seeds" not in out_one  # one data set: no statistics, no comparison
     (tmp_path / "summary.json").write_text(json.dumps(out_one))

@@ -186,3 +186,25 @@ def test_against_curve_by_hand():
     assert rel["largest_gap_away"]["P"] == 100.0  # 0.1 of 1.0 beats 0.033 of 4.0
     none = stats.against_curve(P, values, ses, theory)
     assert all(none["away"]) and none["largest_gap_away"]["P"] == 200.0 and none["theory_inside_away"]["seeds"] == 4
+
+
+def test_against_curve_counts_a_monte_carlo_theory_by_the_welch_interval():
+    """With the theory computed three times, the agreement at a point is the Welch interval of the two means, worked
+    out here from its formula (Welch-Satterthwaite degrees of freedom, Student's t quantile): it holds 0 at P = 100,
+    where the theory's runs straddle the data sets' mean, and not at P = 200, where they lie far above it."""
+    from scipy.stats import t as student
+
+    values = np.array([[1.0, 2.0], [1.2, 2.1], [1.1, 1.9], [0.9, 2.0]])
+    runs = np.array([[0.8, 3.0], [1.2, 3.1], [1.3, 2.9]])
+    at = stats.against_curve([100, 200], values, np.zeros_like(values), runs.mean(axis=0), theory_runs=runs)
+    for j in range(2):
+        a, b = values[:, j], runs[:, j]
+        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+        df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+        half = student.ppf(0.975, df) * np.sqrt(va + vb)
+        d = a.mean() - b.mean()
+        assert at["gap_ci"][j] == pytest.approx([d - half, d + half])
+    assert at["theory_runs"] == 3 and at["theory_sd"] == pytest.approx(runs.std(axis=0, ddof=1).tolist())
+    assert at["theory_inside_away"]["solved"] == 1 and at["theory_inside_away"]["seeds"] == 2
+    same = stats.against_curve([100], np.ones((3, 1)), np.zeros((3, 1)), [0.5], theory_runs=np.full((2, 1), 0.5))
+    assert same["gap_ci"] == [[0.5, 0.5]] and same["theory_inside_away"]["solved"] == 0

@@ -257,6 +257,7 @@ FIGURE_COMMANDS = {
     "--set 'train_only=[\"sgd_transformer\"]' --set train_variants.sgd_transformer.seeds=4",
     "staircase_T64.png": "bayesattn staircase --config staircase_T64",
     "staircase_ratio.png": "bayesattn staircase --config staircase_ratio --set bayes.seeds=8",
+    "staircase_theory_seeds.png": "bayesattn staircase --config staircase_theory",
     "staircase_datasize.png": "bayesattn staircase --config staircase_datasize_cpu",
     "sparse_emergence.png": "bayesattn sparse",
     "sparse_heatmap.png": "bayesattn sparse",

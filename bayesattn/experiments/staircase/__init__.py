@@ -5,7 +5,7 @@ time, the paper's minimal model on :class:`~bayesattn.HighOrderMarkovTask`; and 
 A run writes, under its output folder::
 
     points/mcmc/*.json       one file per (attention, H, ratio, P, init): per-head and label-free lag masses
-    points/theory/*.json     one file per (H, ratio): the H-head theory on the MCMC grid (softmax)
+    points/theory/*.json     one file per (H, ratio, seed): the H-head theory on the MCMC grid (softmax)
     points/train/*.json      one file per training run and seed: records over steps, stage times
     points/ode/*.json        the ODE trajectory
     artifacts/train-*.npz    a training run's state after its last finished part, while it runs (resumable)
@@ -58,8 +58,9 @@ class Staircase(Experiment):
                     "P_grid": [int(P) for P in cfg.bayes.P],
                     "bayes": {**{k: v for k, v in b.items() if k != "mcmc"}, "ratio": float(r)},  # no sampler
                     "num_samples": cfg.theory.num_samples,
-                    "seed": cfg.seed,
+                    "seed": cfg.seed + s,
                 }
+                for s in range(cfg.theory.seeds)
                 for r in cfg.bayes.ratios
                 for H in cfg.theory.heads
                 if "softmax" in cfg.bayes.attention

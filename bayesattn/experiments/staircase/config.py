@@ -257,8 +257,11 @@ class HeadsTheory(Section):
     """The H-head theory (``ba.theory.heads_curve``) on the MCMC grid, softmax only (for linear heads the figure
     shows the rotation-invariant capture, which the theory curve does not give)."""
 
-    heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (ratio, H); H <= bayes.T - 1
+    heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (ratio, H, seed); H <= bayes.T - 1
     num_samples: Annotated[int, Field(ge=1000)] = 100_000
+    # importance-sampling seeds seed .. seed + n - 1: from two, the comparison with the MCMC points over their data
+    # sets counts the theory's own Monte Carlo spread (the first seed's point is a one-seed run's)
+    seeds: SeedCount = 1
 
 
 class StaircaseConfig(ExperimentConfig):

@@ -140,8 +140,9 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
 def theory_seeds_figure(run_dir, out: Path) -> Path | None:
     """The H-head theory against the exact posterior over the data sets (summary.json's ``mcmc_seeds``, curves with
     ``against_theory``): per curve, the mean over the data sets of the best head's mass on each lag minus the
-    theory's, with its 95% bootstrap interval, beside the data sets' spread (shaded, one standard deviation). None
-    without such a curve."""
+    theory's, with its 95% interval (the Welch interval where the theory ran with several seeds, else the mean's
+    bootstrap interval), beside the data sets' spread (shaded, one standard deviation). None without such a
+    curve."""
     path = Path(run_dir) / "summary.json"
     seeds = (read_json(path) if path.exists() else {}).get("mcmc_seeds") or {}
     curves = {k: c["against_theory"] for k, c in seeds.get("curves", {}).items() if "against_theory" in c}
@@ -153,9 +154,13 @@ def theory_seeds_figure(run_dir, out: Path) -> Path | None:
         for j, (lag, at) in enumerate(lags.items()):
             P, th, mean = np.asarray(at["P"]), np.asarray(at["theory"]), np.asarray(at["mean"], float)
             x = P * 1.03 ** (j - (len(lags) - 1) / 2)  # lags side by side at each P
-            lo = [m - c[0] if c else 0.0 for m, c in zip(mean, at["ci"])]
-            hi = [c[1] - m if c else 0.0 for m, c in zip(mean, at["ci"])]
-            ax.errorbar(x, mean - th, yerr=[lo, hi], fmt="o-", ms=3, lw=1, capsize=2, color=f"C{j}", label=lag)
+            gap = mean - th
+            # the gap's interval: the Welch interval of the two means where the theory ran with several seeds,
+            # else the mean's bootstrap interval, shifted
+            ci = at.get("gap_ci") or [None if c is None else [c[0] - t, c[1] - t] for c, t in zip(at["ci"], th)]
+            lo = [g - c[0] if c else 0.0 for g, c in zip(gap, ci)]
+            hi = [c[1] - g if c else 0.0 for g, c in zip(gap, ci)]
+            ax.errorbar(x, gap, yerr=[lo, hi], fmt="o-", ms=3, lw=1, capsize=2, color=f"C{j}", label=lag)
             ax.fill_between(P, -np.asarray(at["sd_between"]), at["sd_between"], color=f"C{j}", alpha=0.12, lw=0)
         ax.axhline(0.0, color="k", lw=0.8, ls=":")
         log_x_axis(ax, [p for at in lags.values() for p in at["P"]])
@@ -165,8 +170,10 @@ def theory_seeds_figure(run_dir, out: Path) -> Path | None:
         legend(ax)
     for ax in list(axes.flat)[len(curves) :]:
         ax.set_visible(False)
+    runs = max(at.get("theory_runs", 1) for lags in curves.values() for at in lags.values())
+    bars = f"Welch 95% interval, the theory over {runs} seeds" if runs > 1 else "95% bootstrap interval"
     fig.suptitle(
-        "the mean over the data sets minus the theory\nbars: 95% bootstrap interval; shade: ±1 sd between data sets",
+        f"the mean over the data sets minus the theory\nbars: {bars}; shade: ±1 sd between data sets",
         fontsize="medium",
     )
     return save(fig, out)

@@ -230,13 +230,16 @@ def _found(values: list) -> dict:
     return m if len(values) - m["not_found"] >= MIN_SEEDS else {**m, "ci": None}
 
 
-def theory_comparison(per_seed: list[list[dict]], theory: dict) -> dict:
-    """One curve's MCMC points over the data sets against the H-head theory's (the ``theory`` point's result), per
-    lag: the best head's mass (``mass_max:lagk``) at each P that every data set has,
-    :func:`bayesattn.stats.against_curve` (the points near the theory's binodals not counted)."""
+def theory_comparison(per_seed: list[list[dict]], theories: list[dict]) -> dict:
+    """One curve's MCMC points over the data sets against the H-head theory's (the results of its ``theory`` points,
+    one per importance-sampling seed, the first the config seed's), per lag: the best head's mass
+    (``mass_max:lagk``) at each P that every data set has, :func:`bayesattn.stats.against_curve` against the mean
+    of the theory's seeds (from two, their spread counted; the points near the first seed's binodals not
+    counted)."""
     common = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+    theory = theories[0]
     out = {}
-    for lag, curve in theory["mass_max"].items():
+    for lag in theory["mass_max"]:
         obs = f"mass_max:{lag}"
         vals, ses = np.full((len(per_seed), len(common)), np.nan), np.full((len(per_seed), len(common)), np.nan)
         for i, recs in enumerate(per_seed):
@@ -244,17 +247,31 @@ def theory_comparison(per_seed: list[list[dict]], theory: dict) -> dict:
             for j, P in enumerate(common):
                 vals[i, j] = at[P]["means"][obs]
                 ses[i, j] = at[P].get("observables", {}).get(obs, {}).get("se", np.nan)
+        runs = np.array([stats.curve_at(t["P"], t["mass_max"][lag], common) for t in theories])
         out[lag] = stats.against_curve(
-            common, vals, ses, stats.curve_at(theory["P"], curve, common), theory.get("binodals", [])
+            common,
+            vals,
+            ses,
+            runs.mean(axis=0),
+            theory.get("binodals", []),
+            theory_runs=runs if len(theories) > 1 else None,
         )
+    return out
+
+
+def theory_by_key(records: list) -> dict[str, list[dict]]:
+    """{theory series key: the results of its theory points, in increasing seed}."""
+    out: dict = {}
+    for r in sorted(records, key=lambda r: r["point"]["seed"]):
+        out.setdefault(series_key(r["point"]), []).append(r["result"])
     return out
 
 
 def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | None:
     """The MCMC points over their data sets (None with one): per curve, each transition P_k per seed with its
     median and 95% bootstrap interval (:func:`_found`: a P_k outside the P grid is not found; no interval below
-    :data:`MIN_SEEDS` data sets), and where ``theory`` ({theory series key: the theory point's result}) has the
-    curve, its lag masses against the theory's (:func:`theory_comparison`); per weight ratio of a ratio sweep,
+    :data:`MIN_SEEDS` data sets), and where ``theory`` ({theory series key: its theory points' results, by seed})
+    has the curve, its lag masses against the theory's (:func:`theory_comparison`); per weight ratio of a ratio sweep,
     P_2/P_1 per seed, its median and interval, and in how many seeds it lies above (w_1/w_2)^2 (a two-sided sign
     test against half)."""
     by_seed: dict = {}
@@ -302,8 +319,7 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
     if "mcmc" in records:
         summary["mcmc"] = mcmc_summary([r for r in records["mcmc"] if r["point"]["seed"] == seed])
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
-        theory = {series_key(r["point"]): r["result"] for r in records.get("theory", [])}
-        seeds = mcmc_seed_statistics(records["mcmc"], theory)
+        seeds = mcmc_seed_statistics(records["mcmc"], theory_by_key(records.get("theory", [])))
         if seeds is not None:
             summary["mcmc_seeds"] = seeds
     if "train" in records:
@@ -331,10 +347,11 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
             t["losses"] = [run_losses(r["result"]) for r in recs]
             summary["data_sizes"] = data_size_table(recs)
     if "theory" in records:
-        summary["theory"] = {
-            series_key(r["point"]): {k: r["result"][k] for k in ("P_k", "coexistence_P", "binodals")}
-            for r in records["theory"]
-        }
+        summary["theory"] = {}
+        for key, results in theory_by_key(records["theory"]).items():
+            e = summary["theory"][key] = {k: results[0][k] for k in ("P_k", "coexistence_P", "binodals")}
+            if len(results) > 1:  # the first seed's, and per lag every seed's P_k
+                e["P_k_seeds"] = {lag: [r["P_k"][lag] for r in results] for lag in results[0]["P_k"]}
     if "ode" in records:
         res = records["ode"][0]["result"]
         summary["ode"] = {"stages": res["stages"], "plateaus": res["plateaus"]}
@@ -369,10 +386,14 @@ def describe(summary: dict) -> list[str]:
                 ins, g = at["theory_inside_away"], at["largest_gap_away"]
                 if g is None:
                     continue
+                agrees = (
+                    f"the difference's Welch 95% interval (the theory over {at['theory_runs']} seeds) holds 0"
+                    if "theory_runs" in at
+                    else "the theory inside the 95% interval"
+                )
                 lines.append(
-                    f"{key}, best head's mass on {lag} over {n} data sets against the theory: the theory inside the "
-                    f"95% interval at {ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = "
-                    f"{g['P']:.0f})"
+                    f"{key}, best head's mass on {lag} over {n} data sets against the theory: {agrees} at "
+                    f"{ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = {g['P']:.0f})"
                 )
         for r in st["ratio_sweep"]:
             m = r["median"]
