@@ -15,7 +15,9 @@ Everything here is a thin, documented layer over :mod:`scipy.stats`; nothing is 
 - :func:`mean_interval`: a mean over seeds and its 95% bootstrap percentile interval (same resampling).
 - :func:`against_curve`: values over data sets (seeds, P) against a theory's curve at the same P: the mean over
   the data sets with its interval, their spread beside the runs' own standard errors, and where the interval holds
-  the theory's value; :func:`curve_at` reads a curve between its grid points (linear in log P).
+  the theory's value (for a Monte Carlo theory run with several seeds, where the Welch interval of the difference,
+  ``scipy.stats.ttest_ind(equal_var=False)``, holds 0); :func:`curve_at` reads a curve between its grid points
+  (linear in log P).
 - :func:`helps`: a one-sided test of "arm a helps against arm b": Fisher's exact test that a's solve rate is
   higher, and the Mann-Whitney U test that a's (censored) t* are smaller. Returns p-values; no correction for
   multiple comparisons is applied (the caller says how many it makes).
