@@ -389,7 +389,7 @@ def describe(summary: dict) -> list[str]:
                 agrees = (
                     f"the difference's Welch 95% interval (the theory over {at['theory_runs']} seeds) holds 0"
                     if "theory_runs" in at
-                    else "the theory inside the 95% interval"
+                    else "the theory (one seed: its own Monte Carlo error not counted) inside the 95% interval"
                 )
                 lines.append(
                     f"{key}, best head's mass on {lag} over {n} data sets against the theory: {agrees} at "
