@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
+
 from .config import ExperimentConfig, apply_overrides, find_config, packaged_configs, read_toml
 
 
@@ -121,6 +123,22 @@ def number(x) -> str:
     """A number as the printed summaries show it: '-' for None, a whole number from 1000 on, else 4 significant
     digits (626.9, 12660; not 626.9432629506033 or 1.266e+04)."""
     return "-" if x is None else f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def common_P(per_seed: Sequence[Sequence[dict]]) -> list[float]:
+    """The values of P that every seed's point records have, increasing."""
+    return sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+
+
+def seed_matrix(per_seed: Sequence[Sequence[dict]], grid: Sequence[float], value) -> tuple[np.ndarray, np.ndarray]:
+    """(values, standard errors), each (seeds, P), at the P of ``grid``: ``value(record) -> (value, its standard
+    error)`` reads one point record; every seed must have a record at every P of ``grid`` (:func:`common_P`)."""
+    vals, ses = np.empty((len(per_seed), len(grid))), np.empty((len(per_seed), len(grid)))
+    for i, recs in enumerate(per_seed):
+        at = {float(r["point"]["P"]): r for r in recs}
+        for j, P in enumerate(grid):
+            vals[i, j], ses[i, j] = value(at[P])
+    return vals, ses
 
 
 def registry(*experiments: type[Experiment]) -> dict[str, type[Experiment]]:

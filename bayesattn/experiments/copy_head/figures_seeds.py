@@ -10,8 +10,8 @@ import numpy as np
 from ... import figstyle
 from ...models.attention import ATTENTIONS, ORDER_PARAMETER
 from ...stats import curve_at, mean_interval
+from ..contract import common_P, seed_matrix
 from .figures_common import SERIES, add_handles, arr, inits, log_P_axis, num, order_parameter_panel, save, title_params
-from .seeds import common_P, seed_matrix
 from .summary import final_values
 
 plt = figstyle.pyplot()
@@ -81,7 +81,7 @@ def fig_seeds(seeds: dict, out: Path) -> list[Path]:
                 final = lambda res: (float(np.nanmean(final_values(res, method, x))), np.nan)  # noqa: E731
                 for init in inits(groups[0][0]):
                     marker, color, _ = SERIES.get((method, init), ("x", "0.3", 1.0))
-                    vals = seed_matrix(groups, init, final, grid)[0] - shift
+                    vals = seed_matrix(groups, grid, lambda r: final(r["result"]["inits"][init]))[0] - shift
                     what = f"{NAMES[method]}, {init} {'start' if method == 'mcmc' else 'init'}: mean over seeds"
                     _mean_with_interval(ax, grid, vals, marker, color, what)
             if P_all:

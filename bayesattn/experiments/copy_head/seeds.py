@@ -11,6 +11,7 @@ import numpy as np
 
 from ...models.attention import ORDER_PARAMETER
 from ...stats import AWAY, BOOTSTRAP, WILSON, against_curve, curve_at, fmt_ci, found_median, solve_rate
+from ..contract import common_P, seed_matrix
 from .summary import empirical_transition, final_values
 
 
@@ -89,22 +90,6 @@ def _test_error(res: dict) -> tuple[float, float]:
     return float(te.get("mean", np.nan)), float(te.get("sem", np.nan))
 
 
-def common_P(per_seed: list[list[dict]]) -> list[float]:
-    """The values of P that every seed's records have, increasing."""
-    return sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
-
-
-def seed_matrix(per_seed: list[list[dict]], init: str, value, grid: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(values, standard errors), each (seeds, P), of one start at the P of ``grid``: ``value(result) -> (value,
-    its standard error)`` reads a start's result in a point record."""
-    vals, ses = np.empty((len(per_seed), len(grid))), np.empty((len(per_seed), len(grid)))
-    for i, recs in enumerate(per_seed):
-        at = {float(r["point"]["P"]): r["result"]["inits"][init] for r in recs}
-        for j, P in enumerate(grid):
-            vals[i, j], ses[i, j] = value(at[P])
-    return vals, ses
-
-
 def against_theory(
     per_seed: list[list[dict]], init: str, value, P_theory, theory_values, P_c: float | None, relative: bool = False
 ) -> dict:
@@ -113,7 +98,7 @@ def against_theory(
     AWAY from ``P_c`` (all where None) counted. ``value(result) -> (value, its standard error)`` reads a chain
     group's result."""
     common = common_P(per_seed)
-    vals, ses = seed_matrix(per_seed, init, value, common)
+    vals, ses = seed_matrix(per_seed, common, lambda r: value(r["result"]["inits"][init]))
     theory = curve_at(P_theory, theory_values, common)
     return against_curve(common, vals, ses, theory, [] if P_c is None else [P_c], relative=relative)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ... import stats
 from ...bayes.theory.common import first_crossing
-from ..contract import number
+from ..contract import common_P, number, seed_matrix
 from .bayes import LAG_OBSERVABLE
 
 # P where a label-free lag mass (increasing P) first crosses its threshold, log-interpolated; None if never
@@ -236,17 +236,16 @@ def theory_comparison(per_seed: list[list[dict]], theories: list[dict]) -> dict:
     (``mass_max:lagk``) at each P that every data set has, :func:`bayesattn.stats.against_curve` against the mean
     of the theory's seeds (from two, their spread counted; the points near the first seed's binodals not
     counted)."""
-    common = sorted(set.intersection(*({float(r["point"]["P"]) for r in recs} for recs in per_seed)))
+    common = common_P(per_seed)
     theory = theories[0]
     out = {}
     for lag in theory["mass_max"]:
         obs = f"mass_max:{lag}"
-        vals, ses = np.full((len(per_seed), len(common)), np.nan), np.full((len(per_seed), len(common)), np.nan)
-        for i, recs in enumerate(per_seed):
-            at = {float(r["point"]["P"]): r["result"] for r in recs}
-            for j, P in enumerate(common):
-                vals[i, j] = at[P]["means"][obs]
-                ses[i, j] = at[P].get("observables", {}).get(obs, {}).get("se", np.nan)
+        vals, ses = seed_matrix(
+            per_seed,
+            common,
+            lambda r: (r["result"]["means"][obs], r["result"].get("observables", {}).get(obs, {}).get("se", np.nan)),
+        )
         runs = np.array([stats.curve_at(t["P"], t["mass_max"][lag], common) for t in theories])
         out[lag] = stats.against_curve(
             common,
