@@ -315,10 +315,11 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
     """The summary of every part that ran; of the MCMC points, the curves and ratio table of the data set ``seed``
     (the config's), and from two data sets their statistics (:func:`mcmc_seed_statistics`)."""
     summary: dict = {}
+    theory = theory_by_key(records.get("theory", []))
     if "mcmc" in records:
         summary["mcmc"] = mcmc_summary([r for r in records["mcmc"] if r["point"]["seed"] == seed])
         summary["ratio_sweep"] = ratio_table(summary["mcmc"])
-        seeds = mcmc_seed_statistics(records["mcmc"], theory_by_key(records.get("theory", [])))
+        seeds = mcmc_seed_statistics(records["mcmc"], theory)
         if seeds is not None:
             summary["mcmc_seeds"] = seeds
     if "train" in records:
@@ -347,7 +348,7 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
             summary["data_sizes"] = data_size_table(recs)
     if "theory" in records:
         summary["theory"] = {}
-        for key, results in theory_by_key(records["theory"]).items():
+        for key, results in theory.items():
             e = summary["theory"][key] = {k: results[0][k] for k in ("P_k", "coexistence_P", "binodals")}
             if len(results) > 1:  # the first seed's, and per lag every seed's P_k
                 e["P_k_seeds"] = {lag: [r["P_k"][lag] for r in results] for lag in results[0]["P_k"]}
