@@ -100,6 +100,32 @@ def test_symmetries_of_energy_and_row_laws():
     assert float(linear_cgf(jnp.asarray(pack(O @ th, G_rot)), H, K, 16, 1.0)) == pytest.approx(C0, rel=1e-10)
 
 
+def test_capture_is_the_pattern_share_of_the_heads_span():
+    """label_free's "capture" from the order parameters (m, Q) of real attention maps equals
+    diagnostics.observables.pattern_capture, the projection of each lag's pattern onto the span of the heads'
+    maps computed on the maps themselves; and it is unchanged by any rotation of the heads (linear heads'
+    symmetry), which moves the best head's mass."""
+    from bayesattn.diagnostics.observables import pattern_capture
+
+    rng = np.random.default_rng(3)
+    task = ba.MultiLagCopyTask(T=12, d=4, spans=((1,), (3,)), weights=(1.0, 0.5), rotations="orthogonal")
+    pats = list(task.target_patterns.values())
+    data = task.sample(jax.random.key(0), 4)
+    for attention, H in (("softmax", 2), ("linear", 3)):
+        post = ba.Posterior(data, attention, PRIOR, heads=H)
+        L = 1.5 * rng.normal(size=(H, 12, 12)) + 2.0 * pats[0]
+        m, Q = _order_parameters(post, L, task)
+        lf = label_free(m, Q)
+        alpha = jnp.asarray(post.attention_weights(jnp.asarray(L)))
+        ref = [float(pattern_capture(alpha, p, task.query_mask)) for p in pats]
+        np.testing.assert_allclose(lf["capture"], ref, rtol=1e-10)
+        assert 0.0 < min(ref) and max(ref) < 1.0
+        O = np.linalg.qr(rng.normal(size=(H, H)))[0]
+        lf_rot = label_free(O @ m, O @ Q @ O.T)
+        np.testing.assert_allclose(lf_rot["capture"], lf["capture"], rtol=1e-10)
+        assert np.max(np.abs(lf_rot["mass_max"] - lf["mass_max"])) > 1e-3
+
+
 def _row_stats_linear(rng, n, H, K, T):
     alpha = rng.normal(size=(n, H, T)) / np.sqrt(T)
     iu = np.triu_indices(H)

@@ -9,8 +9,9 @@ import pytest
 
 import bayesattn as ba
 from bayesattn.experiments.staircase import Staircase
-from bayesattn.experiments.staircase.bayes import hot_init
+from bayesattn.experiments.staircase.bayes import LAG_OBSERVABLE, hot_init
 from bayesattn.experiments.staircase.summary import transitions
+from bayesattn.files import load_results
 
 
 def test_two_heads_recover_one_lag_each():
@@ -154,8 +155,9 @@ def test_linear_posterior_is_invariant_under_rotating_the_heads_softmax_is_not()
 
 
 def test_theory_part_next_to_mcmc(tmp_path):
-    """The staircase's theory part (the H-head theory on the MCMC grid, softmax) is written, summarised and
-    drawn with the MCMC points; at a P far below the first stage both give the near-uniform best-head mass."""
+    """The staircase's theory part (the H-head theory on the MCMC grid, one curve per attention) is written,
+    summarised and drawn with the MCMC points; at a P far below the first stage both give the near-uniform
+    best-head mass (softmax) and the near-chance share of each lag in the heads' span (linear)."""
     from bayesattn.experiments.staircase.config import BayesConfig, StaircaseConfig
     from bayesattn.experiments.staircase.figures import bayes_figure
     from bayesattn.sweep import run_experiment
@@ -170,15 +172,15 @@ def test_theory_part_next_to_mcmc(tmp_path):
         mcmc={"num_chains": 2, "num_warmup": 150, "num_samples": 150},
     )
     cfg = StaircaseConfig(parts=["mcmc", "theory"], bayes=b, theory={"num_samples": 20000})
-    # linear: the figure shows capture
-    assert [p["attention"] for p in Staircase().points(cfg)["theory"]] == ["softmax"]
+    assert [p["attention"] for p in Staircase().points(cfg)["theory"]] == ["softmax", "linear"]
     s = run_experiment(Staircase(), cfg, tmp_path, progress=False, figures=False)
-    th = s["theory"]["softmax/H=2/w=0.6"]
-    assert set(th["P_k"]) == {"lag1", "lag2"}
-    rec = json.loads(next((tmp_path / "points" / "theory").glob("*.json")).read_text())["result"]
-    mc = s["mcmc"]["softmax/H=2/w=0.6/cold"]["means"]
-    for lag in ("lag1", "lag2"):
-        assert abs(rec["mass_max"][lag][0] - mc[f"mass_max:{lag}"][0]) < 0.03, (lag, rec, mc)
+    for att, obs in (("softmax", "mass_max"), ("linear", "capture")):
+        assert set(s["theory"][f"{att}/H=2/w=0.6"]["P_k"]) == {"lag1", "lag2"}
+        (rec,) = [r["result"] for r in load_results(tmp_path / "points" / "theory") if r["point"]["attention"] == att]
+        assert set(rec) >= {"P", obs} and not set(rec) & (set(LAG_OBSERVABLE.values()) - {obs})
+        mc = s["mcmc"][f"{att}/H=2/w=0.6/cold"]["means"]
+        for lag in ("lag1", "lag2"):
+            assert abs(rec[obs][lag][0] - mc[f"{obs}:{lag}"][0]) < 0.03, (lag, rec, mc)
     assert bayes_figure(tmp_path, tmp_path / "f.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="theory"):
         StaircaseConfig.load({"theory": {"head": [2]}})
@@ -309,6 +311,28 @@ def test_theory_comparison_over_made_up_data_sets(tmp_path):
     assert any("Welch 95% interval (the theory over 3 seeds) holds 0" in ln for ln in describe(three))
     (tmp_path / "summary.json").write_text(json.dumps(three))
     assert theory_seeds_figure(tmp_path, tmp_path / "theory_seeds3.png").exists()
+    # linear heads: the same numbers as the lag's share in the heads' span ("capture"), compared alike
+    lin = [
+        {
+            "point": {**r["point"], "attention": "linear"},
+            "result": {
+                **r["result"],
+                "means": {k.replace("mass_max", "capture"): v for k, v in r["result"]["means"].items()},
+                "observables": {k.replace("mass_max", "capture"): v for k, v in r["result"]["observables"].items()},
+            },
+        }
+        for r in recs
+    ]
+    lin_theory = {
+        "point": {**theory["point"], "attention": "linear"},
+        "result": {
+            **{k: v for k, v in theory["result"].items() if k != "mass_max"},
+            "capture": theory["result"]["mass_max"],
+        },
+    }
+    out_lin = summarize({"mcmc": lin, "theory": [lin_theory]})
+    assert out_lin["mcmc_seeds"]["curves"]["linear/H=2/w=0.5/cold"]["against_theory"] == at
+    assert any("share in the heads' span of lag1 over 6 data sets against the theory" in ln for ln in describe(out_lin))
     out_one = summarize({"mcmc": [r for r in recs if r["point"]["seed"] == 0], "theory": [theory]})
     assert "mcmc_seeds" not in out_one  # one data set: no statistics, no comparison
     (tmp_path / "summary.json").write_text(json.dumps(out_one))

@@ -114,7 +114,10 @@ def label_free(m, Q, signs: bool = True) -> dict:
     (head 0 the one with the largest mass on lag 1, head 1 the largest on lag 2 among the rest, ...).
     Returns "mass_max" (..., K) (the best head's mass per lag), "m_canon" (..., H, K), "Q_canon" (..., H, H), and
     "m_sv" (..., min(H, K)): the singular values of m, invariant under any rotation of the heads (linear heads have
-    that symmetry, so for them the per-head view depends on the point of the orbit; module docstring)."""
+    that symmetry, so for them the per-head view depends on the point of the orbit; module docstring), and
+    "capture" (..., K): m_k^T Q^-1 m_k, the fraction of lag k's pattern in the span of the heads' maps (for the
+    single-lag cyclic patterns here, :func:`bayesattn.diagnostics.observables.pattern_capture`), unchanged by any
+    invertible mixing of the heads."""
     m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
     H, K = m.shape[-2:]
     lead = m.shape[:-2]
@@ -134,7 +137,10 @@ def label_free(m, Q, signs: bool = True) -> dict:
     i = np.arange(n)[:, None]
     mc, Qc = m[i, perm], Q[i[:, :, None], perm[:, :, None], perm[:, None, :]]
     sv = np.linalg.svd(m, compute_uv=False)
+    # |p_k|^2 = T, p_k . alpha_h = T m_hk, Gram = T Q: the projection's share p^T Pi p / |p|^2 is m_k^T Q^-1 m_k
+    capture = np.einsum("nhk,nhk->nk", m, np.linalg.solve(Q, m))
     return {
+        "capture": capture.reshape(*lead, K),
         "mass_max": m.max(axis=1).reshape(*lead, K),
         "m_canon": mc.reshape(*lead, H, K),
         "Q_canon": Qc.reshape(*lead, H, H),
@@ -283,7 +289,8 @@ def _linear_daniels(law, fp, b, e, n, rng, max_std=0.4):
 @dataclass
 class HeadsCurve:
     """Per P: label-free posterior means (Laplace mixture of the stable fixed points with their Gaussian
-    fluctuations): "mass_max" (NP, K), "m_canon" (NP, H, K), "Q_canon" (NP, H, H); the most probable fixed point
+    fluctuations): "mass_max" (NP, K), "capture" (NP, K) (:func:`label_free`), "m_canon" (NP, H, K), "Q_canon"
+    (NP, H, H), "m_sv" (NP, min(H, K)); the most probable fixed point
     (relabelled, no fluctuations): "m_fp", "Q_fp"; every fixed point found per P ("fixed_points"); transitions:
     "lag<k>" the P where mass_max on lag k crosses 3/T (log-interpolated; None if it does not in the P range),
     "coexistence_P" the P with more than one stable well, "binodals" where the two lowest wells' free energies
@@ -372,7 +379,7 @@ def heads_curve(
     signs = kind.sign_symmetric
     rng = np.random.default_rng(seed)
     named = law.named_starts()
-    out_mean = {"mass_max": [], "m_canon": [], "Q_canon": [], "m_sv": []}
+    out_mean = {"mass_max": [], "m_canon": [], "Q_canon": [], "m_sv": [], "capture": []}
     out_fix = {"m_fp": [], "Q_fp": [], "F": []}
     key, tol = ("invariants", 5e-3) if signs else ("x_canon", 0.02)
 

@@ -5,7 +5,7 @@ time, the paper's minimal model on :class:`~bayesattn.HighOrderMarkovTask`; and 
 A run writes, under its output folder::
 
     points/mcmc/*.json       one file per (attention, H, ratio, P, init): per-head and label-free lag masses
-    points/theory/*.json     one file per (H, ratio, seed): the H-head theory on the MCMC grid (softmax)
+    points/theory/*.json     one file per (attention, H, ratio, seed): the H-head theory on the MCMC grid
     points/train/*.json      one file per training run and seed: records over steps, stage times
     points/ode/*.json        the ODE trajectory
     artifacts/train-*.npz    a training run's state after its last finished part, while it runs (resumable)
@@ -53,7 +53,7 @@ class Staircase(Experiment):
             out["theory"] = [
                 {
                     "method": "theory",
-                    "attention": "softmax",
+                    "attention": a,
                     "heads": H,
                     "P_grid": [int(P) for P in cfg.bayes.P],
                     "bayes": {**{k: v for k, v in b.items() if k != "mcmc"}, "ratio": float(r)},  # no sampler
@@ -62,8 +62,8 @@ class Staircase(Experiment):
                 }
                 for s in range(cfg.theory.seeds)
                 for r in cfg.bayes.ratios
+                for a in cfg.bayes.attention
                 for H in cfg.theory.heads
-                if "softmax" in cfg.bayes.attention
             ]
         if "train" in cfg.parts:
             runs = {"main": (cfg.train, cfg.train_seeds), **{n: cfg.variant(n) for n in cfg.train_variants}}

@@ -46,6 +46,7 @@ def hot_init(task: MultiLagCopyTask, H: int, attention: str, prior: Prior) -> np
 # prior and likelihood are unchanged), so per-head masses drift and the invariant is the fraction of the lag
 # pattern in the span of the heads (diagnostics.observables.pattern_capture), its stage at 1/2.
 LAG_OBSERVABLE = {"softmax": "mass_max", "linear": "capture"}
+LAG_OBSERVABLE_TEXT = {"mass_max": "best head's mass on", "capture": "share in the heads' span of"}
 
 
 def point_posterior(b: BayesConfig, attention: str, H: int, P: int, seed: int):
@@ -130,9 +131,12 @@ def ode_point(point: dict) -> dict:
 
 
 def theory_point(point: dict) -> dict:
-    """The H-head theory (docs/theory.md section 12) on one curve's P grid: the label-free mean mass of the best
-    head per lag, and the transitions and coexistence it finds."""
+    """The H-head theory (docs/theory.md section 12) on one curve's P grid: per lag the posterior mean of the
+    attention's label-free lag order parameter (:data:`LAG_OBSERVABLE`: the best head's mass for softmax, the
+    lag's share in the heads' span for linear), the P_k where it crosses the MCMC points' threshold, and the
+    coexistence and binodals the theory finds."""
     from ...bayes.theory import heads_curve
+    from ...bayes.theory.common import first_crossing
 
     b = BayesConfig.load({**point["bayes"], "heads": [point["heads"]], "attention": [point["attention"]]})
     H = point["heads"]
@@ -147,11 +151,14 @@ def theory_point(point: dict) -> dict:
         seed=point["seed"],
     )
     lags = list(task.target_patterns)
-    mass = np.asarray(c.mean["mass_max"])
+    obs = LAG_OBSERVABLE[point["attention"]]
+    curve = np.asarray(c.mean[obs])
+    thr = attention_kind(point["attention"]).copy_threshold(task.T)  # the MCMC points' (single-lag spans)
+    P_k = {lag: first_crossing(c.P, curve[:, k], thr) for k, lag in enumerate(lags)}
     return {
         "P": [float(x) for x in c.P],
-        "mass_max": {lag: mass[:, k].tolist() for k, lag in enumerate(lags)},
-        "P_k": {lag: None if c.transitions.get(lag) is None else float(c.transitions[lag]) for lag in lags},
+        obs: {lag: curve[:, k].tolist() for k, lag in enumerate(lags)},
+        "P_k": {lag: None if v is None else float(v) for lag, v in P_k.items()},
         "coexistence_P": c.transitions.get("coexistence_P", []),
         "binodals": c.transitions.get("binodals", []),
     }

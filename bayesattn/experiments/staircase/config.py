@@ -254,10 +254,11 @@ class ODESection(Section):
 
 
 class HeadsTheory(Section):
-    """The H-head theory (``ba.theory.heads_curve``) on the MCMC grid, softmax only (for linear heads the figure
-    shows the rotation-invariant capture, which the theory curve does not give). ``seeds``: its importance sampler's
-    seeds; from two, the comparison with the MCMC points over their data sets counts the theory's own Monte Carlo
-    spread."""
+    """The H-head theory (``ba.theory.heads_curve``) on the MCMC grid, for each attention of ``bayes.attention``:
+    its lag order parameter is the MCMC points' (softmax: the best head's mass; linear: the lag's share in the
+    heads' span, which any rotation of the heads leaves unchanged). ``seeds``: the theory's Monte Carlo seeds
+    (softmax: the importance sampler's; both: the fluctuations around each well); from two, the comparison with
+    the MCMC points over their data sets counts the theory's own Monte Carlo spread."""
 
     heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (ratio, H, seed); H <= bayes.T - 1
     num_samples: Annotated[int, Field(ge=1000)] = 100_000

@@ -83,9 +83,9 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
                     ax.plot(P, m, color=f"C{j}", **INIT_STYLE[init])
                     inits_drawn.add(init)
                     Ps += P
-        th = theory.get((att, H, w)) if obs == "mass_max" else None
+        th = theory.get((att, H, w))
         for j, lag in enumerate(lags if th else []):
-            ax.plot(th["P"], th["mass_max"][lag], color=f"C{j}", **THEORY_STYLE)
+            ax.plot(th["P"], th[obs][lag], color=f"C{j}", **THEORY_STYLE)
             any_theory = True
         log_x_axis(ax, Ps or [1, 10])
         ax.set_xlabel("P")
@@ -139,8 +139,8 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
 
 def theory_seeds_figure(run_dir, out: Path) -> Path | None:
     """The H-head theory against the exact posterior over the data sets (summary.json's ``mcmc_seeds``, curves with
-    ``against_theory``): per curve, the mean over the data sets of the best head's mass on each lag minus the
-    theory's, with its 95% interval (the Welch interval where the theory ran with several seeds, else the mean's
+    ``against_theory``): per curve, the mean over the data sets of the lag order parameter on each lag (softmax:
+    the best head's mass; linear: the lag's share in the heads' span) minus the theory's, with its 95% interval (the Welch interval where the theory ran with several seeds, else the mean's
     bootstrap interval), beside the data sets' spread (shaded, one standard deviation). None without such a
     curve."""
     path = Path(run_dir) / "summary.json"

@@ -8,7 +8,7 @@ import numpy as np
 from ... import stats
 from ...bayes.theory.common import first_crossing
 from ..contract import common_P, number, seed_matrix
-from .bayes import LAG_OBSERVABLE
+from .bayes import LAG_OBSERVABLE, LAG_OBSERVABLE_TEXT
 
 # P where a label-free lag mass (increasing P) first crosses its threshold, log-interpolated; None if never
 transitions = first_crossing
@@ -230,23 +230,24 @@ def _found(values: list) -> dict:
     return m if len(values) - m["not_found"] >= MIN_SEEDS else {**m, "ci": None}
 
 
-def theory_comparison(per_seed: list[list[dict]], theories: list[dict]) -> dict:
+def theory_comparison(per_seed: list[list[dict]], theories: list[dict], attention: str) -> dict:
     """One curve's MCMC points over the data sets against the H-head theory's (the results of its ``theory`` points,
-    one per importance-sampling seed, the first the config seed's), per lag: the best head's mass
-    (``mass_max:lagk``) at each P that every data set has, :func:`bayesattn.stats.against_curve` against the mean
-    of the theory's seeds (from two, their spread counted; the points near the first seed's binodals not
-    counted)."""
+    one per seed, the first the config seed's), per lag: the attention's lag order parameter
+    (:data:`~bayesattn.experiments.staircase.bayes.LAG_OBSERVABLE`: ``mass_max:lagk`` for softmax, ``capture:lagk``
+    for linear) at each P that every data set has, :func:`bayesattn.stats.against_curve` against the mean of the
+    theory's seeds (from two, their spread counted; the points near the first seed's binodals not counted)."""
     common = common_P(per_seed)
     theory = theories[0]
+    name = LAG_OBSERVABLE[attention]
     out = {}
-    for lag in theory["mass_max"]:
-        obs = f"mass_max:{lag}"
+    for lag in theory[name]:
+        obs = f"{name}:{lag}"
         vals, ses = seed_matrix(
             per_seed,
             common,
             lambda r: (r["result"]["means"][obs], r["result"].get("observables", {}).get(obs, {}).get("se", np.nan)),
         )
-        runs = np.array([stats.curve_at(t["P"], t["mass_max"][lag], common) for t in theories])
+        runs = np.array([stats.curve_at(t["P"], t[name][lag], common) for t in theories])
         out[lag] = stats.against_curve(
             common,
             vals,
@@ -287,7 +288,7 @@ def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | No
         th = (theory or {}).get(key.rsplit("/", 1)[0])  # the curve's key without its start
         if th is not None:
             curves[key]["against_theory"] = theory_comparison(
-                [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th
+                [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th, per[0][key]["attention"]
             )
     ratios: dict = {}
     for s, summ in zip(seeds, per):
@@ -391,8 +392,9 @@ def describe(summary: dict) -> list[str]:
                     if "theory_runs" in at
                     else "the theory (one seed: its own Monte Carlo error not counted) inside the 95% interval"
                 )
+                text = LAG_OBSERVABLE_TEXT[LAG_OBSERVABLE[key.split("/", 1)[0]]]
                 lines.append(
-                    f"{key}, best head's mass on {lag} over {n} data sets against the theory: {agrees} at "
+                    f"{key}, {text} {lag} over {n} data sets against the theory: {agrees} at "
                     f"{ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = {g['P']:.0f})"
                 )
         for r in st["ratio_sweep"]:
