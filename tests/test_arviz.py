@@ -44,6 +44,17 @@ def test_split_ess_is_capped_as_arviz_caps_it():
     np.testing.assert_allclose(split_ess(x), ref, rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("error")
+def test_split_ess_of_equal_draws_is_arviz_ess():
+    """Draws that are all equal, exactly or up to rounding (an observable the task fixes), have as many effective
+    draws as draws, ArviZ's convention, without a division of zero by zero; one NaN draw still gives NaN."""
+    for x in (np.full((2, 31), 0.25), 0.2909887304360265 + np.array([[0.0, 5.551115123125783e-17] * 15])):
+        ref = float(az.ess(az.from_dict(posterior={"a": x}), method="mean")["a"])
+        assert split_ess(x) == ref == 2 * (x.shape[1] // 2) * x.shape[0]
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(split_ess(np.array([[0.25] * 9 + [np.nan]] * 2)))
+
+
 @pytest.fixture(scope="module")
 def runs():
     data = ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 40)

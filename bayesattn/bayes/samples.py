@@ -174,11 +174,15 @@ def split_ess(x: np.ndarray) -> float:
     Stan and ArviZ cap it, at N log10 N for N draws in all. It is ArviZ's ``ess(method="mean")`` for positively
     correlated draws; for anticorrelated ones (short NUTS chains) the two truncate the autocorrelation sum
     slightly differently (tests/test_arviz.py). Without the cap, a few short anticorrelated chains can report
-    several times their number of draws, and so a standard error far too small."""
+    several times their number of draws, and so a standard error far too small. Draws that are all equal (an
+    observable fixed by the task, equal up to rounding) have as many effective draws as draws, as in ArviZ (the
+    estimator would divide zero by zero)."""
     x = np.asarray(x)
     half = x.shape[1] // 2
-    ess = float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
     n = 2 * half * x.shape[0]
+    if np.ptp(x) < np.finfo(np.float64).resolution:  # NaN compares False: non-finite draws stay NaN below
+        return float(n)
+    ess = float(effective_sample_size(np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)))
     return min(ess, n * math.log10(n)) if n > 1 else ess
 
 
