@@ -208,16 +208,18 @@ def test_bad_input():
 
 
 @pytest.mark.slow
-def test_two_softmax_heads_against_mcmc():
-    """T = 16, d = 8, H = 2, lags 1, 2 (w = 1, 0.6): the best head's mass per lag, theory vs NUTS (2 chains x
-    (300 + 500)), away from the transitions (P_1 ~ 630, P_2 ~ 1800): within 0.03."""
+@pytest.mark.parametrize("attention, obs", [("softmax", "mass_max"), ("linear", "capture")])
+def test_two_heads_against_mcmc(attention, obs):
+    """T = 16, d = 8, H = 2, lags 1, 2 (w = 1, 0.6): each attention's label-free lag order parameter (softmax:
+    the best head's mass; linear: the lag's share in the heads' span), theory vs NUTS (2 chains x (300 + 500)),
+    away from the transitions (softmax P_1 ~ 630, P_2 ~ 1800; linear ~ 1630, 4500): within 0.03."""
     P = [200, 3076, 19024]
-    hc = heads_curve(P, heads=2, attention="softmax")
+    hc = heads_curve(P, heads=2, attention=attention)
     for i, p in enumerate(P):
-        post = ba.Posterior(TASK.sample(jax.random.key(100 + p), p), "softmax", PRIOR, heads=2)
+        post = ba.Posterior(TASK.sample(jax.random.key(100 + p), p), attention, PRIOR, heads=2)
         s = ba.sample(post, jax.random.key(p), num_chains=2, num_warmup=300, num_samples=500)
         for k, lag in enumerate(("lag1", "lag2")):
-            assert abs(float(np.mean(s.order_parameters[f"mass_max:{lag}"])) - hc.mean["mass_max"][i, k]) < 0.03
+            assert abs(float(np.mean(s.order_parameters[f"{obs}:{lag}"])) - hc.mean[obs][i, k]) < 0.03
 
 
 def test_linear_legendre_in_blocks_equals_it_in_one_piece():
