@@ -11,8 +11,10 @@ lag; the heads relabelled per draw so that head k is the one taken greedily for 
     python scripts/heads_theory_check.py --part table    # theory (cached: results/heads_theory/theory_*.json)
                                                          # next to every cached MCMC point: table.md
     python scripts/heads_theory_check.py --part orders   # theory only, H = 2 at T = 32, 64: coexisting wells?
-Rerunning skips points already on disk. The softmax rows over many data sets and several importance-sampling seeds
-run in the experiment itself: `bayesattn staircase --config staircase_theory` (docs/results/staircase.md section 5).
+Rerunning skips points already on disk. The comparison over many data sets and several theory seeds runs in the
+experiment itself, for softmax (the best head's mass) and linear heads (each lag's share in the heads' span, which
+head rotations leave unchanged): `bayesattn staircase --config staircase_theory` (docs/results/staircase.md
+section 5).
 """
 
 from __future__ import annotations

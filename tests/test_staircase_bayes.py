@@ -249,6 +249,38 @@ def test_mcmc_seed_statistics_on_made_up_data_sets(tmp_path):
     assert ratio_figure(tmp_path, tmp_path / "ratio.png").exists()
 
 
+def test_start_differences_over_made_up_data_sets():
+    """Hysteresis over data sets: six data sets whose cold starts reach lag 1 one grid step later than their hot
+    starts in five (a coexistence window) and at the same P in one; lag 2 later in three, earlier in two, and
+    outside the grid for one start in one data set. The differences are exact, equal stages are not counted, and
+    the sign test is the binomial one (5 of 5: p = 1/16; 3 of 5: 1)."""
+    from bayesattn.experiments.staircase.summary import describe, summarize
+
+    cold = [(200, 800), (200, 1600), (400, 800), (200, 3200), (400, 800), (200, 400)]
+    hot = [(100, 400), (100, 3200), (200, 400), (100, 1600), (400, 1600), (100, None)]
+    recs = []
+    for s, (c, h) in enumerate(zip(cold, hot)):
+        for init, (P1, P2) in (("cold", c), ("hot", h)):
+            for r in _ratio_records(P1, P2, s):
+                r["point"]["init"] = init
+                recs.append(r)
+    out = summarize({"mcmc": recs})
+    lag1, lag2 = out["mcmc_seeds"]["starts"]
+    assert lag1["curve"] == "softmax/H=2/w=0.5" and lag1["lag"] == "lag1"
+    assert lag1["cold_minus_hot"] == pytest.approx([100, 100, 200, 100, 0, 100])
+    assert (lag1["cold_later"], lag1["cold_earlier"]) == (5, 0) and lag1["sign_test_p"] == pytest.approx(1 / 16)
+    assert (
+        lag2["cold_minus_hot"][:5] == pytest.approx([400, -1600, 400, 1600, -800]) and lag2["cold_minus_hot"][5] is None
+    )
+    assert (lag2["cold_later"], lag2["cold_earlier"]) == (3, 2) and lag2["sign_test_p"] == pytest.approx(1.0)
+    assert lag2["median"]["not_found"] == 1 and lag2["median"]["median"] == pytest.approx(400)
+    assert any(
+        "lag1: P_k cold - hot over 6 data sets 100 [" in ln and "later in 5, earlier in 0" in ln for ln in describe(out)
+    )
+    one_start = summarize({"mcmc": [r for r in recs if r["point"]["init"] == "cold"]})
+    assert "starts" not in one_start["mcmc_seeds"]
+
+
 def test_theory_comparison_over_made_up_data_sets(tmp_path):
     """Six data sets with known stages (as above) against a made-up theory at 0.5 on every lag with a binodal at
     P = 400: at each P the mean over the data sets is the fraction whose stage has been reached, its gap to the

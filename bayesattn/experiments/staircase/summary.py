@@ -291,6 +291,7 @@ def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | No
                 [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th, per[0][key]["attention"]
             )
     ratios: dict = {}
+    starts = start_differences(curves)
     for s, summ in zip(seeds, per):
         for row in ratio_table(summ):
             e = ratios.setdefault((row["attention"], row["heads"], row["init"], row["ratio"]), {"P2/P1": {}})
@@ -309,7 +310,38 @@ def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | No
                 "sign_test_p": stats.sign_test(above, len(found)) if found else None,
             }
         )
-    return {"seeds": seeds, "curves": curves, "ratio_sweep": rows, "interval": stats.BOOTSTRAP}
+    out = {"seeds": seeds, "curves": curves, "ratio_sweep": rows, "interval": stats.BOOTSTRAP}
+    return {**out, "starts": starts} if starts else out
+
+
+def start_differences(curves: dict) -> list:
+    """Hysteresis over the data sets: for every curve run from both starts, per lag, P_k (cold) - P_k (hot) in each
+    data set (None where either start's P_k is outside the grid), their median with its interval, and in how many
+    data sets the cold start's stage comes later or earlier than the hot start's, with the two-sided sign test
+    of those counts against half (equal stages, as a single well gives, are not counted). A first-order stage with
+    a coexistence window gives cold later in every data set; a single well, differences of either sign."""
+    rows = []
+    for key, c in curves.items():
+        base, init = key.rsplit("/", 1)
+        if init != "cold" or f"{base}/hot" not in curves:
+            continue
+        hot = curves[f"{base}/hot"]["P_k"]
+        for lag, cold_k in c["P_k"].items():
+            diff = [None if a is None or b is None else a - b for a, b in zip(cold_k, hot[lag])]
+            found = [d for d in diff if d is not None]
+            later, earlier = sum(d > 0 for d in found), sum(d < 0 for d in found)
+            rows.append(
+                {
+                    "curve": base,
+                    "lag": lag,
+                    "cold_minus_hot": diff,
+                    "median": _found(diff),
+                    "cold_later": later,
+                    "cold_earlier": earlier,
+                    "sign_test_p": stats.sign_test(later, later + earlier) if later + earlier else None,
+                }
+            )
+    return rows
 
 
 def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
@@ -397,6 +429,12 @@ def describe(summary: dict) -> list[str]:
                     f"{key}, {text} {lag} over {n} data sets against the theory: {agrees} at "
                     f"{ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = {g['P']:.0f})"
                 )
+        for r in st.get("starts", []):
+            p = "" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})"
+            lines.append(
+                f"{r['curve']}, {r['lag']}: P_k cold - hot over {n} data sets {_median_text(r['median'])}; cold later "
+                f"in {r['cold_later']}, earlier in {r['cold_earlier']}{p}"
+            )
         for r in st["ratio_sweep"]:
             m = r["median"]
             med = (
