@@ -260,7 +260,7 @@ class HeadsTheory(Section):
     (softmax: the importance sampler's; both: the fluctuations around each well); from two, the comparison with
     the MCMC points over their data sets counts the theory's own Monte Carlo spread."""
 
-    heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (ratio, H, seed); H <= bayes.T - 1
+    heads: NonEmptyDistinct[PositiveInt] = [2]  # one point per (attention, ratio, H, seed); H <= bayes.T - 1
     num_samples: Annotated[int, Field(ge=1000)] = 100_000
     # importance-sampling seeds seed .. seed + n - 1: from two, the comparison with the MCMC points over their data
     # sets counts the theory's own Monte Carlo spread (the first seed's point is a one-seed run's)

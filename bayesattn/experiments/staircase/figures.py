@@ -140,9 +140,9 @@ def ratio_figure(run_dir, out: Path) -> Path | None:
 def theory_seeds_figure(run_dir, out: Path) -> Path | None:
     """The H-head theory against the exact posterior over the data sets (summary.json's ``mcmc_seeds``, curves with
     ``against_theory``): per curve, the mean over the data sets of the lag order parameter on each lag (softmax:
-    the best head's mass; linear: the lag's share in the heads' span) minus the theory's, with its 95% interval (the Welch interval where the theory ran with several seeds, else the mean's
-    bootstrap interval), beside the data sets' spread (shaded, one standard deviation). None without such a
-    curve."""
+    the best head's mass; linear: the lag's share in the heads' span) minus the theory's, with its 95% interval
+    (the Welch interval where the theory ran with several seeds, else the mean's bootstrap interval), beside the
+    data sets' spread (shaded, one standard deviation). None without such a curve."""
     path = Path(run_dir) / "summary.json"
     seeds = (read_json(path) if path.exists() else {}).get("mcmc_seeds") or {}
     curves = {k: c["against_theory"] for k, c in seeds.get("curves", {}).items() if "against_theory" in c}
