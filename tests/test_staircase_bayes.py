@@ -275,7 +275,8 @@ def test_start_differences_over_made_up_data_sets():
     assert (lag2["cold_later"], lag2["cold_earlier"]) == (3, 2) and lag2["sign_test_p"] == pytest.approx(1.0)
     assert lag2["median"]["not_found"] == 1 and lag2["median"]["median"] == pytest.approx(400)
     assert any(
-        "lag1: P_k cold - hot over 6 data sets 100 [" in ln and "later in 5, earlier in 0" in ln for ln in describe(out)
+        "lag1: P_k cold - hot over 6 data sets +100.0 [" in ln and "later in 5, earlier in 0" in ln
+        for ln in describe(out)
     )
     one_start = summarize({"mcmc": [r for r in recs if r["point"]["init"] == "cold"]})
     assert "starts" not in one_start["mcmc_seeds"]

@@ -430,10 +430,15 @@ def describe(summary: dict) -> list[str]:
                     f"{ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = {g['P']:.0f})"
                 )
         for r in st.get("starts", []):
-            p = "" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})"
+            m, p = r["median"], "" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})"
+            med = (
+                "-"
+                if m["median"] is None
+                else f"{m['median']:+.1f}" + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], 0)}")
+            )
             lines.append(
-                f"{r['curve']}, {r['lag']}: P_k cold - hot over {n} data sets {_median_text(r['median'])}; cold later "
-                f"in {r['cold_later']}, earlier in {r['cold_earlier']}{p}"
+                f"{r['curve']}, {r['lag']}: P_k cold - hot over {n} data sets {med}; cold later in {r['cold_later']}, "
+                f"earlier in {r['cold_earlier']}{p}"
             )
         for r in st["ratio_sweep"]:
             m = r["median"]
