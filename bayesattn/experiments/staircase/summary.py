@@ -391,9 +391,10 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
     return summary
 
 
-def _median_text(m: dict) -> str:
-    med = "not within the run" if m["median"] is None else number(m["median"])
-    return med + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], 0)}")
+def _median_text(m: dict, fmt=number, digits: int = 0, missing: str = "not within the run") -> str:
+    """A median over the data sets (:func:`_found`) with its interval, if any: "628.3 [627, 631]"."""
+    med = missing if m["median"] is None else fmt(m["median"])
+    return med + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], digits)}")
 
 
 def describe(summary: dict) -> list[str]:
@@ -430,23 +431,15 @@ def describe(summary: dict) -> list[str]:
                     f"{ins['solved']} of {ins['seeds']} P; largest gap {g['gap']:+.4f} (P = {g['P']:.0f})"
                 )
         for r in st.get("starts", []):
-            m, p = r["median"], "" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})"
-            med = (
-                "-"
-                if m["median"] is None
-                else f"{m['median']:+.1f}" + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], 0)}")
-            )
+            p = "" if r["sign_test_p"] is None else f" (sign test p = {r['sign_test_p']:.2g})"
+            med = _median_text(r["median"], lambda x: f"{x:+.1f}", missing="-")
             lines.append(
                 f"{r['curve']}, {r['lag']}: P_k cold - hot over {n} data sets {med}; cold later in {r['cold_later']}, "
                 f"earlier in {r['cold_earlier']}{p}"
             )
         for r in st["ratio_sweep"]:
             m = r["median"]
-            med = (
-                "-"
-                if m["median"] is None
-                else f"{m['median']:.2f}" + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'])}")
-            )
+            med = _median_text(m, lambda x: f"{x:.2f}", digits=2, missing="-")
             lines.append(
                 f"{r['attention']}/H={r['heads']}/{r['init']}: w_2/w_1 = {r['ratio']:g}: P_2/P_1 {med} over {n} data "
                 f"sets; above (w_1/w_2)^2 = {r['square_law']:.2f} in {r['above']} of {n - m['not_found']}"
