@@ -145,7 +145,7 @@ def load_mcmc(att, H, P, args):
 def table(args):
     """Markdown: per P the best head's mass per lag, theory / MCMC (mean of the cold and hot runs), and the
     largest |theory - MCMC|; linear also the singular values of m (invariant under rotating the heads)."""
-    from bayesattn.experiments.staircase.summary import transitions
+    from bayesattn.experiments.staircase.curves import transitions
 
     lines = []
     for (att, H), Ps in GRID.items():

@@ -10,7 +10,7 @@ import pytest
 import bayesattn as ba
 from bayesattn.experiments.staircase import Staircase
 from bayesattn.experiments.staircase.bayes import LAG_OBSERVABLE, hot_init
-from bayesattn.experiments.staircase.summary import transitions
+from bayesattn.experiments.staircase.curves import transitions
 from bayesattn.files import load_results
 
 
@@ -61,7 +61,7 @@ def test_named_configs_load_and_ratio_sweep_points():
 
 def test_ratio_table_and_bad_ratio():
     from bayesattn.experiments.staircase.config import BayesConfig
-    from bayesattn.experiments.staircase.summary import ratio_table
+    from bayesattn.experiments.staircase.curves import ratio_table
 
     def entry(ratio, p1, p2):
         return {"attention": "softmax", "heads": 2, "init": "cold", "ratio": ratio, "P_k": {"lag1": p1, "lag2": p2}}
@@ -219,7 +219,8 @@ def test_mcmc_seed_statistics_on_made_up_data_sets(tmp_path):
     3 of 5 gives 1; the summary's curves are the config seed's; fewer than 4 data sets give no interval; one gives
     no statistics."""
     from bayesattn.experiments.staircase.figures import ratio_figure
-    from bayesattn.experiments.staircase.summary import describe, mcmc_seed_statistics, summarize
+    from bayesattn.experiments.staircase.seeds import mcmc_seed_statistics
+    from bayesattn.experiments.staircase.summary import describe, summarize
 
     stages = [(200, 1600), (200, 400), (100, 800), (200, 3200), (400, 800), (400, None)]
     recs = [r for w in (0.5, 0.8) for s, (P1, P2) in enumerate(stages) for r in _ratio_records(P1, P2, 10 + s, ratio=w)]
@@ -280,6 +281,37 @@ def test_start_differences_over_made_up_data_sets():
     )
     one_start = summarize({"mcmc": [r for r in recs if r["point"]["init"] == "cold"]})
     assert "starts" not in one_start["mcmc_seeds"]
+
+
+def test_branches_of_the_two_starts():
+    """Each chain on one side of the stage threshold (0.5 here): at P = 100 the cold chains stay below while the
+    hot ones stay above in data set 0 (split), one cold chain crosses in data set 1 (mixed), the other way round
+    in data set 2 (reverse); at P = 200 every chain is above. A record without its chains' means gives none."""
+    from bayesattn.experiments.staircase.seeds import branches
+    from bayesattn.experiments.staircase.summary import describe, summarize
+
+    chains = {
+        (0, 100): ([0.1, 0.2], [0.9, 0.8]),
+        (1, 100): ([0.1, 0.7], [0.9, 0.8]),
+        (2, 100): ([0.9, 0.8], [0.1, 0.2]),
+    }
+    recs = []
+    for s in range(3):
+        for P in (100, 200):
+            cold, hot = chains.get((s, P), ([0.9, 0.9], [0.9, 0.9]))
+            for init, cm in (("cold", cold), ("hot", hot)):
+                point = {"attention": "softmax", "heads": 2, "bayes": {"ratio": 0.6}, "init": init, "P": P, "seed": s}
+                obs = {"mass_max:lag1": {"chain_means": cm, "se": 0.01}}
+                res = {"threshold": {"lag1": 0.5}, "means": {"mass_max:lag1": float(np.mean(cm))}, "observables": obs}
+                recs.append({"point": point, "result": {**res, "competitive": {"lag1": 0.0}}})
+    b = branches(recs, "lag1")
+    assert b == {"P": [100, 200], "data_sets": [3, 3], "split": [1, 0], "reverse": [1, 0], "mixed": [1, 0]}
+    (row,) = summarize({"mcmc": recs})["mcmc_seeds"]["starts"]
+    assert row["branches"] == b
+    line = "cold chains below the threshold and hot above at P = 100 (1 of 3); one start's chains on both sides at P = 100 (1 of 3)"
+    assert any(line in ln for ln in describe(summarize({"mcmc": recs})))
+    del recs[0]["result"]["observables"]
+    assert branches(recs, "lag1") is None
 
 
 def test_theory_comparison_over_made_up_data_sets(tmp_path):

@@ -1,89 +1,16 @@
-"""The staircase's summaries, from the saved records alone: the stage transitions P_k per curve, the weight-ratio
-table, the training stages and the ODE's."""
+"""The staircase's summary, from the saved records alone: the MCMC curves of the config's data set
+(:mod:`.curves`) and their statistics over data sets (:mod:`.seeds`), the H-head theory's stages, the training
+stages and the ODE's; and the lines a run prints."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ... import stats
-from ...bayes.theory.common import first_crossing
-from ..contract import common_P, number, seed_matrix
+from ..contract import number
 from .bayes import LAG_OBSERVABLE, LAG_OBSERVABLE_TEXT
-
-# P where a label-free lag mass (increasing P) first crosses its threshold, log-interpolated; None if never
-transitions = first_crossing
-
-
-def series_key(point: dict) -> str:
-    """One curve of the sweep: "softmax/H=2/w=0.6/cold" (attention, heads, weight ratio w_2/w_1, init; a theory
-    point has no init: "softmax/H=2/w=0.6")."""
-    init = f"/{point['init']}" if "init" in point else ""
-    return f"{point['attention']}/H={point['heads']}/w={point['bayes']['ratio']:g}{init}"
-
-
-def mcmc_summary(records: list) -> dict:
-    """{series_key: {"P": [...], "mass_max:lagk": [...], "P_k": {lagk: P or None}, "competitive": ...}}."""
-    out: dict = {}
-    for r in records:
-        pt, res = r["point"], r["result"]
-        key = series_key(pt)
-        e = out.setdefault(
-            key,
-            {
-                "P": [],
-                "means": [],
-                "competitive": [],
-                "threshold": res["threshold"],
-                "attention": pt["attention"],
-                "heads": pt["heads"],
-                "ratio": pt["bayes"]["ratio"],
-                "init": pt["init"],
-            },
-        )
-        e["P"].append(pt["P"])
-        e["means"].append(res["means"])
-        e["competitive"].append(res["competitive"])
-    for e in out.values():
-        order = np.argsort(e["P"])
-        P = np.asarray(e["P"])[order]
-        e["P"] = P.tolist()
-        means = [e["means"][i] for i in order]
-        e["means"] = {k: [m[k] for m in means] for k in means[0]}
-        e["competitive"] = {k: [e["competitive"][i][k] for i in order] for k in e["competitive"][0]}
-        obs = LAG_OBSERVABLE[e["attention"]]
-        e["P_k"] = {
-            lag: transitions(P, np.asarray(e["means"][f"{obs}:{lag}"]), thr) for lag, thr in e["threshold"].items()
-        }
-        comp = [x for v in e["competitive"].values() for x in v if x is not None]
-        e["max_competitive"] = max(comp) if comp else None
-    return out
-
-
-def ratio_table(mcmc: dict) -> list:
-    """The weight-ratio dependence of the stages: for every (attention, H, init) measured at two or more ratios
-    w_2/w_1, rows {"ratio", "P_1", "P_2", "P2/P1"} (None where a transition is not inside the P grid), sorted by
-    ratio; compare P2/P1 with (w_1/w_2)^2 = ratio^-2."""
-    groups: dict = {}
-    for e in mcmc.values():
-        groups.setdefault((e["attention"], e["heads"], e["init"]), []).append(e)
-    rows = []
-    for (att, H, init), es in sorted(groups.items()):
-        if len(es) < 2:
-            continue
-        for e in sorted(es, key=lambda e: e["ratio"]):
-            p1, p2 = e["P_k"].get("lag1"), e["P_k"].get("lag2")
-            rows.append(
-                {
-                    "attention": att,
-                    "heads": H,
-                    "init": init,
-                    "ratio": e["ratio"],
-                    "P_1": p1,
-                    "P_2": p2,
-                    "P2/P1": p2 / p1 if p1 and p2 else None,
-                }
-            )
-    return rows
+from .curves import mcmc_summary, ratio_table
+from .seeds import MIN_SEEDS, mcmc_seed_statistics, theory_by_key
 
 
 def nearest_teacher_steps(steps, kl) -> list:
@@ -107,9 +34,6 @@ def leave_teacher_steps(steps, kl) -> list:
         i = int(np.argmin(kl[:, k]))
         out.append(None if i == len(steps) - 1 else int(steps[i]))
     return out
-
-
-MIN_SEEDS = 4  # fewer seeds get no interval: a bootstrap of two or three values is little more than their range
 
 
 def seed_statistics(variants: list, leave: list, stages: list, budgets: list) -> dict:
@@ -224,126 +148,6 @@ def paper_boundaries(train: dict) -> tuple | None:
     return PAPER_BOUNDARIES.get((train["model"], train["optimizer"]))
 
 
-def _found(values: list) -> dict:
-    """:func:`bayesattn.stats.found_median`, without an interval below :data:`MIN_SEEDS` values."""
-    m = stats.found_median(values)
-    return m if len(values) - m["not_found"] >= MIN_SEEDS else {**m, "ci": None}
-
-
-def theory_comparison(per_seed: list[list[dict]], theories: list[dict], attention: str) -> dict:
-    """One curve's MCMC points over the data sets against the H-head theory's (the results of its ``theory`` points,
-    one per seed, the first the config seed's), per lag: the attention's lag order parameter
-    (:data:`~bayesattn.experiments.staircase.bayes.LAG_OBSERVABLE`: ``mass_max:lagk`` for softmax, ``capture:lagk``
-    for linear) at each P that every data set has, :func:`bayesattn.stats.against_curve` against the mean of the
-    theory's seeds (from two, their spread counted; the points near the first seed's binodals not counted)."""
-    common = common_P(per_seed)
-    theory = theories[0]
-    name = LAG_OBSERVABLE[attention]
-    out = {}
-    for lag in theory[name]:
-        obs = f"{name}:{lag}"
-        vals, ses = seed_matrix(
-            per_seed,
-            common,
-            lambda r: (r["result"]["means"][obs], r["result"].get("observables", {}).get(obs, {}).get("se", np.nan)),
-        )
-        runs = np.array([stats.curve_at(t["P"], t[name][lag], common) for t in theories])
-        out[lag] = stats.against_curve(
-            common,
-            vals,
-            ses,
-            runs.mean(axis=0),
-            theory.get("binodals", []),
-            theory_runs=runs if len(theories) > 1 else None,
-        )
-    return out
-
-
-def theory_by_key(records: list) -> dict[str, list[dict]]:
-    """{theory series key: the results of its theory points, in increasing seed}."""
-    out: dict = {}
-    for r in sorted(records, key=lambda r: r["point"]["seed"]):
-        out.setdefault(series_key(r["point"]), []).append(r["result"])
-    return out
-
-
-def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | None:
-    """The MCMC points over their data sets (None with one): per curve, each transition P_k per seed with its
-    median and 95% bootstrap interval (:func:`_found`: a P_k outside the P grid is not found; no interval below
-    :data:`MIN_SEEDS` data sets), and where ``theory`` ({theory series key: its theory points' results, by seed})
-    has the curve, its lag masses against the theory's (:func:`theory_comparison`); per weight ratio of a ratio sweep,
-    P_2/P_1 per seed, its median and interval, and in how many seeds it lies above (w_1/w_2)^2 (a two-sided sign
-    test against half)."""
-    by_seed: dict = {}
-    for r in records:
-        by_seed.setdefault(r["point"]["seed"], []).append(r)
-    if len(by_seed) < 2:
-        return None
-    seeds = sorted(by_seed)
-    per = [mcmc_summary(by_seed[s]) for s in seeds]
-    curves = {}
-    for key in per[0]:
-        P_k = {lag: [p[key]["P_k"][lag] if key in p else None for p in per] for lag in per[0][key]["P_k"]}
-        curves[key] = {"P_k": P_k, "median": {lag: _found(v) for lag, v in P_k.items()}}
-        th = (theory or {}).get(key.rsplit("/", 1)[0])  # the curve's key without its start
-        if th is not None:
-            curves[key]["against_theory"] = theory_comparison(
-                [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th, per[0][key]["attention"]
-            )
-    ratios: dict = {}
-    starts = start_differences(curves)
-    for s, summ in zip(seeds, per):
-        for row in ratio_table(summ):
-            e = ratios.setdefault((row["attention"], row["heads"], row["init"], row["ratio"]), {"P2/P1": {}})
-            e["P2/P1"][s] = row["P2/P1"]
-    rows = []
-    for (att, H, init, ratio), e in sorted(ratios.items()):
-        vals = [e["P2/P1"].get(s) for s in seeds]
-        found = [v for v in vals if v is not None]
-        above = sum(v > ratio**-2 for v in found)
-        rows.append(
-            {
-                **{"attention": att, "heads": H, "init": init, "ratio": ratio, "P2/P1": vals},
-                "median": _found(vals),
-                "square_law": ratio**-2,
-                "above": above,
-                "sign_test_p": stats.sign_test(above, len(found)) if found else None,
-            }
-        )
-    out = {"seeds": seeds, "curves": curves, "ratio_sweep": rows, "interval": stats.BOOTSTRAP}
-    return {**out, "starts": starts} if starts else out
-
-
-def start_differences(curves: dict) -> list:
-    """Hysteresis over the data sets: for every curve run from both starts, per lag, P_k (cold) - P_k (hot) in each
-    data set (None where either start's P_k is outside the grid), their median with its interval, and in how many
-    data sets the cold start's stage comes later or earlier than the hot start's, with the two-sided sign test
-    of those counts against half (equal stages, as a single well gives, are not counted). A first-order stage with
-    a coexistence window gives cold later in every data set; a single well, differences of either sign."""
-    rows = []
-    for key, c in curves.items():
-        base, init = key.rsplit("/", 1)
-        if init != "cold" or f"{base}/hot" not in curves:
-            continue
-        hot = curves[f"{base}/hot"]["P_k"]
-        for lag, cold_k in c["P_k"].items():
-            diff = [None if a is None or b is None else a - b for a, b in zip(cold_k, hot[lag])]
-            found = [d for d in diff if d is not None]
-            later, earlier = sum(d > 0 for d in found), sum(d < 0 for d in found)
-            rows.append(
-                {
-                    "curve": base,
-                    "lag": lag,
-                    "cold_minus_hot": diff,
-                    "median": _found(diff),
-                    "cold_later": later,
-                    "cold_earlier": earlier,
-                    "sign_test_p": stats.sign_test(later, later + earlier) if later + earlier else None,
-                }
-            )
-    return rows
-
-
 def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
     """The summary of every part that ran; of the MCMC points, the curves and ratio table of the data set ``seed``
     (the config's), and from two data sets their statistics (:func:`mcmc_seed_statistics`)."""
@@ -392,7 +196,7 @@ def summarize(records: dict[str, list[dict]], seed: int = 0) -> dict:
 
 
 def _median_text(m: dict, fmt=number, digits: int = 0, missing: str = "not within the run") -> str:
-    """A median over the data sets (:func:`_found`) with its interval, if any: "628.3 [627, 631]"."""
+    """A median over the data sets (:func:`~.seeds.seed_median`) with its interval, if any: "628.3 [627, 631]"."""
     med = missing if m["median"] is None else fmt(m["median"])
     return med + ("" if m["ci"] is None else f" {stats.fmt_ci(m['ci'], digits)}")
 
@@ -437,6 +241,15 @@ def describe(summary: dict) -> list[str]:
                 f"{r['curve']}, {r['lag']}: P_k cold - hot over {n} data sets {med}; cold later in {r['cold_later']}, "
                 f"earlier in {r['cold_earlier']}{p}"
             )
+            b = r.get("branches")
+            if b is not None:
+                at = {k: [f"{P:g} ({v} of {m})" for P, v, m in zip(b["P"], b[k], b["data_sets"]) if v] for k in b}
+                lines.append(
+                    f"{r['curve']}, {r['lag']}: cold chains below the threshold and hot above at P = "
+                    + (", ".join(at["split"]) or "none")
+                    + "; one start's chains on both sides at P = "
+                    + (", ".join(at["mixed"]) or "none")
+                )
         for r in st["ratio_sweep"]:
             m = r["median"]
             med = _median_text(m, lambda x: f"{x:.2f}", digits=2, missing="-")
