@@ -349,6 +349,10 @@ def test_softmax_curve_warns_where_no_minimum_was_found():
 @pytest.mark.slow
 def test_tempered_prior_out_of_reach_warns():
     """End to end: T = 8 with the prior tempered by tau = 0.02 over P up to 3000 is outside what the dual-grid
-    table resolves; the theory says so instead of reporting a transition."""
-    with pytest.warns(UserWarning, match="no minimum of the action"):
+    table resolves; the theory says so instead of reporting a transition (and that candidate minima lie on the
+    grid's edge)."""
+    with (
+        pytest.warns(UserWarning, match="no minimum of the action"),
+        pytest.warns(UserWarning, match="edge of the dual"),
+    ):
         th.phase_curve(ba.CopyTask(T=8, d=8), ba.Prior(0.02, 2.0, 8.0), "softmax", np.arange(100.0, 3000.0, 20.0))
