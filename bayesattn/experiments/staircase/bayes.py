@@ -158,7 +158,7 @@ def theory_point(point: dict) -> dict:
     return {
         "P": [float(x) for x in c.P],
         obs: {lag: curve[:, k].tolist() for k, lag in enumerate(lags)},
-        "P_k": {lag: None if v is None else float(v) for lag, v in P_k.items()},
+        "P_k": P_k,
         "coexistence_P": c.transitions.get("coexistence_P", []),
         "binodals": c.transitions.get("binodals", []),
     }

@@ -81,7 +81,6 @@ def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | No
                 [[r for r in by_seed[s] if series_key(r["point"]) == key] for s in seeds], th, per[0][key]["attention"]
             )
     ratios: dict = {}
-    starts = start_differences(curves, records)
     for s, summ in zip(seeds, per):
         for row in ratio_table(summ):
             e = ratios.setdefault((row["attention"], row["heads"], row["init"], row["ratio"]), {"P2/P1": {}})
@@ -101,6 +100,7 @@ def mcmc_seed_statistics(records: list, theory: dict | None = None) -> dict | No
             }
         )
     out = {"seeds": seeds, "curves": curves, "ratio_sweep": rows, "interval": stats.BOOTSTRAP}
+    starts = start_differences(curves, records)
     return {**out, "starts": starts} if starts else out
 
 
@@ -117,6 +117,7 @@ def start_differences(curves: dict, records: list) -> list:
         if init != "cold" or f"{base}/hot" not in curves:
             continue
         hot = curves[f"{base}/hot"]["P_k"]
+        own = [r for r in records if series_key(r["point"]).rsplit("/", 1)[0] == base]
         for lag, cold_k in c["P_k"].items():
             diff = [None if a is None or b is None else a - b for a, b in zip(cold_k, hot[lag])]
             found = [d for d in diff if d is not None]
@@ -130,7 +131,7 @@ def start_differences(curves: dict, records: list) -> list:
                 "cold_earlier": earlier,
                 "sign_test_p": stats.sign_test(later, later + earlier) if later + earlier else None,
             }
-            b = branches([r for r in records if series_key(r["point"]).rsplit("/", 1)[0] == base], lag)
+            b = branches(own, lag)
             rows.append(row if b is None else {**row, "branches": b})
     return rows
 

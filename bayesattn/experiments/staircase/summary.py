@@ -243,7 +243,10 @@ def describe(summary: dict) -> list[str]:
             )
             b = r.get("branches")
             if b is not None:
-                at = {k: [f"{P:g} ({v} of {m})" for P, v, m in zip(b["P"], b[k], b["data_sets"]) if v] for k in b}
+                at = {
+                    k: [f"{P:g} ({v} of {m})" for P, v, m in zip(b["P"], b[k], b["data_sets"]) if v]
+                    for k in ("split", "mixed")
+                }
                 lines.append(
                     f"{r['curve']}, {r['lag']}: cold chains below the threshold and hot above at P = "
                     + (", ".join(at["split"]) or "none")
