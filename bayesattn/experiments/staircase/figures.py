@@ -12,7 +12,7 @@ import numpy as np
 
 from ...figstyle import legend, log_x_axis, note, save, subplots
 from ...files import load_results, read_json
-from .bayes import LAG_OBSERVABLE
+from .bayes import LAG_OBSERVABLE, LAG_OBSERVABLE_TEXT
 from .summary import paper_boundaries
 
 COLS = 2  # panels a row in the Bayesian figure (a strip of four was too wide to read)
@@ -89,7 +89,7 @@ def bayes_figure(run_dir, out: Path) -> Path | None:
             any_theory = True
         log_x_axis(ax, Ps or [1, 10])
         ax.set_xlabel("P")
-        ax.set_ylabel("best head's mass on the lag" if obs == "mass_max" else "lag's share in the heads' span")
+        ax.set_ylabel(f"{LAG_OBSERVABLE_TEXT[obs]} the lag")
         ws = ", ".join(f"{w**k:.2g}" for k in range(H))
         ax.set_title(_wrap(f"{att}, H = {H}, T = {rs[0]['point']['bayes']['T']}, w = ({ws})", 46))
     _bayes_legend(
