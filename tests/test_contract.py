@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bayesattn.experiments import EXPERIMENTS, ConfigError, Experiment, get_experiment
-from bayesattn.experiments.config import ExperimentConfig, apply_overrides
+from bayesattn.experiments.config import ExperimentConfig, apply_overrides, parse_value
 from bayesattn.sweep import point_id, run_sweep
 
 
@@ -323,6 +323,29 @@ def test_values_that_would_fail_inside_a_point_are_refused_by_the_config(experim
     with pytest.raises(ConfigError) as e:
         get_experiment(experiment).load_config(None, [item])
     assert item in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("[theory,mcmc]", ["theory", "mcmc"]),
+        ('["theory", mcmc ]', ["theory", "mcmc"]),
+        ("[8, 16, x]", [8, 16, "x"]),
+        ("[1, 2]", [1, 2]),
+        ("[ ]", []),
+        ("[a,[b]]", "[a,[b]]"),
+        ("cold,hot", "cold,hot"),
+    ],
+)
+def test_a_bracketed_list_of_bare_words_is_a_list(text, value):
+    """``--set methods=[theory,mcmc]`` (no quotes, as a shell user types it) is the list, not the string
+    "[theory,mcmc]" split at its comma into "[theory" and "mcmc]"; a nested list stays a string (refused later)."""
+    assert parse_value(text) == value
+
+
+def test_bare_word_list_sets_a_list_field():
+    cfg = get_experiment("phase-diagram").load_config(None, ["methods=[theory,mcmc]", "mcmc.inits=[hot]"])
+    assert cfg.methods == ["theory", "mcmc"] and cfg.mcmc.inits == ["hot"]
 
 
 def test_overrides_do_not_touch_the_loaded_dict():

@@ -200,11 +200,16 @@ def _known_keys(cls: type[BaseModel], loc: tuple) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ overrides
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: a TOML literal (``4``, ``1e-3``, ``true``, ``[1, 2]``, ``"x"``), else the bare string."""
+    """A ``--set`` value: a TOML literal (``4``, ``1e-3``, ``true``, ``[1, 2]``, ``"x"``); else a flat list in
+    brackets whose items are bare strings (``[theory,mcmc]``: each item parsed alone); else the bare string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        return text.strip()
+        text = text.strip()
+        inner = text[1:-1]
+        if text[:1] == "[" and text[-1:] == "]" and "[" not in inner and "]" not in inner:
+            return [parse_value(item) for item in inner.split(",")] if inner.strip() else []
+        return text
 
 
 def apply_overrides(cls: type[BaseModel], data: dict, items: Iterable[str]) -> dict:
