@@ -72,3 +72,62 @@ def test_loss_curve_matches_mcmc_held_out_error():
     Ls = np.asarray(s.L).reshape(-1, T, T)[::10]
     errs = [_held_out_error(post, task, L, jax.random.key(999), P_test=400) for L in Ls]
     assert abs(np.mean(errs) - pred) < 0.05 * pred
+
+
+def _phase_config(tokens):
+    from bayesattn.experiments import get_experiment
+
+    return get_experiment("phase-diagram").load_config(None, [f"task.tokens={tokens}", "task.T=8", "task.d=4"])
+
+
+@pytest.mark.parametrize("tokens", ["gaussian", "onehot"])
+def test_phase_diagram_held_out_error_is_the_theorys_measure(tokens):
+    """The phase diagram's MCMC held-out error, against the same error written with an explicit projection: the
+    plain squared error per coordinate for Gaussian tokens; for one-hot tokens that of the target's part
+    orthogonal to the all-ones vector, over that part's variance (d - 1)/d, which is what the theory predicts
+    (tests/test_onehot_linear_theory.py)."""
+    from bayesattn.experiments.copy_head.compute import TEST, held_out_error, point_data, point_keys
+
+    cfg = _phase_config(tokens)
+    task, P, d = cfg.make_task(), 300, 4
+    post = ba.Posterior(point_data(task, cfg.seed, P), "softmax", cfg.make_prior())
+    rng = np.random.default_rng(0)
+    Ls = np.stack([2.0 * np.roll(np.eye(8), -1, axis=1) + rng.normal(size=(8, 8)) for _ in range(3)])
+    got = np.asarray(held_out_error(cfg, post, P)(jnp.asarray(Ls)))
+    test = task.sample(point_keys(cfg.seed, TEST, P), 256)
+    rows = np.flatnonzero(task.query_mask)
+    proj, var = (np.eye(d) - np.ones((d, d)) / d, (d - 1) / d) if tokens == "onehot" else (np.eye(d), d)
+    for L, g in zip(Ls, got):
+        mean, _ = post.predict(jnp.asarray(L), jnp.asarray(test.X))
+        r = (np.asarray(mean)[:, rows] - np.asarray(test.Y)[:, rows]) @ proj
+        np.testing.assert_allclose(g, np.mean(np.sum(r**2, -1)) / var, rtol=1e-10)
+
+
+def test_one_hot_points_say_their_held_out_error_is_the_centred_targets():
+    """One-hot theory and MCMC points carry the measure (a changed measure is a new point, never a stale file);
+    Gaussian points are as before, so their files stay valid."""
+    from bayesattn.experiments.copy_head import build_points
+
+    for tokens, want in (("onehot", "centred target"), ("gaussian", None)):
+        pts = build_points(_phase_config(tokens))
+        assert {p.get("held_out") for p in pts["theory"] + pts["mcmc"]} == {want}
+        assert {p.get("held_out") for p in pts["adam"]} == {None}
+
+
+@pytest.mark.slow
+def test_loss_curve_matches_mcmc_centred_held_out_error_one_hot():
+    """One-hot tokens, softmax and linear, T = 8, d = 8, P = 7000 (above both transitions): the theory's posterior
+    test error of the centred target against the phase diagram's MCMC point (NUTS draws scored on held-out
+    sequences with its centred measure)."""
+    from bayesattn.experiments import get_experiment
+    from bayesattn.experiments.copy_head import build_points
+    from bayesattn.experiments.copy_head.compute import mcmc_point
+
+    for attention in ("softmax", "linear"):
+        cfg = get_experiment("phase-diagram").load_config(
+            None, ["task.tokens=onehot", "task.T=8", f"attention={attention}", "P.values=[7000]", "mcmc.inits=[hot]"]
+        )
+        pred = th.loss_curve(cfg.make_task(), cfg.make_prior(), attention, [6900.0, 7000.0, 7100.0])["posterior"][1]
+        te = mcmc_point(build_points(cfg)["mcmc"][0])["inits"]["hot"]["test_error"]
+        assert te["target"] == "centred"
+        assert abs(te["mean"] - pred) < 0.04 * pred + 3 * te["sem"], (attention, pred, te)

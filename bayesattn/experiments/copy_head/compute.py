@@ -75,7 +75,7 @@ def point_config(point: dict) -> RunConfig:
 def theory_point(point: dict) -> dict:
     """Theory for one attention: the phase curve on a dense P grid, landscapes below / at / above the transition
     (where the landscape's theory covers the task: not for one-hot tokens, nor softmax with the causal boundary),
-    the loss predictions (Gaussian tokens), the optional (P, vary) plane and finite-size scaling."""
+    the loss predictions (one-hot tokens: of the centred target, :func:`held_out_error`), the optional (P, vary) plane and finite-size scaling."""
     cfg = point_config(point)
     task, prior, att = cfg.make_task(), cfg.make_prior(), point["attention"]
     P_grid = cfg.P.grid()
@@ -90,10 +90,8 @@ def theory_point(point: dict) -> dict:
     if covers(task, att):  # the landscape's theory: Gaussian tokens, the cyclic boundary (linear: causal too)
         out["landscapes"] = [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in land_P]
         out["grid_landscapes"] = [dict(th.landscape(task, prior, att, float(p)), P=float(p)) for p in sorted(near)]
-    if task.tokens == "gaussian":
-        # one-hot tokens: the theory predicts the error of the centred target, which MCMC's held-out error (the
-        # plain squared error) does not measure, so the run has no loss prediction to compare it with
-        out["losses"] = th.loss_curve(task, prior, att, P_dense, curve=curve)
+    # one-hot tokens: the prediction is the centred target's error, which MCMC's held-out error measures there
+    out["losses"] = th.loss_curve(task, prior, att, P_dense, curve=curve)
     if cfg.theory.vary_name:
         out["plane"] = th.phase_diagram(
             task, prior, att, P_dense, vary={cfg.theory.vary_name: cfg.theory.vary_values}
@@ -140,24 +138,37 @@ def _draw_attention(post: Posterior, L: jax.Array) -> jax.Array:
     return jax.vmap(jax.vmap(post.attention_weights))(L)
 
 
-@jax.jit
-def _held_out_errors(post: Posterior, Xt: jax.Array, Yt: jax.Array, rows: jax.Array, Ls: jax.Array) -> jax.Array:
-    """Per draw L of Ls: the mean squared error of the readout's posterior mean at L on (Xt, Yt), query rows only."""
+@functools.partial(jax.jit, static_argnames="centred")
+def _held_out_errors(
+    post: Posterior, Xt: jax.Array, Yt: jax.Array, rows: jax.Array, Ls: jax.Array, centred: bool = False
+) -> jax.Array:
+    """Per draw L of Ls: the squared error of the readout's posterior mean at L on (Xt, Yt), query rows only, as a
+    fraction of the target's variance: the mean over coordinates (N(0, I) targets) or, ``centred``, the error of
+    the part orthogonal to the all-ones vector over that part's variance (d - 1)/d (one-hot targets)."""
+    d = Yt.shape[-1]
 
     def error(L):
         mean, _ = post.predict(L, Xt)
-        return jnp.mean((mean[:, rows] - Yt) ** 2)
+        r = mean[:, rows] - Yt
+        if centred:  # r (I - 11^T/d): the all-ones component, which the theory leaves out, removed
+            r = r - r.mean(-1, keepdims=True)
+            return jnp.mean(jnp.sum(r**2, -1)) / ((d - 1) / d)
+        return jnp.mean(r**2)
 
     return jax.lax.map(error, Ls)
 
 
 def held_out_error(cfg: RunConfig, post: Posterior, P: int):
-    """Draws Ls -> the squared error per query row and output coordinate of the readout's posterior mean at each L,
-    on MCMC_TEST_SEQUENCES held-out sequences of grid point P (key stream TEST)."""
+    """Draws Ls -> the held-out error of the readout's posterior mean at each L, as a fraction of the target's
+    variance, on MCMC_TEST_SEQUENCES held-out sequences of grid point P (key stream TEST): for Gaussian tokens the
+    squared error per query row and output coordinate; for one-hot tokens that of the centred target (the part
+    orthogonal to the all-ones vector, over its variance (d - 1)/d), which is what the theory's loss prediction
+    gives (``theory.loss_curve``)."""
     test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
     rows = np.flatnonzero(np.asarray(test.task.query_mask))
+    centred = cfg.task.tokens == "onehot"
     return functools.partial(
-        _held_out_errors, post, jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows], jnp.asarray(rows)
+        _held_out_errors, post, jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows], jnp.asarray(rows), centred=centred
     )
 
 
@@ -178,6 +189,7 @@ def chain_summary(s, alpha, att: str, test_error=None) -> dict:
             "sem": float(errs.std(ddof=1) / np.sqrt(len(errs))),
             "draws": len(errs),
             "sequences": MCMC_TEST_SEQUENCES,
+            **({"target": "centred"} if getattr(test_error, "keywords", {}).get("centred") else {}),
         }
     return summ
 
