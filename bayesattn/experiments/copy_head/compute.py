@@ -75,7 +75,8 @@ def point_config(point: dict) -> RunConfig:
 def theory_point(point: dict) -> dict:
     """Theory for one attention: the phase curve on a dense P grid, landscapes below / at / above the transition
     (where the landscape's theory covers the task: not for one-hot tokens, nor softmax with the causal boundary),
-    the loss predictions (one-hot tokens: of the centred target, :func:`held_out_error`), the optional (P, vary) plane and finite-size scaling."""
+    the loss predictions (one-hot tokens: of the centred target, :func:`held_out_error`), the optional (P, vary)
+    plane and finite-size scaling."""
     cfg = point_config(point)
     task, prior, att = cfg.make_task(), cfg.make_prior(), point["attention"]
     P_grid = cfg.P.grid()

@@ -124,10 +124,18 @@ def fig_order_parameter(runs: dict, out: Path) -> list[Path]:
         order_parameter_panel(ax, x, f"{att} attention")
         add_handles(ax, handles)
     over = f"over the {'/'.join(map(str, sorted(n_runs)))} runs" if n_runs else "over the runs"
-    title = f"error bars: {figstyle.SD} (MCMC: of the posterior draws; Adam: {over})"
-    # one legend for both panels, below them (constrained layout keeps it clear of the axis labels)
+    bars = [
+        f"{name}: {what}" for name, what in (("MCMC", "of the posterior draws"), ("Adam", over)) if name.lower() in runs
+    ]
+    title = f"error bars: {figstyle.SD} ({'; '.join(bars)})" if bars else None
+    # one legend for both panels, below them (constrained layout keeps it clear of the axis labels); two columns
+    # per panel, so that one panel's legend fits under it
     fig.legend(
-        list(handles.values()), list(handles), loc="outside lower center", ncol=min(4, len(handles)), title=title
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncol=min(2 * len(atts), len(handles)),
+        title=title,
     )
     if any_rec:
         fig.suptitle("Copy-head order parameter vs number of training sequences\n" + title_params(any_rec))
