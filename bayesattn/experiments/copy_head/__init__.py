@@ -31,8 +31,10 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
     for method in cfg.methods:
         base = {"method": method, "task": conf["task"], "prior": conf["prior"]}
         base.update({("P_grid" if k == "P" else k): conf[k] for k in DEPENDS_ON[method]})
-        if method != "adam" and cfg.task.tokens == "onehot":  # its loss prediction and held-out error: of the
-            base["held_out"] = "centred target"  # centred target (since 2026-12-07; before: none and the plain one)
+        # one-hot: the theory's loss prediction and MCMC's held-out error are the centred target's; saying so in the
+        # point keeps the files of runs that measured the plain error (and predicted none) from being reused
+        if method != "adam" and cfg.task.tokens == "onehot":
+            base["held_out"] = "centred target"
         if method == "theory":
             pts[method] = [{**base, "attention": a} for a in cfg.attention]
         else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)
