@@ -106,6 +106,33 @@ def test_seed_statistics_against_numbers_worked_out_by_hand():
     assert seed_statistics(_records(seeds=(0,)), {"softmax": _theory()}) is None
 
 
+@pytest.mark.parametrize(
+    "centre, bracket, same", [(280.0, [200.0, 400.0], 3), (560.0, [400.0, 800.0], 1), (None, None, 0)]
+)
+def test_the_theorys_own_largest_rise_on_the_grid(centre, bracket, same):
+    """The theory's posterior mean read on the MCMC grid has its largest rise where its step is (a logistic in
+    log P centred at ``centre``; None: flat, no rise above 0.05); the seeds whose bracket is that one are counted
+    (seeds 0-2 rise between 200 and 400, seed 3 between 400 and 800) and printed."""
+    from bayesattn.experiments.copy_head.seeds import describe_seeds
+
+    th = _theory()
+    P = np.asarray(th["curve"]["P"])
+    th["curve"]["mean"]["m"] = (
+        [0.1] * len(P) if centre is None else (0.1 + 0.6 / (1 + np.exp(-8 * np.log(P / centre)))).tolist()
+    )
+    cold = seed_statistics(_records(), {"softmax": th})["attention"]["softmax"]["mcmc"]["cold"]
+    assert cold["theory_rise_between"] == bracket and cold["theory_same_bracket"] == solve_rate(same, 4)
+    st = seed_statistics(_records(), {"softmax": th})
+    (line,) = [x for x in describe_seeds(st) if x.startswith("softmax: mcmc (cold start) over 4 seeds")]
+    if bracket:
+        assert (
+            f"own largest rise on this grid between P = {bracket[0]:.0f} and {bracket[1]:.0f}, the same in {same} of 4"
+            in line
+        )
+    else:
+        assert "the theory's mean rises by no more than 0.05 between grid points" in line
+
+
 def test_the_summary_reads_the_config_seed_and_prints_the_seeds():
     exp = PhaseDiagram()
     cfg = exp.load_config(None, ["attention=softmax", "P.values=[100, 200, 400, 800]", "seeds=4"])
@@ -118,9 +145,12 @@ def test_the_summary_reads_the_config_seed_and_prints_the_seeds():
     cfg3 = cfg.model_copy(update={"seed": 3})
     assert exp.summarize(cfg3, recs)["transitions"]["softmax"]["mcmc"]["cold"]["rise_between"] == [400.0, 800.0]
     lines = exp.describe(summary)
-    assert (
-        "softmax: mcmc (cold start) over 4 seeds: largest rise: between P = 200 and 400 in 3, between P = 400 and "
-        "800 in 1; the theory's P_c = 300 inside in 3 of 4 [0.30, 0.95]" in lines
+    assert any(
+        line.startswith(
+            "softmax: mcmc (cold start) over 4 seeds: largest rise: between P = 200 and 400 in 3, between P = 400 "
+            "and 800 in 1; the theory's P_c = 300 inside in 3 of 4 [0.30, 0.95]; the theory's own largest rise"
+        )
+        for line in lines
     )
     assert any(
         line.startswith("softmax: mcmc (cold start), mean m over 4 data sets against the theory") for line in lines

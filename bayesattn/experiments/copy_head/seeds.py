@@ -12,7 +12,7 @@ import numpy as np
 from ...models.attention import ORDER_PARAMETER
 from ...stats import AWAY, BOOTSTRAP, WILSON, against_curve, curve_at, fmt_ci, found_median, solve_rate
 from ..contract import common_P, seed_matrix
-from .summary import empirical_transition, final_values
+from .summary import empirical_transition, final_values, largest_rise
 
 
 def by_seed(records: list[dict]) -> dict[int, list[dict]]:
@@ -29,7 +29,9 @@ def seed_statistics(records: dict[str, list[dict]], theory: dict[str, dict]) -> 
 
     Per attention, method and start: each seed's ``rise_between`` (:func:`empirical_transition`), the brackets
     with their seed counts (most common first), the median over the seeds of ``P_jump`` with a bootstrap interval,
-    and for MCMC how many seeds' brackets hold the theory's P_c (Wilson interval), ``against_theory`` (the
+    and for MCMC how many seeds' brackets hold the theory's P_c (Wilson interval), the bracket of the largest rise
+    of the theory's posterior mean read on the grid (``theory_rise_between``) and how many seeds share it
+    (``theory_same_bracket``, Wilson interval), ``against_theory`` (the
     posterior mean of the order parameter against the theory's) and ``test_error_against_theory`` (the held-out
     error against the theory's prediction for the posterior; :func:`against_theory`)."""
     seeds = sorted({int(r["point"]["seed"]) for m in ("mcmc", "adam") for r in records.get(m, [])})
@@ -37,7 +39,7 @@ def seed_statistics(records: dict[str, list[dict]], theory: dict[str, dict]) -> 
         return None
     out: dict = {
         "seeds": seeds,
-        "intervals": {"theory_inside": WILSON, "P_jump": BOOTSTRAP, "mean": BOOTSTRAP},
+        "intervals": {"theory_inside": WILSON, "theory_same_bracket": WILSON, "P_jump": BOOTSTRAP, "mean": BOOTSTRAP},
         "attention": {},
     }
     for method in ("mcmc", "adam"):
@@ -68,6 +70,14 @@ def seed_statistics(records: dict[str, list[dict]], theory: dict[str, dict]) -> 
                 if method == "mcmc" and curve is not None:
                     groups = [recs for recs, _ in per.values()]
                     x = ORDER_PARAMETER[a]
+                    # the theory's posterior mean read on the grid, its largest rise by the same rule: the bracket
+                    # to expect of a transition of any order (a second-order P_c lies below the largest rise)
+                    grid = common_P(groups)
+                    tb = largest_rise(grid, curve_at(curve["P"], curve["mean"][x], grid))["rise_between"]
+                    entry["theory_rise_between"] = tb
+                    entry["theory_same_bracket"] = solve_rate(
+                        sum(b is not None and list(b) == tb for b in between), len(rows)
+                    )
                     entry["against_theory"] = {
                         "observable": x,
                         **against_theory(groups, init, _order_parameter(x), curve["P"], curve["mean"][x], P_c),
@@ -125,6 +135,14 @@ def describe_seeds(st: dict) -> list[str]:
                     ti = e["theory_inside"]
                     line += (
                         f"; the theory's P_c = {e['theory_P_c']:.0f} inside in {ti['solved']} of {n} {fmt_ci(ti['ci'])}"
+                    )
+                if "theory_same_bracket" in e:
+                    tb, sb = e["theory_rise_between"], e["theory_same_bracket"]
+                    line += (
+                        f"; the theory's own largest rise on this grid between P = {tb[0]:.0f} and {tb[1]:.0f}, the "
+                        f"same in {sb['solved']} of {n} {fmt_ci(sb['ci'])}"
+                        if tb
+                        else "; the theory's mean rises by no more than 0.05 between grid points"
                     )
                 lines.append(line)
                 for key, what, rel in (

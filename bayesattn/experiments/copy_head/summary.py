@@ -108,18 +108,23 @@ def empirical_transition(recs: list[dict], method: str, attention: str) -> dict:
     out = {}
     for init in recs[0]["result"]["inits"]:
         vals = np.array([np.nanmean(final_values(r["result"]["inits"][init], method, x)) for r in recs])
-        rise = np.diff(vals)
-        k = int(np.nanargmax(rise)) if rise.size and np.any(np.isfinite(rise)) else None
-        big = k is not None and rise[k] > 0.05
-        out[init] = {
-            "rise_between": [float(P[k]), float(P[k + 1])] if big else None,
-            "rise": float(rise[k]) if k is not None else None,
-            "P_jump": float(np.sqrt(P[k] * P[k + 1])) if big else None,
-            "below_grid": bool(vals[0] > 0.5),
-            "P": P.tolist(),
-            x: vals.tolist(),
-        }
+        out[init] = {**largest_rise(P, vals), "below_grid": bool(vals[0] > 0.5), "P": P.tolist(), x: vals.tolist()}
     return out
+
+
+def largest_rise(P, vals) -> dict:
+    """The largest increase of ``vals`` between neighbouring grid values of P: ``rise_between`` (those two P),
+    ``rise`` (the increase) and ``P_jump`` (their geometric midpoint); rise_between and P_jump None when no
+    increase exceeds 0.05."""
+    P, vals = np.asarray(P, dtype=float), np.asarray(vals, dtype=float)
+    rise = np.diff(vals)
+    k = int(np.nanargmax(rise)) if rise.size and np.any(np.isfinite(rise)) else None
+    big = k is not None and rise[k] > 0.05
+    return {
+        "rise_between": [float(P[k]), float(P[k + 1])] if big else None,
+        "rise": float(rise[k]) if k is not None else None,
+        "P_jump": float(np.sqrt(P[k] * P[k + 1])) if big else None,
+    }
 
 
 def _num(v, digits: int) -> str:
