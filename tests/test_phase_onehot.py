@@ -1,6 +1,6 @@
 """The phase diagram with one-hot tokens and one attention, end to end at a tiny size: the theory point carries
 the centred target's loss prediction, MCMC measures the centred held-out error, the seed statistics compare the
-two, and the figures (checked strictly by the suite) say only what ran."""
+two, and the figures (checked strictly by the suite) say only what ran and fit one row of panels."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 import bayesattn.figstyle as figstyle
 from bayesattn.cli import main
 
-ONE_HOT = ["--tokens", "onehot", "--T", "8", "--d", "4", "--P", "300,1200", "--methods", "theory,mcmc"]
-ONE_HOT += ["--seeds", "2", "--set", "attention=[softmax]", "--set", "mcmc.num_warmup=60", "--set"]
+ONE_HOT = ["--tokens", "onehot", "--T", "16", "--d", "4", "--P", "300,3000", "--methods", "theory,mcmc"]
+ONE_HOT += ["--seeds", "2", "--set", "attention=[linear]", "--set", "mcmc.num_warmup=60", "--set"]
 ONE_HOT += ["mcmc.num_samples=60", "--set", "theory.num_P=30", "--set", "theory.vary_name=", "--quiet"]
 
 
@@ -30,7 +30,7 @@ def test_one_hot_run_compares_the_centred_error_and_draws_only_what_ran(tmp_path
     for f in (out / "points" / "mcmc").glob("*.json"):
         for group in json.loads(f.read_text())["result"]["inits"].values():
             assert group["test_error"]["target"] == "centred" and 0 < group["test_error"]["mean"] < 1.5
-    seeds = json.loads((out / "summary.json").read_text())["seeds"]["attention"]["softmax"]["mcmc"]
+    seeds = json.loads((out / "summary.json").read_text())["seeds"]["attention"]["linear"]["mcmc"]
     assert all(len(seeds[i]["test_error_against_theory"]["mean"]) == 2 for i in ("cold", "hot"))
     assert titles["fig1_order_parameter_vs_P"] == [f"error bars: {figstyle.SD} (MCMC: of the posterior draws)"]
     assert "Adam" not in titles["fig8_test_error_vs_P"][0]

@@ -215,7 +215,8 @@ def fig_attention_matrices(runs: dict, out: Path) -> list[Path]:
     atts = [a for a in ("softmax", "linear") if a in mc]
     if not atts:
         return []
-    fig, axes = figstyle.subplots(len(atts), 2, panel=(4.0, 3.9))
+    # one row carries the two-line title alone: a taller row, or its square images push the labels off the figure
+    fig, axes = figstyle.subplots(len(atts), 2, panel=(4.0, 3.9 if len(atts) > 1 else 4.3))
     for row, att in zip(axes, atts):
         curve = runs.get("theory", {}).get(att, [{}])[0].get("result", {}).get("curve")
         picks = _below_above(mc[att], curve)
