@@ -37,6 +37,8 @@ from .cli_options import (
     scheduler_address,
 )
 from .experiments import EXPERIMENTS, get_experiment
+from .figstyle import ENV as FIGURE_CHECK_ENV
+from .figstyle import FigureCheckError
 
 INTERRUPTED = "bayesattn: interrupted; finished points are on disk, rerun the same command to resume"
 EXECUTORS = ("serial", "thread", "process", "dask")  # bayesattn.scaleout.EXECUTORS (tests/test_cli.py checks)
@@ -271,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
             "the same command to resume",
             file=sys.stderr,
         )
+        return 1
+    except FigureCheckError as e:  # only with BAYESATTN_FIGURE_CHECK=error (the tests' setting): one line, no trace
+        print(f"bayesattn: error: {e} (the figure check is strict: {FIGURE_CHECK_ENV}=error)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"\n{INTERRUPTED}", file=sys.stderr)
