@@ -68,7 +68,7 @@ def _run_options(p: argparse.ArgumentParser, experiment: str | None) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override any config field by dotted key, e.g. --set mcmc.num_chains=4; the value is a TOML "
-        "literal (4, 1e-3, true, [1, 2]) or a bare word; a list field also takes a,b,c (repeatable)",
+        "literal (4, 1e-3, true, [1, 2]) or a bare word; a list field also takes a,b,c or [a,b,c] (repeatable)",
     )
     p.add_argument(
         "--out",

@@ -1,7 +1,8 @@
 """The phase diagram over seeds (``seeds`` >= 2 in the config), from the saved records alone. Each seed is its own
 data set, MCMC chains and Adam runs. Per attention, method and start: where the largest rise of the order parameter
-falls in each seed, how often the theory's P_c lies inside it, and, for MCMC, the mean over the data sets at each P
-of the order parameter and of the held-out error against the theory's."""
+falls in each seed, how often the theory's P_c lies inside it and how often it is the theory's own largest rise on
+the grid, and, for MCMC, the mean over the data sets at each P of the order parameter and of the held-out error
+against the theory's."""
 
 from __future__ import annotations
 
