@@ -18,12 +18,13 @@ ONE_HOT += ["mcmc.num_samples=60", "--set", "theory.num_P=30", "--set", "theory.
 
 @pytest.fixture(scope="module")
 def one_hot_run(tmp_path_factory):
-    """The tiny run's folder and the legend titles of every figure it drew (read before each is checked)."""
+    """The tiny run's folder and the legend titles and title of every figure it drew (read before each is
+    checked)."""
     titles: dict[str, list[str]] = {}
     real_save = figstyle.save
 
     def save(fig, out, **kw):
-        titles[out.stem] = [lg.get_title().get_text() for lg in fig.legends]
+        titles[out.stem] = [lg.get_title().get_text() for lg in fig.legends] + [fig.get_suptitle()]
         return real_save(fig, out, **kw)
 
     out = tmp_path_factory.mktemp("onehot") / "run"
@@ -42,7 +43,8 @@ def test_one_hot_run_compares_the_centred_error_and_draws_only_what_ran(one_hot_
             assert group["test_error"]["target"] == "centred" and 0 < group["test_error"]["mean"] < 1.5
     seeds = json.loads((out / "summary.json").read_text())["seeds"]["attention"]["linear"]["mcmc"]
     assert all(len(seeds[i]["test_error_against_theory"]["mean"]) == 2 for i in ("cold", "hot"))
-    assert titles["fig1_order_parameter_vs_P"] == [f"error bars: {figstyle.SD} (MCMC: of the posterior draws)"]
+    assert titles["fig1_order_parameter_vs_P"][0] == f"error bars: {figstyle.SD} (MCMC: of the posterior draws)"
+    assert "over 2 seeds (each its own data set and chains)" in titles["fig9_seeds"][-1]
     assert "Adam" not in titles["fig8_test_error_vs_P"][0]
 
 

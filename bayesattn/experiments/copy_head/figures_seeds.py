@@ -1,5 +1,6 @@
 """Figure 9 of a phase-diagram run over seeds (``seeds`` >= 2): the order parameter against P in every seed (its
-own data set, chains and Adam runs) and its mean over the seeds, with the theory, from the saved point files only."""
+own data set, chains and Adam runs, those that ran) and its mean over the seeds, with the theory, from the saved
+point files only."""
 
 from __future__ import annotations
 
@@ -102,6 +103,7 @@ def fig_seeds(seeds: dict, out: Path) -> list[Path]:
         title="markers: 95% bootstrap intervals",
     )
     counts = "/".join(map(str, sorted(n_seeds)))
-    head = f"The order parameter vs P over {counts} seeds (each its own data set, chains and Adam runs)"
+    own = ["data set"] + [w for m, w in (("mcmc", "chains"), ("adam", "Adam runs")) if m in methods]
+    head = f"The order parameter vs P over {counts} seeds (each its own {', '.join(own[:-1])} and {own[-1]})"
     fig.suptitle(head + ("\n" + title_params(any_rec) if any_rec else ""))
     return save(fig, out, "fig9_seeds")
