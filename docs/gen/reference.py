@@ -246,6 +246,8 @@ FIGURE_COMMANDS = {
     "fig8_onehot_test_error_vs_P.png": "bayesattn phase-diagram --tokens onehot --T 32 --P 2700:15000:12 "
     "--set attention=[softmax] --methods theory,mcmc --seeds 8 --set theory.num_P=100 --set theory.vary_name=",
     "fig9_seeds.png": "bayesattn phase-diagram --seeds 16",
+    "fig9_onehot_linear_seeds.png": "bayesattn phase-diagram --tokens onehot --T 16 --P 1000:30000:12 "
+    "--set attention=[linear] --methods theory,mcmc --seeds 8 --set theory.num_P=100 --set theory.vary_name=",
     "onehot_linear_vs_nuts.png": "python scripts/onehot_linear_check.py",
     "theory_vs_mcmc_causal.png": "python scripts/theory_vs_mcmc.py (causal boundary; docs/theory.md)",
     "theory_vs_mcmc_causal_onehot.png": "python scripts/theory_vs_mcmc.py (causal boundary, one-hot tokens)",
