@@ -116,7 +116,7 @@ def test_one_hot_points_say_their_held_out_error_is_the_centred_targets():
 
 @pytest.mark.slow
 def test_loss_curve_matches_mcmc_centred_held_out_error_one_hot():
-    """One-hot tokens, softmax and linear, T = 8, d = 8, P = 7000 (above both transitions): the theory's posterior
+    """One-hot tokens, softmax and linear, T = 8, d = 8, P = 7000 (on both copy rises): the theory's posterior
     test error of the centred target against the phase diagram's MCMC point (NUTS draws scored on held-out
     sequences with its centred measure)."""
     from bayesattn.experiments import get_experiment
