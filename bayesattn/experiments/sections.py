@@ -20,6 +20,10 @@ SamplerInit = Literal["cold", "hot", "prior"]
 PRIOR_ONLY_METHODS = ("smc",)
 
 
+# the held-out measure of one-hot copy tasks (CopyTaskSection.held_out_target)
+CENTRED_TARGET = "centred target"
+
+
 class CopyTaskSection(Section):
     """The copy task (:class:`bayesattn.CopyTask`): T positions, tokens in R^d, target ``offset`` back."""
 
@@ -34,6 +38,13 @@ class CopyTaskSection(Section):
         if not 1 <= self.offset <= self.T - 1:
             raise ValueError(f"offset={self.offset}: expected an integer in 1..{self.T - 1} (T - 1)")
         return self
+
+    @property
+    def held_out_target(self) -> str | None:
+        """What the theory's loss prediction and MCMC's held-out error measure, when not the plain target:
+        ``"centred target"`` for one-hot tokens (the part orthogonal to the all-ones vector, whose prediction does
+        not depend on the attention), None for Gaussian tokens. Grid points carry it as ``held_out``."""
+        return CENTRED_TARGET if self.tokens == "onehot" else None
 
     def make(self):
         from ..tasks import CopyTask

@@ -33,8 +33,8 @@ def build_points(cfg: RunConfig) -> dict[str, list[dict]]:
         base.update({("P_grid" if k == "P" else k): conf[k] for k in DEPENDS_ON[method]})
         # one-hot: the theory's loss prediction and MCMC's held-out error are the centred target's; saying so in the
         # point keeps the files of runs that measured the plain error (and predicted none) from being reused
-        if method != "adam" and cfg.task.tokens == "onehot":
-            base["held_out"] = "centred target"
+        if method != "adam" and cfg.task.held_out_target:
+            base["held_out"] = cfg.task.held_out_target
         if method == "theory":
             pts[method] = [{**base, "attention": a} for a in cfg.attention]
         else:  # an MCMC point carries its attention's sampler settings (mcmc.by_attention applied)

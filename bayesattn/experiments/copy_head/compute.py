@@ -25,6 +25,7 @@ from ...files import to_jsonable
 from ...models.attention import attention_kind
 from ...tasks import Dataset
 from ...training import train
+from ..sections import CENTRED_TARGET
 from .config import AdamSection, RunConfig
 
 
@@ -167,7 +168,7 @@ def held_out_error(cfg: RunConfig, post: Posterior, P: int):
     gives (``theory.loss_curve``)."""
     test = cfg.make_task().sample(point_keys(cfg.seed, TEST, P), MCMC_TEST_SEQUENCES)
     rows = np.flatnonzero(np.asarray(test.task.query_mask))
-    centred = cfg.task.tokens == "onehot"
+    centred = cfg.task.held_out_target == CENTRED_TARGET
     return functools.partial(
         _held_out_errors, post, jnp.asarray(test.X), jnp.asarray(test.Y)[:, rows], jnp.asarray(rows), centred=centred
     )

@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import figstyle
 from ...models.attention import attention_kind
+from ..sections import CENTRED_TARGET
 from .figures_common import SERIES, arr, attention_panels, inits, log_P_axis, num, save, title_params
 
 
@@ -24,7 +25,8 @@ def fig_losses(runs: dict, out: Path) -> list[Path]:
     handles: dict = {}
     draws, n_runs = set(), set()
     plateau = "plateau: uniform attention (softmax), L = 0 (linear)"
-    centred = runs["theory"][atts[0]][0]["point"]["task"]["tokens"] == "onehot"
+    # the theory point's marker (CopyTaskSection.held_out_target): one-hot runs predict the centred target's error
+    centred = runs["theory"][atts[0]][0]["point"].get("held_out") == CENTRED_TARGET
     for ax, att in zip(axes, atts):
         kind = attention_kind(att)
         th = runs["theory"][att][0]
