@@ -281,6 +281,11 @@ def test_start_differences_over_made_up_data_sets():
     )
     one_start = summarize({"mcmc": [r for r in recs if r["point"]["init"] == "cold"]})
     assert "starts" not in one_start["mcmc_seeds"]
+    # two curves (w = 0.5 and 0.8), read in another order (a folder's file names, say): the same summary, key
+    # order and row order included
+    both = recs + [{**r, "point": {**r["point"], "bayes": {"ratio": 0.8}}} for r in recs]
+    shuffled = [both[i] for i in np.random.default_rng(0).permutation(len(both))]
+    assert json.dumps(summarize({"mcmc": shuffled})) == json.dumps(summarize({"mcmc": both}))
 
 
 def test_branches_of_the_two_starts():

@@ -54,7 +54,7 @@ def mcmc_summary(records: list) -> dict:
         }
         comp = [x for v in e["competitive"].values() for x in v if x is not None]
         e["max_competitive"] = max(comp) if comp else None
-    return out
+    return dict(sorted(out.items()))  # by curve, whatever order the records came in
 
 
 def ratio_table(mcmc: dict) -> list:
