@@ -185,6 +185,27 @@ def test_one_head_reduces_to_phase_curve():
         np.testing.assert_allclose(q_fp, pc.stable["q"], atol=3e-3)
 
 
+def test_row_laws_of_one_energy_share_their_programs():
+    """Two row laws of the same task and sizes get the same jitted programs (a second curve compiles nothing);
+    another task's weights, or the other attention, get their own. The energy function is one object per set of
+    parameters, compared by value, and equals the energy it stands for."""
+    from bayesattn.bayes.theory.heads import _energy, energy_params
+    from bayesattn.bayes.theory.heads_rowlaw import ROW_LAWS
+
+    def law(task, att="linear", K=2):
+        return ROW_LAWS[att](_energy(energy_params(task, PRIOR, [100.0]), 2, K), 2, K, task.T, 1.0, 1000, None)
+
+    other = ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,)), weights=(1.0, 0.5), rotations="orthogonal")
+    a, b, c, s = law(TASK), law(TASK), law(other), law(TASK, "softmax")
+    assert a.phi is b.phi and a._psi is b._psi and a._lin is b._lin
+    assert c.phi is not a.phi and s.phi is not a.phi and s._psi is not a._psi
+    x = pack(np.full((2, 2), 0.3), np.eye(2) + 0.1)
+    m, Q = unpack(x, 2, 2, xp=np)
+    want = heads_energy(m, Q, task=TASK, prior=PRIOR, P=100.0)
+    ep = energy_params(TASK, PRIOR, [100.0])
+    assert float(a.phi(jnp.asarray(x), ep["beta"][0], ep["eps"][0])) == pytest.approx(float(want), rel=1e-12)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="boundary"):
         check_heads_task(ba.MultiLagCopyTask(T=8, d=4, boundary="causal"))

@@ -22,6 +22,7 @@ m = 0 wells are integrated with the saddle-point density (soft at the continuous
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -89,8 +90,15 @@ def _phi_E(x, beta, eps, w, R, d, T, H, K):
 
 
 def _energy(ep, H, K):
-    """phi(x, beta, eps): the per-row energy of :func:`_phi_E` with the task's parameters ``ep`` fixed."""
-    args = (ep["w"], ep["R"], ep["d"], ep["T"], H, K)
+    """phi(x, beta, eps): the per-row energy of :func:`_phi_E` with the task's parameters ``ep`` fixed; one
+    function object per set of parameters, by value (so the row laws' jitted programs are built once for them)."""
+    w, R = np.asarray(ep["w"], np.float64), np.asarray(ep["R"], np.float64)
+    return _energy_of(tuple(w.tolist()), R.tobytes(), R.shape, int(ep["d"]), int(ep["T"]), H, K)
+
+
+@functools.lru_cache(maxsize=32)
+def _energy_of(w: tuple, R_bytes: bytes, R_shape: tuple, d: int, T: int, H: int, K: int):
+    args = (np.asarray(w, np.float64), np.frombuffer(R_bytes, np.float64).reshape(R_shape), d, T, H, K)
     return lambda x, b, e: _phi_E(x, b, e, *args)
 
 

@@ -195,7 +195,17 @@ class RowLaw:
     def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
         self.H, self.K, self.T, self.sA2 = H, K, T, sigma_A2
         self.n, self.key = num_samples, key
-        self.phi, self.dphi, self.hphi = jax.jit(phi), jax.jit(jax.grad(phi)), jax.jit(jax.hessian(phi))
+        # the jitted programs, shared by every law of this kind with the same phi (one object per energy:
+        # heads._energy) and sizes, so that a second curve of a task compiles nothing; the same programs, so the
+        # same numbers
+        for name, fn in _programs(type(self), phi, H, K, T, sigma_A2).items():
+            setattr(self, name, fn)
+
+    @staticmethod
+    def programs(phi, H, K, T, sigma_A2) -> dict:
+        """The jitted functions of a law with energy phi: phi, its gradient dphi and Hessian hphi, and the
+        subclass's own (``_psi``, ...)."""
+        return {"phi": jax.jit(phi), "dphi": jax.jit(jax.grad(phi)), "hphi": jax.jit(jax.hessian(phi))}
 
     def set_proposal(self, rho, mu, sd):
         """Draw the importance samples of the proposal (rho, mu, sd) (:func:`softmax_row_samples`); no-op for a
@@ -220,16 +230,19 @@ class LinearRowLaw(RowLaw):
 
     kind = LINEAR
 
-    def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
-        super().__init__(phi, H, K, T, sigma_A2, num_samples, key)
+    @staticmethod
+    def programs(phi, H, K, T, sigma_A2) -> dict:
         cgf = lambda lam: linear_cgf(lam, H, K, T, sigma_A2)  # noqa: E731
-        self._lin = jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)))
 
         def psi(lam, b, e):
             L, x, C = cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam)
             return phi(x, b, e) + lam @ x - L, C @ (jax.grad(phi)(x, b, e) + lam), L
 
-        self._psi = jax.jit(psi)
+        return {
+            **RowLaw.programs(phi, H, K, T, sigma_A2),
+            "_lin": jax.jit(lambda lam: (cgf(lam), jax.grad(cgf)(lam), jax.hessian(cgf)(lam))),
+            "_psi": jax.jit(psi),
+        }
 
     def moments(self, lam):
         """(Lambda, tilted mean, tilted covariance, effective sample size = inf) at lam."""
@@ -256,9 +269,8 @@ class SoftmaxRowLaw(RowLaw):
     kind = SOFTMAX
     adaptive = True
 
-    def __init__(self, phi, H, K, T, sigma_A2, num_samples, key):
-        super().__init__(phi, H, K, T, sigma_A2, num_samples, key)
-
+    @staticmethod
+    def programs(phi, H, K, T, sigma_A2) -> dict:
         def psi(lam, b, e, S, logw):
             # Psi and its gradient Cov (grad Phi_E + lam) without forming Cov: O(n D) per evaluation
             lw = logw + S @ lam
@@ -270,7 +282,7 @@ class SoftmaxRowLaw(RowLaw):
             L = lse - jnp.log(S.shape[0])
             return phi(x, b, e) + lam @ x - L, (p * (dS @ v)) @ dS, L
 
-        self._psi = jax.jit(psi)
+        return {**RowLaw.programs(phi, H, K, T, sigma_A2), "_psi": jax.jit(psi)}
 
     def set_proposal(self, rho, mu, sd):
         self.prop = (rho, mu, sd)
@@ -311,6 +323,13 @@ class SoftmaxRowLaw(RowLaw):
 
     def _psi_args(self):
         return (self.S, self.logw)
+
+
+@functools.lru_cache(maxsize=32)
+def _programs(law: type, phi, H: int, K: int, T: int, sigma_A2: float) -> dict:
+    """``law.programs(...)``, built once per (law, phi, sizes): phi by identity, the same object for the same
+    energy (:func:`heads._energy`)."""
+    return law.programs(phi, H, K, T, sigma_A2)
 
 
 ROW_LAWS = {law.kind.name: law for law in (SoftmaxRowLaw, LinearRowLaw)}  # the row law of each attention kind
