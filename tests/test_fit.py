@@ -270,6 +270,14 @@ def test_fit_refuses_a_network_or_test_set_of_another_shape_and_empty_data_in_on
         ba.fit(cfg, task.sample(key, 0), key, steps=2, test=None)
     with pytest.raises(ValueError, match=r"test.X has shape \(3, 4, 3\)"):
         ba.fit(cfg, data, key, steps=2, test=ba.CopyTask(T=4, d=3).sample(key, 3))
+    # the cross-entropy of Gaussian targets is unbounded below: refused, by fit and fit_sweep; one-hot tokens train
+    with pytest.raises(ValueError, match=r"data.Y: values from .* expected rows of probabilities"):
+        ba.fit(cfg, data, key, steps=2, loss="xent")
+    with pytest.raises(ValueError, match=r"the task's Y: values from .* expected rows of probabilities"):
+        ba.fit_sweep(cfg, task, [3], [0], key, steps=2, loss="xent")
+    onehot = ba.CopyTask(T=4, d=2, tokens="onehot")
+    res = ba.fit(cfg, onehot.sample(key, 5), key, steps=2, loss="xent", test=None)
+    assert np.isfinite(res.history["loss"]).all()
 
 
 def test_fit_refuses_data_it_cannot_train_on_and_names_its_own_bound():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -33,7 +33,6 @@ import numpy as np
 from .._batching import default_batch, map_batched
 from .._validate import (
     brief,
-    check_array,
     check_bool,
     check_callable,
     check_choice,
@@ -41,48 +40,13 @@ from .._validate import (
     check_int,
     check_key,
     check_positive,
-    check_real_array,
-    check_real_dtype,
-    is_traced,
 )
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task, check_dataset
 from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, check_seeds, failure_message, history_numpy, run_loop
+from .losses import LOSSES, LossKind, check_xent_targets, sequence_loss
 from .results import FitResult, FitSweepResult, can_sample
-
-LossKind = Literal["mse", "xent"]
-LOSSES = ("mse", "xent")
-
-
-def sequence_loss(kind: str, F: jax.Array, Y: jax.Array, query_mask, weights: jax.Array | None = None) -> jax.Array:
-    """Mean loss over (weighted) sequences and query rows. F: (B, T, d_out); Y: (B, T, d_out) or, for "xent",
-    int classes (B, T); weights: (B,) (padding), None = all 1; query_mask: (T,). ValueError naming the argument for
-    another ``kind`` or shape (static checks only: the same under jit)."""
-    check_choice("kind", kind, LOSSES)
-    F, Y = jnp.asarray(check_real_dtype("F", F)), jnp.asarray(check_real_dtype("Y", Y))
-    B, T, d_out = check_array("F", F, (None, None, None), finite=False).shape
-    classes = kind == "xent" and jnp.issubdtype(Y.dtype, jnp.integer)
-    check_array("Y", Y, (B, T) if classes else (B, T, d_out), finite=False)
-    mask = check_real_array("query_mask", query_mask, (T,), finite=False)
-    if B == 0 or not (is_traced(mask) or np.any(mask)):  # a mean over no sequence or no query row
-        raise ValueError(f"F of {B} sequences and query_mask={brief(mask)}: expected a sequence and a query row")
-    if weights is not None:
-        weights = jnp.asarray(check_real_array("weights", weights, (B,), finite=False))
-        w = None if is_traced(weights) else np.asarray(weights)
-        if w is not None and not (np.all(w >= 0) and np.sum(w) > 0):
-            raise ValueError(f"weights={w.tolist()!r}: expected numbers >= 0, not all 0")
-    if kind == "mse":
-        per = jnp.mean((Y - F) ** 2, axis=-1)
-    else:
-        logp = jax.nn.log_softmax(F, axis=-1)
-        if jnp.issubdtype(Y.dtype, jnp.integer):
-            per = -jnp.take_along_axis(logp, Y[..., None], axis=-1)[..., 0]
-        else:
-            per = -jnp.sum(Y * logp, axis=-1)
-    qm = jnp.asarray(query_mask, per.dtype)
-    w = jnp.ones(per.shape[0], per.dtype) if weights is None else weights.astype(per.dtype)
-    return jnp.sum(per * qm * w[:, None]) / (jnp.sum(w) * jnp.sum(qm))
 
 
 @dataclass(frozen=True)
@@ -281,6 +245,12 @@ def _probe_and_test(task, key, train: Dataset | None, test, probe_size):
     return tX, tY, pX, pY, note
 
 
+def _check_targets(loss: str, task, Y, name: str) -> None:
+    """Before training: for loss "xent", the queried rows of the targets Y (P, T, d_out) are probabilities."""
+    if loss == "xent":
+        check_xent_targets(name, Y, task.d_out, np.broadcast_to(np.asarray(task.query_mask, bool), Y.shape[:2]))
+
+
 def fit(
     network: eqx.Module | NetworkConfig | dict,
     data: Dataset | Task,
@@ -350,6 +320,7 @@ def fit(
         None if online else data.P,
     )
     tX, tY, pX, pY, note = _probe_and_test(task, data_key, None if online else data, test, probe_size)
+    _check_targets(loss, task, pY if online else data.Y, "the task's Y" if online else "data.Y")
     d = _Data(
         None if online else data.X, None if online else data.Y, None if online else jnp.asarray(data.P), tX, tY, pX, pY
     )
@@ -460,6 +431,7 @@ def fit_sweep(
         data_key, fit_key = jax.random.split(jax.random.fold_in(key, s))
         full = None if online else task.sample(data_key, Pmax)
         tX, tY, pX, pY, note = _probe_and_test(task, jax.random.split(fit_key, 3)[1], full, test, probe_size)
+        _check_targets(loss, task, pY if online else full.Y, "the task's Y")
         per_seed.append(_Data(None if online else full.X, None if online else full.Y, None, tX, tY, pX, pY))
         keys.append(fit_key)
     data = jax.tree.map(lambda *a: jnp.stack(a), *per_seed)._replace(P=jnp.asarray(P_list * len(seeds)))
