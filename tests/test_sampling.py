@@ -98,6 +98,16 @@ def test_initial_positions(small_post):
     assert np.all(np.asarray(ba.initial_positions(small_post, jax.random.key(0), "cold", 3)) == 0)
     pr = np.asarray(ba.initial_positions(small_post, jax.random.key(0), "prior", 500))
     assert abs(pr.std() - 1.0) < 0.05 and len({float(p[0, 0]) for p in pr}) == 500
+    # a start where the log density overflows kept a chain there, its start returned as every draw: refused
+    starts = np.zeros((2, T, T))
+    starts[1] = 1e200
+    assert np.isinf(float(small_post.log_density(jnp.asarray(starts[1]))))
+    with pytest.raises(
+        ValueError, match=r"init: the log density is -inf at chain 1's start \(largest \|entry\| 1e\+200"
+    ):
+        ba.initial_positions(small_post, jax.random.key(0), starts, 2)
+    with pytest.raises(ValueError, match="init: the log density is -inf at chain 0"):
+        ba.sample(small_post, jax.random.key(0), method="mala", num_chains=1, init=starts[1])
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -160,6 +160,10 @@ def branch_evidences(
     names = list(branches)
     shape = _mean_std(names[0], branches[names[0]], None)[0].shape  # the first reference's, which all must share
     refs = {name: _mean_std(name, ref, shape) for name, ref in branches.items()}
+    for name, (mean, _) in refs.items():  # a density that is not finite where a branch is centred gives NaN weights
+        at = float(logdensity_fn(jnp.asarray(mean, jnp.float64)))
+        if not math.isfinite(at):
+            raise ValueError(f"logdensity_fn is {at} at the mean of branch {name!r}: expected a finite log density")
 
     @jax.jit
     def one(k, mean, std):  # one compilation for every branch and run (the reference is an argument)
@@ -186,6 +190,11 @@ def branch_evidences(
         rows = [one(k, mean, std) for k in jax.random.split(jax.random.fold_in(key, j), runs)]
         if any(float(r[1]) < 1.0 for r in rows):
             raise RuntimeError(f"branch {name!r}: SMC stopped before reaching the target (max_steps={max_steps})")
+        if not all(math.isfinite(float(r[0])) for r in rows):
+            raise RuntimeError(
+                f"branch {name!r}: the log evidence is not finite in a run ({[float(r[0]) for r in rows]}): "
+                "logdensity_fn gives NaN or inf on some of the branch's particles"
+            )
         out["runs"][name] = np.array([float(r[0]) for r in rows])
         out["range"][name] = (min(float(r[2]) for r in rows), max(float(r[3]) for r in rows))
     lz_runs = out["runs"]

@@ -288,6 +288,11 @@ class Posterior:
             alpha = self.model.weights(self._check_batch_L(L), self.task.key_mask)
             return order_parameters(alpha, self.task.target_pattern, self.task.query_mask)
         obs = self.observables(L)
+        if not {"m", "q", "u"} <= set(obs):
+            raise ValueError(
+                f"order_parameters: {type(self.task).__name__} with {self.heads} heads has no single m, q, u; its "
+                f"observables are {', '.join(sorted(obs))} (observables(L))"
+            )
         return {k: obs[k] for k in ("m", "q", "u")}
 
     # --- the closed form ---

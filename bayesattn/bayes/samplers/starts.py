@@ -96,6 +96,16 @@ def initial_positions(posterior: Posterior, key: jax.Array, init: Any, num_chain
         )
     if not np.all(np.isfinite(arr)):
         raise ValueError("init contains NaN or inf: expected finite numbers")
+    # a start where the posterior's log density is not finite (logits so large that it overflows) leaves every
+    # chain there, rejecting each move: refused instead of returning its start as draws
+    ld = np.asarray(jax.vmap(posterior.log_density)(jnp.asarray(arr)))
+    if not np.all(np.isfinite(ld)):
+        bad = int(np.flatnonzero(~np.isfinite(ld))[0])
+        raise ValueError(
+            f"init: the log density is {ld[bad]} at chain {bad}'s start (largest |entry| {np.abs(arr[bad]).max():.3g});"
+            f" expected starts where it is finite, such as entries of order sqrt(sigma_A2) = "
+            f"{math.sqrt(posterior.prior.sigma_A2):.3g}"
+        )
     return jnp.asarray(arr)
 
 
