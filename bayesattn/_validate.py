@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -122,6 +122,17 @@ def check_between(name: str, value: Any, low: float, high: float, *, closed: str
     if not (math.isfinite(v) and above and below):
         raise ValueError(message)
     return v
+
+
+def check_entries(name: str, value: Any, check: Callable[[str, Any], Any]) -> Any:
+    """``check`` (a check of one number, such as :func:`check_positive`) on a number, or on each entry of an array of
+    real numbers, named "<name> entry"; returns ``value`` unchanged."""
+    if np.ndim(value) == 0:
+        check(name, value)
+    else:
+        for v in np.ravel(check_real_dtype(name, value)):
+            check(f"{name} entry", float(v))
+    return value
 
 
 def brief(value: Any, width: int = 80) -> str:

@@ -327,6 +327,13 @@ def test_sequence_loss_refuses_what_gave_nan_or_an_unnamed_error():
         (lambda: sequence_loss("mse", F, Y, qm, weights=[0.0, 0.0]), "weights=[0.0, 0.0]: expected numbers >= 0"),
         (lambda: sequence_loss("mse", F, Y, qm, weights=[1.0, -1.0]), "weights=[1.0, -1.0]"),
         (lambda: sequence_loss("mse", F + 1j, Y, qm), "F has dtype complex128"),
+        # a mask of other numbers reweighted the rows or gave NaN
+        (lambda: sequence_loss("mse", F, Y, np.array([-1.0, 1.0, 0.0, 1.0])), "query_mask=array([-1.,  1.,  0.,  1.])"),
+        (lambda: sequence_loss("mse", F, Y, np.array([0.5, 2.0, 0.0, 1.0])), "expected booleans or 0 / 1"),
+        # cross-entropy: a class past the outputs gave NaN, a negative one the last class, real targets no bound
+        (lambda: sequence_loss("xent", F, np.full((2, 4), 3), qm), "classes from 3 to 3; expected integers in 0..2"),
+        (lambda: sequence_loss("xent", F, np.full((2, 4), -1), qm), "classes from -1 to -1"),
+        (lambda: sequence_loss("xent", F, -Y, qm), "Y: values from -1 to -1, row sums from -3 to -3; expected rows"),
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             call()
@@ -334,6 +341,12 @@ def test_sequence_loss_refuses_what_gave_nan_or_an_unnamed_error():
     F2 = F.at[1].set(1.0)  # the second sequence's error is 0
     assert float(sequence_loss("mse", F2, Y, qm, weights=[1.0, 3.0])) == pytest.approx(1.0 / 4.0)
     assert float(jax.jit(lambda w: sequence_loss("mse", F2, Y, qm, w))(jnp.array([1.0, 3.0]))) == pytest.approx(0.25)
+    # probabilities are only required on queried rows of weighted sequences (a Dataset's other rows are zeros)
+    Yp = np.zeros((2, 4, 3))
+    Yp[0, 1:, 0] = 1.0
+    Yp[1] = 5.0
+    ok = sequence_loss("xent", F, Yp, np.array([False, True, True, True]), weights=[1.0, 0.0])
+    assert float(ok) == pytest.approx(np.log(3.0))  # uniform predictions over 3 outputs
 
 
 def test_a_dataset_built_directly_is_checked_by_every_consumer():
@@ -378,6 +391,10 @@ def test_theory_formulas_refuse_scales_and_values_that_gave_nan_or_a_crash():
         (lambda: th.tilted_row_entropy(task, ba.Prior(), 1.0, 0.0, beta_max=float("nan")), "beta_max=nan"),
         (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [np.nan]), "x contains 1 NaN or inf"),
         (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [1j]), "x has dtype complex128"),
+        # a negative radius or overlap gave NaN, a string entropy a raw TypeError
+        (lambda: th.mode_action(task, ba.Prior(), "linear", 100, [-1.0]), "x=array([-1.]): expected radii q >= 0 for linear"),
+        (lambda: th.action(0.5, -1.0, 0.0, **kw), "q=array(-1.): expected q >= 0"),
+        (lambda: th.action(0.5, 0.5, "x", **kw), "entropy has dtype <U1"),
         (
             lambda: th.heads_energy(
                 np.full((2, 2), 0.3 + 1j), np.eye(2), task=ba.MultiLagCopyTask(4, 2), prior=ba.Prior(), P=10
@@ -494,6 +511,10 @@ def test_joint_model_branch_evidences_and_patterns_name_what_failed_deep():
             lambda: ba.branch_evidences(post.log_density, jax.random.key(0), {**refs, "a": (ones + 1j, ones)}),
             "branches['a']: expected a (mean, std) tuple of real numeric arrays",
         ),
+        (
+            lambda: ba.branch_evidences(lambda L: jnp.nan * L.sum(), jax.random.key(0), refs),
+            "logdensity_fn is nan at the mean of branch",  # its weights were NaN, without a word
+        ),
         (lambda: ba.order_parameters(ones / 4, None, task.query_mask), "target_pattern of shape (): expected (4, 4)"),
         (lambda: ba.Task(4, 2).sample(jax.random.key(0), 2), "Task cannot sample"),
     ]:
@@ -525,3 +546,27 @@ def test_objectives_gram_and_progress_refuse_input_they_took():
     assert np.allclose(np.asarray(ba.softmax_attention([[0.0, 0.0], [0.0, 0.0]], np.ones((2, 2), bool))), 0.5)
     G, _ = post.gram(L)
     assert np.all(np.isfinite(np.asarray(G)))
+
+
+def test_calls_that_ended_in_an_unnamed_error_name_their_argument():
+    """order_parameters of H heads on a task of several lags raised KeyError: 'm'; critical_exponent with one
+    rel_range value failed to unpack it."""
+    key = jax.random.key(0)
+    task = ba.MultiLagCopyTask(T=4, d=2)
+    post = ba.Posterior(task.sample(key, 4), heads=2)
+    with pytest.raises(ValueError, match=r"MultiLagCopyTask with 2 heads has no single m, q, u; .* mass_max:lag1"):
+        post.order_parameters(np.zeros((2, 4, 4)))
+    assert set(post.observables(np.zeros((2, 4, 4)))) >= {"mass_max:lag1", "overlap"}
+    with pytest.raises(ValueError, match=re.escape("rel_range=(0.1,): expected (low, high)")):
+        ba.theory.critical_exponent(ba.CopyTask(T=4, d=2), ba.Prior(), rel_range=(0.1,))
+
+
+def test_branch_evidences_name_a_branch_whose_evidence_is_not_finite():
+    """A density finite at the branches' means but NaN on part of the space: the SMC run whose particles reach it
+    has a NaN log evidence, which made every weight NaN; now the branch is named."""
+    z, o = np.zeros(2), np.ones(2)
+    density = lambda x: jnp.where(x[0] > 2.0, jnp.nan, -0.5 * jnp.sum(x**2))  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"branch 'a': the log evidence is not finite in a run"):
+        ba.branch_evidences(
+            density, jax.random.key(0), {"a": (z, o), "b": (o, o)}, runs=2, num_particles=64, num_mcmc_steps=2
+        )

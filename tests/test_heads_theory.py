@@ -225,6 +225,12 @@ def test_bad_input():
         heads_curve([100], min_ess=float("nan"))
     with pytest.raises(ValueError, match="T=8, d=8, weights=None with a task"):
         heads_curve([100], task=ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,))), T=8)
+    with pytest.raises(ValueError, match="heads=5 with T=4: .* K <= T - 1 = 3"):
+        heads_curve([10], T=4, d=2, heads=5)
+    with pytest.raises(ValueError, match="m of shape \\(2, 1\\): .* K = 1 lags; expected task.K = 2"):
+        heads_energy(np.full((2, 1), 0.3), 0.4 * np.eye(2), task=TASK, prior=PRIOR, P=100.0)
+    with pytest.raises(ValueError, match="m of shape \\(2,\\): expected \\(..., H, K\\)"):
+        heads_energy(np.full(2, 0.3), 0.4 * np.eye(2), task=TASK, prior=PRIOR, P=100.0)
     assert n_stats(3, 2) == 12
 
 

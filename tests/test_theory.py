@@ -180,7 +180,9 @@ def test_softmax_landscape_double_well_in_window():
 def _wells(task, prior, P, grid):
     """Local minima (positions in m) of the landscape S(m) = T min_q Phi(m, q): Newton at fixed m, a solver
     independent of the minimum search that builds the phase curve."""
-    L = th.landscape(task, prior, "softmax", P, grid=grid)
+    with warnings.catch_warnings():  # the grid's lowest m values, which the table does not reach (NaN)
+        warnings.filterwarnings("ignore", "landscape: S is NaN", RuntimeWarning)
+        L = th.landscape(task, prior, "softmax", P, grid=grid)
     s = L["S"]
     k = np.flatnonzero((s[1:-1] < s[:-2]) & (s[1:-1] < s[2:])) + 1
     return L["x"][k]
@@ -198,7 +200,7 @@ def test_softmax_finite_size_scaling_fields_against_landscape():
     f = th.finite_size_scaling(task, pr, "softmax", P, [8, 64])
     assert f["order"] == ["crossover", "first"] and f["jump"][0] == 0.0 and np.isnan(f["window"][0])
     Pc = f["P_c"][1]
-    grid = np.linspace(0.005, 0.4, 400)
+    grid = np.linspace(0.005, 0.4, 400)  # its first values lie below the row table's reach (S NaN, a warning)
     w = _wells(task, pr, Pc, grid)
     assert len(w) == 2 and abs(f["jump"][1] - (w[1] - w[0])) < 0.005, (f["jump"], w)
     lo, hi = th.phase_curve(task, pr, "softmax", P).transition["spinodals"]
@@ -356,3 +358,15 @@ def test_tempered_prior_out_of_reach_warns():
         pytest.warns(UserWarning, match="edge of the dual"),
     ):
         th.phase_curve(ba.CopyTask(T=8, d=8), ba.Prior(0.02, 2.0, 8.0), "softmax", np.arange(100.0, 3000.0, 20.0))
+
+
+def test_softmax_landscape_says_where_the_table_does_not_reach():
+    """m close to 0 or 1 at T = 4 with a small row table: the profile's solve does not converge there. S was NaN
+    there without a word; now a warning names how many values and where, and a grid of only such values is refused.
+    The reachable middle keeps its value: the same as on a grid of that value alone."""
+    task, pr = ba.CopyTask(T=4, d=2), ba.Prior()
+    with pytest.warns(RuntimeWarning, match=r"S is NaN at 2 of 3 grid values of m \(from 0.001 to 0.999\)"):
+        S = th.landscape(task, pr, "softmax", 100.0, grid=[0.001, 0.5, 0.999], num_samples=200)["S"]
+    assert np.isnan(S[[0, 2]]).all() and S[1] == 0.0
+    with pytest.raises(ValueError, match=r"grid=\[0.001, 0.999\]: the row table of num_samples=200 reaches none"):
+        th.landscape(task, pr, "softmax", 100.0, grid=[0.001, 0.999], num_samples=200)

@@ -27,6 +27,7 @@ from .._validate import (
     check_between,
     check_callable,
     check_choice,
+    check_entries,
     check_int,
     check_key,
     check_nonnegative,
@@ -54,12 +55,11 @@ def sgld(learning_rate, temperature) -> optax.GradientTransformationExtraArgs:
     With the loss J and temperature tau its stationary law (lr -> 0) is exp(-J / tau). learning_rate: a number
     or an optax schedule of the step; temperature: a number or a (traced) array.
     """
-
-    # a number (or a text, refused) is checked here; a schedule, a traced value or an array is the caller's
-    if not (callable(learning_rate) or is_traced(learning_rate) or np.ndim(learning_rate)):
-        check_positive("learning_rate", learning_rate)
-    if not (is_traced(temperature) or np.ndim(temperature)):
-        check_nonnegative("temperature", temperature)
+    # numbers and concrete arrays are checked here (a text is refused); a schedule or a traced value is the caller's
+    if not (callable(learning_rate) or is_traced(learning_rate)):
+        check_entries("learning_rate", learning_rate, check_positive)
+    if not is_traced(temperature):
+        check_entries("temperature", temperature, check_nonnegative)
 
     def init(params):
         return SGLDState(jnp.zeros([], jnp.int32))

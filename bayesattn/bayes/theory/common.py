@@ -165,6 +165,9 @@ def action(m, q, entropy, *, beta, eps, d: int, T_q: int, noise_fit_coef=0.0):
         if not is_traced(value) and np.ndim(value) == 0:  # the scales as numbers; arrays of them are the caller's
             check_positive(name, value)
     m, q = jnp.asarray(check_real_dtype("m", m)), jnp.asarray(check_real_dtype("q", q))
+    entropy = check_real_dtype("entropy", entropy)
+    if not is_traced(q) and np.any(np.asarray(q) < 0):  # a self-overlap: log1p(q / eps) is NaN below -eps
+        raise ValueError(f"q={brief(np.asarray(q))}: expected q >= 0 (a mean of squares)")
     be = beta - noise_fit_coef
     return be * (1.0 - m**2 / (q + eps)) + d**2 / (2.0 * T_q) * jnp.log1p(q / eps) + entropy
 

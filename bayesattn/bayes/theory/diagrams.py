@@ -213,6 +213,8 @@ def critical_exponent(task, prior, *, rel_range=(1e-3, 3e-2), num: int = 8) -> d
     covered(task, "linear")
     prior = check_prior(prior)
     num = check_int("num", num, minimum=2)
+    if isinstance(rel_range, str) or np.ndim(rel_range) != 1 or len(rel_range) != 2:
+        raise ValueError(f"rel_range={rel_range!r}: expected (low, high) with 0 < low < high")
     low, high = (check_positive("rel_range item", r) for r in rel_range)
     if not low < high:
         raise ValueError(f"rel_range={tuple(rel_range)}: expected (low, high) with 0 < low < high")

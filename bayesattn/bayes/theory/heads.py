@@ -107,7 +107,11 @@ def heads_energy(m, Q, *, task, prior: Prior, P: float):
     -T Phi_E is the log likelihood of L (V integrated out) to leading order in P, up to -(n d/2) log(2 pi sigma2)."""
     p = energy_params(task, check_prior(prior), check_positive("P", P))
     m, Q = (jnp.asarray(check_real_array(k, v, (None,) * np.ndim(v)), jnp.float64) for k, v in (("m", m), ("Q", Q)))
+    if m.ndim < 2:
+        raise ValueError(f"m of shape {m.shape}: expected (..., H, K), H heads by K = task.K = {task.K} lags")
     H, K = m.shape[-2:]
+    if K != task.K:
+        raise ValueError(f"m of shape {m.shape}: its last axis holds K = {K} lags; expected task.K = {task.K}")
     if Q.shape[-2:] != (H, H):
         raise ValueError(f"Q of shape {Q.shape}: expected (..., {H}, {H}) for m of shape {m.shape} ({H} heads)")
     x = jnp.asarray(pack(m, Q))
@@ -367,6 +371,9 @@ def heads_curve(
         )
     if task is None:
         w = tuple(0.6**k for k in range(H)) if weights is None else tuple(weights)
+        if len(w) > T - 1:  # the default task copies lags 1..K
+            what = f"heads={H}" if weights is None else f"weights={weights!r} ({len(w)} lags)"
+            raise ValueError(f"{what} with T={T}: the default task copies lags 1..K, so expected K <= T - 1 = {T - 1}")
         task = MultiLagCopyTask(
             T=T, d=d, spans=tuple((k + 1,) for k in range(len(w))), weights=w, rotations="orthogonal"
         )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_int, check_positive
+from ..._validate import brief, check_int, check_positive
 from ...models.attention import attention_kind
 from .common import Attention, action, check_grid, check_prior, covered, energy_grads, scales
 from .linear import linear_cosine_log_density, linear_dims
@@ -87,7 +88,9 @@ def landscape(
     transition), x = u for linear (a single well at u = 0 that moves away continuously; the density is
     taken with respect to du / sqrt(u), i.e. of the cosine sqrt(u), so the well at u = 0 is finite).
 
-    Returns {"x", "x_name", "S", "P", "attention"}. grid: increasing values in (0, 1).
+    Returns {"x", "x_name", "S", "P", "attention"}. grid: increasing values in (0, 1). Softmax: S is NaN at an x
+    that the row table of ``num_samples`` rows does not reach (m close to 0 or 1, where the profile's solve does
+    not converge), with a warning saying how many and where; a ValueError where that is every x.
     """
     attention = covered(task, attention)
     prior = check_prior(prior)
@@ -100,5 +103,19 @@ def landscape(
     beta, eps, Tq = scales(task, prior, np.array([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
     S = LANDSCAPES[attention](task, prior, x, beta[0], eps[0], Tq, num_samples, seed)
+    if not np.all(np.isfinite(S)):
+        bad = x[~np.isfinite(S)]
+        if bad.size == x.size:
+            raise ValueError(
+                f"grid={brief(grid)}: the row table of num_samples={num_samples} reaches none of these values; "
+                "expected values nearer the middle of (0, 1), or a larger num_samples"
+            )
+        warnings.warn(
+            f"landscape: S is NaN at {bad.size} of {x.size} grid values of {attention_kind(attention).order_parameter} "
+            f"(from {bad.min():.3g} to {bad.max():.3g}), which the row table of num_samples={num_samples} does not "
+            "reach; narrow the grid or raise num_samples",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     S = S - np.nanmin(S)
     return {"x": x, "x_name": attention_kind(attention).order_parameter, "S": S, "P": float(P), "attention": attention}

@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from ..._validate import check_choice, check_positive, check_real_array
+from ..._validate import brief, check_choice, check_positive, check_real_array
 from .common import Attention, check_grid, check_prior, covered, scales
 from .curves import PhaseCurve, track_branches
 from .linear import linear_dims
@@ -94,6 +94,8 @@ def mode_action(
     beta, eps, Tq = scales(task, prior, np.asarray([P]))
     beta = beta - float(noise_fit) * task.d_out**2 / (2.0 * prior.sigma2 * Tq)
     x = np.asarray(check_real_array("x", x, (None,) * np.ndim(x)), np.float64)
+    if attention == "linear" and np.any(x <= -eps[0]):  # analytic down to -eps (a difference quotient at q = 0)
+        raise ValueError(f"x={brief(x)}: expected radii q >= 0 for linear attention (the action ends at -eps)")
     return MODE_ACTIONS[attention](x, beta[0], eps[0], task.T, Tq, task.d_out, prior.sigma_A2, w)
 
 
