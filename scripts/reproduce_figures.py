@@ -38,6 +38,7 @@ DOC_FIGURES = (
     ("coexistence", "fig5_posterior_histograms"),
     ("training_dynamics", "fig6_training_curves"),
     ("finite_size", "fig7_finite_size_scaling"),
+    ("default", "fig8_test_error_vs_P"),
 )
 
 

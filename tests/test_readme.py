@@ -50,3 +50,19 @@ def test_references_stay_inside_the_repository():
     assert "docs/model.md" in cited
     for path in cited:
         assert (root / path).is_file(), f"{path} is cited but not in the repository"
+
+
+def test_the_printout_shown_is_the_default_summarys():
+    """The main job's printout in the README and on the getting-started page is, line for line, what the summary
+    of the committed default run prints (``describe``), so the two cannot drift from the reference file."""
+    import json
+
+    from bayesattn.experiments.copy_head.summary import describe
+
+    root = README.parent
+    summary = json.loads((root / "reference" / "phase_diagram_default_summary.json").read_text())
+    want = describe(summary)
+    for page in (README, root / "docs" / "index.md"):
+        blocks = re.findall(r"^```\w*\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+        (block,) = [b for b in blocks if "softmax: theory:" in b]
+        assert block.splitlines() == want, page.name
