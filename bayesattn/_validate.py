@@ -34,6 +34,44 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
     return value
 
 
+def check_int_items(name: str, values: Any, *, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+    """``values`` (one integer, a list, tuple or range of them, or an array) as a list of ints, each checked by
+    :func:`check_int` as ``name item``. A list's items are checked as given, before any conversion could change
+    them (NumPy would read [1, 2.5] as 1.0, 2.5 and [True, 2] as 1, 2)."""
+    if isinstance(values, (list, tuple, range)):
+        items = list(values)
+    else:
+        items = np.atleast_1d(np.asarray(values)).tolist()
+    return [check_int(f"{name} item", v, minimum=minimum, maximum=maximum) for v in items]
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """``seeds`` (one or a list) as a list of integers in 0..2**32 - 1: each is folded into a key as a 32-bit word
+    (``jax.random.fold_in``), where a larger one overflowed after the check."""
+    return check_int_items("seeds", seeds, minimum=0, maximum=2**32 - 1)
+
+
+def keyword_only(function) -> tuple[str, ...]:
+    """The names of ``function``'s keyword-only parameters (those after ``*``)."""
+    import inspect
+
+    return tuple(n for n, p in inspect.signature(function).parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def check_keywords(function: str, given: dict, accepted: Iterable[str]) -> dict:
+    """``given`` (a function's ``**kwargs``, passed on to another function) as it is when every name is in
+    ``accepted``; TypeError naming ``function`` (the one the user called, not the one they are passed on to), the
+    unknown names and the accepted ones otherwise."""
+    accepted = tuple(accepted)
+    unknown = [k for k in given if k not in accepted]
+    if unknown:
+        raise TypeError(
+            f"{function}() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}: expected any of "
+            f"{', '.join(accepted)}"
+        )
+    return given
+
+
 def check_key(name: str, key: Any) -> Any:
     """One JAX PRNG key: a typed key (``jax.random.key(seed)``) or a legacy uint32 key of shape (2,)
     (``jax.random.PRNGKey(seed)``), traced or not. Returned as it is; ValueError naming ``name`` otherwise (an int

@@ -245,6 +245,10 @@ def test_to_dict_roundtrip():
         (dict(P_values=[10, 5]), "increasing"),
         (dict(P_values=[0, 5]), "positive"),
         (dict(P_values=[1, float("nan")]), "positive"),
+        # a bool was read as P = 1 and a text parsed as a number
+        (dict(P_values=[True]), r"P_values item=True: expected a positive number \(not a bool or a text\)"),
+        (dict(P_values=[True, 2]), r"P_values item=True"),
+        (dict(P_values=["100", "200"]), r"P_values item='100'"),
         (dict(attention="relu"), "attention"),
         (dict(task=ba.CopyTask(T=8, d=8, tokens="onehot", boundary="causal")), "covers"),
         (dict(prior=(1, 2, 3)), "Prior"),

@@ -301,6 +301,16 @@ def test_bad_dataset_prior_attention():
     net = {"name": "single_layer", "T": task.T, "d_in": task.d}
     with pytest.raises(ValueError, match=r"seeds item=4294967296"):
         ba.fit_sweep(net, task, [10], [2**32], jax.random.key(0), steps=3)
+    # each item is named as given: the list was cast to floats first (naming 1.0 for 2.5) and a bool ran as P = 1
+    for sweep in (ba.train_sweep, lambda task, prior, attention, *a, **kw: ba.fit_sweep(net, task, *a, **kw)):
+        for P_values, seeds, named in [
+            ([1, 2.5], [0], "P_values item=2.5: expected an integer"),
+            ([True, 2], [0], "P_values item=True: expected an integer"),
+            ([2], [0, 1.5], "seeds item=1.5: expected an integer"),
+            ([2], [False], "seeds item=False: expected an integer"),
+        ]:
+            with pytest.raises(ValueError, match=re.escape(named)):
+                sweep(task, prior, "softmax", P_values, seeds, jax.random.key(0), steps=3)
 
 
 def test_divergent_run_is_reported_and_others_continue():

@@ -479,12 +479,6 @@ class StepProgress:
             self.bar.close()
 
 
-def check_seeds(seeds) -> list[int]:
-    """``seeds`` (a number or a list) as a list of integers in 0..2**32 - 1: each is folded into a key as a 32-bit
-    word (``jax.random.fold_in``), where a larger one overflowed after the check."""
-    return [check_int("seeds item", s, minimum=0, maximum=2**32 - 1) for s in np.atleast_1d(np.asarray(seeds)).tolist()]
-
-
 def failure_message(seed, P, step, what: str, bound: float = DIVERGENCE_BOUND) -> str:
     """The message of a divergent run, naming its seed, P, step and the run's divergence bound."""
     return (

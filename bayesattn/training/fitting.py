@@ -38,13 +38,15 @@ from .._validate import (
     check_choice,
     check_distinct,
     check_int,
+    check_int_items,
     check_key,
     check_positive,
+    check_seeds,
 )
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task, check_dataset
-from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, check_seeds, failure_message, history_numpy, run_loop
+from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, failure_message, history_numpy, run_loop
 from .losses import LOSSES, LossKind, check_xent_targets, sequence_loss
 from .results import FitResult, FitSweepResult, can_sample
 
@@ -327,13 +329,8 @@ def fit(
     state, recs, ck = _fit_one(spec, d, network, run_key)
     params, static = eqx.partition(network, eqx.is_inexact_array)
     final = eqx.combine(state.params, static)
-    ckpts = (
-        []
-        if ck is None
-        else [
-            (s, eqx.combine(jax.tree.map(lambda b: b[i], ck), static)) for i, s in enumerate(spec.plan.checkpoint_steps)
-        ]
-    )
+    ck_steps = () if ck is None else spec.plan.checkpoint_steps
+    ckpts = [(s, eqx.combine(jax.tree.map(lambda b: b[i], ck), static)) for i, s in enumerate(ck_steps)]
     failed_at = int(state.failed_at)
     P = "online" if online else data.P
     failure = None
@@ -401,7 +398,7 @@ def fit_sweep(
             raise ValueError(f"P_values={P_values!r}: online training draws fresh data; expected None")
         P_list = [0]
     else:
-        P_list = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
+        P_list = check_int_items("P_values", P_values, minimum=1)
     if not P_list or not seeds:
         raise ValueError("P_values and seeds must be non-empty")
     check_distinct("P_values", P_list)  # a repeated P or seed would train the same run twice

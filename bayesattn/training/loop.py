@@ -51,13 +51,13 @@ import numpy as np
 import optax
 
 from .._batching import default_batch, map_batched
-from .._validate import brief, check_distinct, check_int, check_key
+from .._validate import brief, check_distinct, check_int, check_int_items, check_key, check_seeds
 from ..bayes.posterior import Posterior, Prior
 from ..diagnostics.observables import declared, evaluate
 from ..models.attention import AttentionName, hot_logits
 from ..models.networks import SingleLayer, SingleLayerConfig
 from ..tasks import Dataset, Task, check_dataset
-from .core import check_seeds, history_numpy, run_loop, sgld
+from .core import history_numpy, run_loop, sgld
 from .objective import joint_loss, marginal_loss, minibatch_loss, sq_error
 from .results import SweepResult, TrainResult, can_sample
 from .run_config import (
@@ -369,7 +369,7 @@ def train_sweep(
             f"task={brief(task)}: expected a task that draws sequences (a plain Task only describes user data)"
         )
     attention = check_prior_attention(prior, attention, heads)
-    P_values = [check_int("P_values item", P, minimum=1) for P in np.atleast_1d(np.asarray(P_values)).tolist()]
+    P_values = check_int_items("P_values", P_values, minimum=1)
     seeds = check_seeds(seeds)
     if not P_values or not seeds:
         raise ValueError("P_values and seeds must be non-empty")

@@ -101,7 +101,11 @@ def first_crossing(P, y, level: float) -> float | None:
 
 
 def check_grid(name: str, values, *, integer: bool = False) -> np.ndarray:
-    """A non-empty, strictly increasing, positive, finite 1-D grid."""
+    """A non-empty, strictly increasing, positive, finite 1-D grid of numbers (a bool or a text is refused, not read
+    as 1 or parsed)."""
+    bad = [v for v in np.ravel(np.asarray(values, dtype=object)) if isinstance(v, (bool, np.bool_, str, bytes))]
+    if bad:
+        raise ValueError(f"{name} item={bad[0]!r}: expected a positive number (not a bool or a text)")
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
