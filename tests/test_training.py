@@ -272,12 +272,22 @@ def test_initial_loss_and_trained_loss():
         (dict(record_every=0), "record_every"),
         (dict(test_size=0), "test_size"),
         (dict(optimizer="langevin", lr=optax.constant_schedule(1e-3)), "schedule"),
+        # a callable that is not a schedule failed deep inside jit; a schedule is called at step 0 first
+        (dict(lr=print), r"lr=<built-in function print>: expected .* or an optax schedule.*lr\(0\) returned None"),
+        (dict(lr=lambda step: float("nan")), r"lr=.*lr\(0\) returned nan, expected a finite number"),
+        (dict(lr=lambda step: 1 / 0), r"lr=.*lr\(0\) raised ZeroDivisionError"),
     ],
 )
 def test_bad_arguments(kw, match):
     task, prior, data = small_problem()
     with pytest.raises(ValueError, match=match):
         ba.train(data, prior, "softmax", jax.random.key(0), **kw)
+
+
+def test_a_schedule_is_taken_as_lr():
+    task, prior, data = small_problem()
+    res = ba.train(data, prior, "softmax", jax.random.key(0), lr=optax.cosine_decay_schedule(1e-2, 3), steps=3)
+    assert res.failure is None and res.history["step"].tolist() == [0, 3]
 
 
 def test_bad_dataset_prior_attention():

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jax.numpy as jnp
+import numpy as np
 
-from .._validate import brief, check_choice, check_int, check_positive, check_real_array
+from .._validate import brief, check_choice, check_finite, check_int, check_positive, check_real_array
 from ..bayes.posterior import Prior
 from ..models.attention import AttentionModel
 from .core import Plan, failure_message
@@ -84,7 +85,7 @@ def make_train_config(
     if callable(lr):
         if optimizer != "adam":
             raise ValueError(f"lr={lr!r}: a schedule is only supported for optimizer='adam'; give a positive number")
-        lr_val = lr
+        lr_val = check_schedule("lr", lr)
     else:
         lr_val = check_positive("lr", _default_lr(optimizer) if lr is None else lr)
     steps = check_int("steps", steps, minimum=1)
@@ -105,6 +106,23 @@ def make_train_config(
     return TrainConfig(
         optimizer, lr_val, steps, record_every, batch_size, init_kind, scale, log_records, objective, float(temperature)
     )
+
+
+def check_schedule(name: str, schedule):
+    """``schedule`` as it is when it maps step 0 (an int32 count, as the optimizer's) to a finite number;
+    ValueError naming ``name`` otherwise (a function that is not a schedule failed deep inside jit)."""
+    expected = (
+        f"{name}={brief(schedule)}: expected a positive finite number or an optax schedule (a function of the step)"
+    )
+    try:
+        value = schedule(jnp.zeros([], jnp.int32))
+    except Exception as e:
+        raise ValueError(f"{expected}; {name}(0) raised {type(e).__name__}: {e}") from None
+    try:
+        check_finite(f"{name}(0)", value if np.ndim(value) == 0 else None)
+    except ValueError:
+        raise ValueError(f"{expected}; {name}(0) returned {brief(value)}, expected a finite number") from None
+    return schedule
 
 
 def check_prior_attention(prior, attention, heads=None) -> AttentionModel:
