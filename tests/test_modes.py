@@ -77,6 +77,13 @@ def test_mode_weights_bad_input(post):
         ba.mode_weights("x", jax.random.key(0), {"low": low, "high": high})
     with pytest.raises(ValueError, match=r"branches\['high'\] is a list of two: ambiguous"):
         ba.mode_weights(post, jax.random.key(0), {"low": low, "high": list(high)})
+    # an unknown option was named as branch_evidences' (the inner function), and only after the references were fitted
+    with pytest.raises(
+        TypeError, match=r"mode_weights\(\) got unexpected keyword argument\(s\) 'foo': expected any of runs"
+    ):
+        ba.mode_weights(post, jax.random.key(0), {"low": low, "high": high}, foo=1)
+    with pytest.raises(TypeError, match=r"mode_weights\(\) .*'observable_fn'.*max_steps$"):
+        ba.mode_weights(post, jax.random.key(0), {"low": low, "high": high}, observable_fn=len)
 
 
 def test_branch_evidences_bad_references():

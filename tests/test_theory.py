@@ -261,6 +261,14 @@ def test_bad_input(bad, match):
         th.phase_curve(args["task"], args["prior"], args["attention"], args["P_values"])
 
 
+def test_finite_size_scaling_names_an_unknown_option():
+    """An unknown option named phase_curve, the inner function it is passed on to."""
+    with pytest.raises(
+        TypeError, match=r"finite_size_scaling\(\) got unexpected keyword argument\(s\) 'foo': .*nh, ng"
+    ):
+        th.finite_size_scaling(ba.CopyTask(T=8, d=8), ba.Prior(), "linear", [100, 200], [8, 12], foo=1)
+
+
 def test_bad_vary():
     with pytest.raises(ValueError, match="vary"):
         th.phase_diagram(ba.CopyTask(T=8, d=8), ba.Prior(), "linear", [100, 200], {"sigma_V2": [1, 2]})

@@ -728,6 +728,15 @@ def test_loop_and_analysis_refuse_arguments_of_another_kind_in_one_line():
         final_vs_P(sweep, other)
 
 
+def test_training_curves_names_an_unknown_option():
+    """An unknown option named train_sweep, the inner function it is passed on to."""
+    task, prior = ba.CopyTask(T=4, d=2), ba.Prior(1.0, 100.0, 20.0)
+    with pytest.raises(TypeError, match=r"training_curves\(\) got unexpected keyword argument\(s\) 'foo': .*steps"):
+        ba.training_curves(task, prior, "softmax", [4], jax.random.key(0), foo=1)
+    with pytest.raises(TypeError, match=r"training_curves\(\) .*'P_values'"):
+        ba.training_curves(task, prior, "softmax", [4], jax.random.key(0), P_values=[4])
+
+
 def test_objectives_need_data_and_sweeps_distinct_runs():
     """The objectives are per data row, so a posterior of no data is refused (it gave NaN); a sweep with a repeated
     P or seed is refused before it trains."""

@@ -28,7 +28,16 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from .._json import to_plain
-from .._validate import brief, check_between, check_callable, check_int, check_key, check_real_dtype
+from .._validate import (
+    brief,
+    check_between,
+    check_callable,
+    check_int,
+    check_key,
+    check_keywords,
+    check_real_dtype,
+    keyword_only,
+)
 from ..diagnostics.observables import declared
 from .posterior import Posterior, check_posterior
 from .samplers.smc import tempered_smc
@@ -255,6 +264,8 @@ def mode_weights(
     >>> # s_low = ba.sample(post, k1, init="cold"); s_high = ba.sample(post, k2, init="hot")
     >>> # mw = ba.mode_weights(post, k3, {"uniform": s_low, "copy": s_high}); mw.weights["copy"]
     """
+    # the options are branch_evidences', but an unknown one is named here (observable_fn is mode_weights' own)
+    check_keywords("mode_weights", smc_options, [k for k in keyword_only(branch_evidences) if k != "observable_fn"])
     check_key("key", key)
     check_posterior(posterior)
     check_between("target_ess", target_ess, 0, 1)

@@ -7,7 +7,7 @@ import warnings
 import jax
 import numpy as np
 
-from .._validate import brief, check_nonnegative
+from .._validate import brief, check_keywords, check_nonnegative, keyword_only
 from ..bayes.posterior import Prior
 from ..models.attention import AttentionName, attention_kind
 from ..tasks import Task
@@ -119,7 +119,9 @@ def training_curves(
     task: Task, prior: Prior, attention: AttentionName, P_values, key: jax.Array, *, seeds=(0,), **train_kwargs
 ) -> dict:
     """Training curves at a few P (e.g. below, near and above the transition): for each P and seed the
-    history of step, loss, test_loss, objective, m, q, u and the emergence of m."""
+    history of step, loss, test_loss, objective, m, q, u and the emergence of m; ``train_kwargs``: the options of
+    :func:`~bayesattn.train_sweep`."""
+    check_keywords("training_curves", train_kwargs, ("seeds", *keyword_only(train_sweep)))
     sw = train_sweep(task, prior, attention, P_values, seeds, key, **train_kwargs)
     em = sw.emergence()
     curves = {k: v for k, v in sw.history.items() if k != "L"}

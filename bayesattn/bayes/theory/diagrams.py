@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import check_int, check_positive
+from ..._validate import check_int, check_keywords, check_positive, keyword_only
 from ...models.attention import ORDER_PARAMETER
 from .common import Attention, check_grid, check_prior, covered, scales
 from .curves import PHASE_CURVES, PhaseCurve, check_noise_fit, linear_critical_P, phase_curve
@@ -261,7 +261,10 @@ def finite_size_scaling(task, prior, attention: Attention, P_values, T_values, *
     - "onset_slope": linear, du*/dP * P_c just above P_c from ``critical_exponent`` (amplitude * P_c);
     - "exponent": linear, the fitted onset exponent;
     - "curves": {T: PhaseCurve} the phase curves these were read from.
+
+    ``numerics``: the options of :func:`phase_curve` (noise_fit, num_samples, seed, nh, ng).
     """
+    check_keywords("finite_size_scaling", numerics, keyword_only(phase_curve))
     attention = covered(task, attention)
     P = check_grid("P_values", P_values)
     Ts = check_grid("T_values", T_values, integer=True).astype(int)
