@@ -235,7 +235,7 @@ def test_bad_fit_arguments():
     for kw, match in [
         (dict(loss="hinge"), "loss"),
         (dict(batch_size=0), "batch_size"),
-        (dict(optimizer="rmsprop"), "optimizer"),
+        (dict(optimizer="rmsprop"), "optimizer='rmsprop': expected one of 'adam', 'adamw', 'sgd'"),
         (dict(optimizer="langevin"), "langevin"),
         (dict(steps=0), "steps"),
     ]:
@@ -244,6 +244,9 @@ def test_bad_fit_arguments():
     for kw, match in [(dict(clip=-1.0), "clip"), (dict(decay="step"), "decay"), (dict(warmup=-1), "warmup")]:
         with pytest.raises(ValueError, match=match):
             OptimizerConfig("adam", 1e-3, **kw)
+    # the config's field is name (it was called optimizer= in the message)
+    with pytest.raises(ValueError, match="name='foo': expected one of 'adam', 'adamw', 'sgd', 'langevin'"):
+        OptimizerConfig(name="foo")
     with pytest.raises(ValueError, match="batch_size=None"):
         fit(CFG, TASK, jax.random.key(0))
     with pytest.raises(ValueError, match="data="):

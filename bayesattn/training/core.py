@@ -107,7 +107,7 @@ class OptimizerConfig:
     momentum: float | None = None  # sgd only: heavy-ball momentum (torch's SGD momentum); None: plain SGD
 
     def __post_init__(self):
-        check_choice("optimizer", self.name, (*OPTAX_OPTIMIZERS, "langevin"))
+        check_choice("name", self.name, (*OPTAX_OPTIMIZERS, "langevin"))
         object.__setattr__(self, "lr", check_positive("lr", self.lr))
         object.__setattr__(self, "warmup", check_int("warmup", self.warmup, minimum=0))
         check_choice("decay", self.decay, DECAYS)

@@ -46,7 +46,7 @@ from .._validate import (
 from ..diagnostics.observables import declared
 from ..models.networks import NetworkConfig, network_config
 from ..tasks import Dataset, Task, check_dataset
-from .core import DIVERGENCE_BOUND, OptimizerConfig, Plan, failure_message, history_numpy, run_loop
+from .core import DIVERGENCE_BOUND, OPTAX_OPTIMIZERS, OptimizerConfig, Plan, failure_message, history_numpy, run_loop
 from .losses import LOSSES, LossKind, check_xent_targets, sequence_loss
 from .results import FitResult, FitSweepResult, can_sample
 
@@ -163,6 +163,7 @@ def _optimizer(optimizer, lr) -> OptimizerConfig:
             "optimizer='langevin': fit has no temperature; use ba.train for SGLD on the single "
             "layer's posterior, or an optax transformation"
         )
+    check_choice("optimizer", optimizer, OPTAX_OPTIMIZERS)  # named as fit's argument, not as the config's field
     return OptimizerConfig(optimizer, 1e-3 if lr is None else lr)
 
 
