@@ -238,6 +238,7 @@ def test_bad_fit_arguments():
         (dict(optimizer="rmsprop"), "optimizer='rmsprop': expected one of 'adam', 'adamw', 'sgd'"),
         (dict(optimizer="langevin"), "langevin"),
         (dict(steps=0), "steps"),
+        (dict(seed="x"), "seed='x': expected an integer"),  # written into config["seed"] as it was
     ]:
         with pytest.raises(ValueError, match=match):
             fit(CFG, data, jax.random.key(0), **kw)

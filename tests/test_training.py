@@ -276,6 +276,9 @@ def test_initial_loss_and_trained_loss():
         (dict(lr=print), r"lr=<built-in function print>: expected .* or an optax schedule.*lr\(0\) returned None"),
         (dict(lr=lambda step: float("nan")), r"lr=.*lr\(0\) returned nan, expected a finite number"),
         (dict(lr=lambda step: 1 / 0), r"lr=.*lr\(0\) raised ZeroDivisionError"),
+        # the seed labels the run in its config and messages: a text was written there as it was
+        (dict(seed="abc"), "seed='abc': expected an integer"),
+        (dict(seed=1.5), "seed=1.5: expected an integer"),
     ],
 )
 def test_bad_arguments(kw, match):

@@ -299,6 +299,7 @@ def fit(
     if online and not can_sample(task):
         raise ValueError(f"data={task!r}: online training needs a task that can sample")
     check_key("key", key)
+    seed = None if seed is None else check_int("seed", seed)  # a label, written into the config as it is
     init_key, data_key, run_key = jax.random.split(key, 3)
     if not isinstance(network, eqx.Module):
         network = network_config(network).build(init_key)

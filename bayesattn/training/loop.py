@@ -262,6 +262,7 @@ def train(
     dataset = check_dataset("dataset", dataset)
     attention = check_prior_attention(prior, attention, heads)
     check_key("key", key)
+    seed = None if seed is None else check_int("seed", seed)  # a label, written into the config as it is
     task = dataset.task
     if dataset.P < 1:
         raise ValueError(f"dataset.P={dataset.P}: expected at least one sequence")
