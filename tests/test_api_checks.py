@@ -539,6 +539,7 @@ def test_objectives_gram_and_progress_refuse_input_they_took():
         (lambda: post.gram(L * jnp.nan), "L contains 16 NaN or inf"),
         (lambda: ba.softmax_attention("abc", np.ones((4, 4), bool)), "L has dtype <U3"),
         (lambda: StepProgress(5, 3, enabled=False), "desc=3: expected the bar's label"),
+        (lambda: StepProgress(5, "x", enabled="no"), "enabled='no': expected True or False"),  # "no" drew a bar
     ]:
         with pytest.raises(ValueError, match=re.escape(named)):
             call()

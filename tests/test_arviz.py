@@ -98,6 +98,16 @@ def test_to_arviz_two_heads_and_smc():
     assert "sample_stats" not in idata.groups()  # SMC particles have no per-draw sampler statistics
 
 
+def test_to_arviz_refuses_an_include_L_that_is_not_a_bool():
+    """include_L='no' was read as true: the logits were included."""
+    from bayesattn.bayes.samples import Samples
+
+    s = Samples(np.zeros((1, 2, 3, 3)), {"m": np.zeros((1, 2))}, {}, "nuts", {})
+    with pytest.raises(ValueError, match="include_L='no': expected True or False"):
+        s.to_arviz(include_L="no")
+    assert set(s.to_arviz(include_L=False).posterior.data_vars) == {"m"}
+
+
 def test_to_arviz_without_arviz_says_how_to_install(runs, monkeypatch):
     monkeypatch.setitem(sys.modules, "arviz", None)
     with pytest.raises(ImportError, match=r"bayesattn\[arviz\]"):

@@ -81,6 +81,18 @@ def test_onehot_not_covered_says_so(kw, match):
         th.phase_curve(args["task"], ba.Prior(), args["attention"], [100, 200], noise_fit=args["noise_fit"])
 
 
+def test_covered_refuses_a_flag_that_is_not_a_bool():
+    """A truthy text was read as True (onehot='yes' covered one-hot tokens); covers does not answer False for it."""
+    from bayesattn.bayes.theory.common import covers
+
+    task = ba.CopyTask(T=8, d=8, tokens="onehot")
+    with pytest.raises(ValueError, match="onehot='yes': expected True or False"):
+        th.covered(task, "softmax", onehot="yes")
+    with pytest.raises(ValueError, match="causal=1: expected True or False"):
+        covers(task, "softmax", onehot=True, causal=1)
+    assert th.covered(task, "softmax", onehot=np.True_) == "softmax"
+
+
 def test_onehot_modes_and_landscape_not_covered():
     task = ba.CopyTask(T=8, d=8, tokens="onehot")
     with pytest.raises(ValueError, match="covers"):

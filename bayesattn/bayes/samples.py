@@ -12,7 +12,7 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from .._json import to_plain
-from .._validate import check_int
+from .._validate import check_bool, check_int
 from ..diagnostics.observables import declared, evaluate
 from .posterior import Posterior
 
@@ -68,6 +68,7 @@ class Samples:
 
         ``az.summary(s.to_arviz(), var_names=["m"])``, ``az.plot_trace(...)`` then work as usual.
         """
+        include_L = check_bool("include_L", include_L)
         try:
             import arviz as az
         except ImportError:

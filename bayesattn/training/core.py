@@ -25,6 +25,7 @@ import optax
 from .._validate import (
     brief,
     check_between,
+    check_bool,
     check_callable,
     check_choice,
     check_entries,
@@ -457,7 +458,7 @@ class StepProgress:
         check_int("total", total, minimum=0)
         if not isinstance(desc, str):
             raise ValueError(f"desc={desc!r}: expected the bar's label, a str")
-        if enabled:
+        if check_bool("enabled", enabled):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=int(total), desc=desc, unit="step", leave=False)

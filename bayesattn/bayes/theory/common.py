@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validate import brief, check_positive, check_real_dtype, is_traced
+from ..._validate import brief, check_bool, check_positive, check_real_dtype, is_traced
 from ...models.attention import AttentionModel, AttentionName, attention_kind
 from ...tasks import CopyTask
 from ..posterior import Prior
@@ -47,6 +47,7 @@ def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> s
     AttentionKind or an AttentionModel); return the attention kind's name. ``onehot``: the caller handles one-hot
     tokens (softmax: docs/theory.md section 8); ``causal``: the caller handles softmax with the causal mask
     (section 10)."""
+    onehot, causal = check_bool("onehot", onehot), check_bool("causal", causal)
     if isinstance(attention, AttentionModel):
         if attention.heads != 1 or attention.mask != "task":
             raise ValueError(f"attention={attention!r}: not covered; {COVERED}")
@@ -71,7 +72,8 @@ def covered(task, attention, *, onehot: bool = False, causal: bool = False) -> s
 
 
 def covers(task, attention, *, onehot: bool = False, causal: bool = False) -> bool:
-    """Whether :func:`covered` accepts this task and attention (with the same flags)."""
+    """Whether :func:`covered` accepts this task and attention (with the same flags, checked: not a reason for False)."""
+    onehot, causal = check_bool("onehot", onehot), check_bool("causal", causal)
     try:
         covered(task, attention, onehot=onehot, causal=causal)
     except ValueError:
