@@ -77,6 +77,12 @@ def test_mode_weights_bad_input(post):
         ba.mode_weights("x", jax.random.key(0), {"low": low, "high": high})
     with pytest.raises(ValueError, match=r"branches\['high'\] is a list of two: ambiguous"):
         ba.mode_weights(post, jax.random.key(0), {"low": low, "high": list(high)})
+    # complex draws were cut to their real part and a text array parsed as numbers (Dataset.from_arrays' check)
+    draws = 5.0 * np.asarray(post.task.target_pattern) + 0.01 * np.random.default_rng(0).standard_normal((10, 4, 4))
+    with pytest.raises(ValueError, match=r"branches\['high'\] has dtype complex128: expected real numbers"):
+        ba.mode_weights(post, jax.random.key(0), {"low": low, "high": draws + 1j})
+    with pytest.raises(ValueError, match=r"branches\['high'\] has dtype <U.*: expected real numbers"):
+        ba.mode_weights(post, jax.random.key(0), {"low": low, "high": draws.astype(str)})
     # an unknown option was named as branch_evidences' (the inner function), and only after the references were fitted
     with pytest.raises(
         TypeError, match=r"mode_weights\(\) got unexpected keyword argument\(s\) 'foo': expected any of runs"

@@ -103,6 +103,12 @@ def test_markov_teacher_logits_and_restriction():
         (dict(spans=((1,), ())), "empty"),
         (dict(spans=()), "at least one span"),
         (dict(weights=(1.0,)), "one per span"),
+        # texts and bools were read as numbers: "12" as (1.0, 2.0), True as 1.0
+        (dict(weights="12"), r"weights='12': expected a sequence of numbers, one per span"),
+        (dict(weights=("1", "2")), r"weights\[0\]='1': expected a finite number"),
+        (dict(weights=(True, False)), r"weights\[0\]=True: expected a finite number"),
+        (dict(weights=(1.0, float("inf"))), r"weights\[1\]=inf: expected a finite number"),
+        (dict(weights=3.0), r"weights=3.0: expected a sequence of numbers"),
         (dict(aggregate="max"), "aggregate"),
     ],
 )

@@ -116,11 +116,13 @@ def _reference(name: str, ref: Any, shape: tuple) -> tuple[np.ndarray, np.ndarra
             f"array (n, {', '.join(map(str, shape))})"
         )
     try:
-        draws = np.asarray(ref, np.float64)
+        draws = np.asarray(ref)
     except (TypeError, ValueError):
         raise ValueError(
             f"branches[{name!r}]={type(ref).__name__}: expected Samples, draws (n, {shape}) or a (mean, std) tuple"
         ) from None
+    # Dataset.from_arrays' check: complex draws were cut to their real part and a text array parsed as numbers
+    draws = np.asarray(check_real_dtype(f"branches[{name!r}]", draws), np.float64)
     if draws.ndim != len(shape) + 1 or draws.shape[1:] != shape or draws.shape[0] < 2:
         raise ValueError(
             f"branches[{name!r}] has shape {draws.shape}: expected draws (n >= 2, "

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_finite, check_int
 from .base import BOUNDARIES, TOKENS, Boundary, Task, TokenKind, draw_tokens, register_task
 
 
@@ -123,17 +123,14 @@ class MultiLagCopyTask(Task):
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "spans", check_spans("spans", self.spans, self.T))
-        try:
-            w = tuple(float(x) for x in self.weights)
-        except (TypeError, ValueError):
-            raise ValueError(f"weights={self.weights!r}: expected a sequence of numbers, one per span") from None
+        if isinstance(self.weights, (str, bytes)) or not np.iterable(self.weights):  # "12" was read as (1.0, 2.0)
+            raise ValueError(f"weights={self.weights!r}: expected a sequence of numbers, one per span")
+        w = tuple(check_finite(f"weights[{k}]", x) for k, x in enumerate(self.weights))  # no text, no bool
         if len(w) != len(self.spans):
             raise ValueError(
                 f"weights={self.weights!r}: has {len(w)} entries; expected {len(self.spans)} "
                 f"(one per span of spans={self.spans})"
             )
-        if not all(np.isfinite(w)):
-            raise ValueError(f"weights={self.weights!r}: expected finite numbers")
         object.__setattr__(self, "weights", w)
         check_choice("aggregate", self.aggregate, ("mean", "sum"))
         check_choice("rotations", self.rotations, ("identity", "orthogonal"))
