@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import np_attention
@@ -67,6 +68,22 @@ def test_attention_model_shapes_masks_and_coercion():
     np.testing.assert_allclose(
         two.weights(L, task_mask), np.stack([np_attention(x, "linear", task_mask) for x in L]), rtol=1e-12, atol=1e-15
     )
+
+
+def test_attention_model_refuses_logits_of_another_shape_and_a_length_that_is_not_an_integer():
+    """Two heads took one head's (T, T) logits and returned one head's weights; logit_shape('3') gave ('3', '3')."""
+    mask = np.ones((3, 3), bool)
+    with pytest.raises(ValueError, match=r"L has shape \(3, 3\): expected \(\.\.\., 2, 3, 3\) for heads=2 and T=3"):
+        AttentionModel(heads=2).weights(np.zeros((3, 3)), mask)
+    with pytest.raises(ValueError, match=r"L has shape \(5, 4, 4\): expected \(\.\.\., 3, 3\) for heads=1"):
+        AttentionModel().weights(np.zeros((5, 4, 4)), mask)
+    with pytest.raises(ValueError, match="T='3': expected an integer"):
+        AttentionModel().logit_shape("3")
+    # a batch of logits, and the same under jit (the check is on the static shape)
+    assert AttentionModel(heads=2).weights(np.zeros((5, 2, 3, 3)), mask).shape == (5, 2, 3, 3)
+    assert jax.jit(lambda L: AttentionModel(heads=2).weights(L, mask))(jnp.zeros((2, 3, 3))).shape == (2, 3, 3)
+    with pytest.raises(ValueError, match=r"L has shape \(3, 3\)"):
+        jax.jit(lambda L: AttentionModel(heads=2).weights(L, mask))(jnp.zeros((3, 3)))
 
 
 def test_attention_kinds_match_their_maps_and_definitions(rng):

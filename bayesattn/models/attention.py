@@ -278,11 +278,21 @@ class AttentionModel:
 
     def logit_shape(self, T: int) -> tuple[int, ...]:
         """The shape of L for sequences of length T: (T, T) for one head, (H, T, T) for H heads."""
+        T = check_int("T", T, minimum=1)
         return (T, T) if self.heads == 1 else (self.heads, T, T)
 
     def weights(self, L: jax.Array, task_mask: np.ndarray) -> jax.Array:
-        """alpha = a(L) per head: L: (..., *logit_shape) -> the same shape."""
-        return self.attention_kind.weights(L, self.key_mask(task_mask))
+        """alpha = a(L) per head: L: (..., *logit_shape) -> the same shape. A static check (the same under jit): L's
+        shape must end in :meth:`logit_shape` of the mask's T (one head's (T, T) was taken for two heads)."""
+        mask = np.asarray(task_mask)
+        if mask.ndim == 2:  # another mask is refused by the attention map, naming it
+            want, shape = self.logit_shape(mask.shape[-1]), tuple(np.shape(L))
+            if shape[-len(want) :] != want:
+                raise ValueError(
+                    f"L has shape {shape}: expected (..., {', '.join(map(str, want))}) for heads={self.heads} and "
+                    f"T={mask.shape[-1]}"
+                )
+        return self.attention_kind.weights(L, self.key_mask(mask))
 
     def replace(self, **changes) -> AttentionModel:
         """The same model with some fields changed (checked again)."""
