@@ -206,3 +206,26 @@ def test_switches_take_true_or_false_only():
     ]:
         with pytest.raises(ValueError, match=re.escape(f"{named}: expected True or False")):
             call()
+
+
+def test_int_items_are_checked_as_given_and_keywords_name_the_function_called():
+    """A list's items are checked before any cast (NumPy reads [1, 2.5] as floats and [True, 2] as ints); an
+    unknown keyword passed on to an inner function is named with the function the user called."""
+    from bayesattn._validate import check_int_items, check_keywords, keyword_only
+
+    assert check_int_items("P", [1, np.int64(2)]) == [1, 2] and check_int_items("P", np.arange(1, 3)) == [1, 2]
+    assert check_int_items("P", 3) == [3]
+    for values, named in [([1, 2.5], "P item=2.5"), ([True, 2], "P item=True"), (np.array([1.5]), "P item=1.5")]:
+        with pytest.raises(ValueError, match=re.escape(f"{named}: expected an integer")):
+            check_int_items("P", values)
+    with pytest.raises(ValueError, match=re.escape("P item=0: expected an integer >= 1")):
+        check_int_items("P", [0], minimum=1)
+
+    def inner(x, *, a=1, b=2):
+        return x
+
+    assert keyword_only(inner) == ("a", "b") and check_keywords("outer", {"a": 3}, keyword_only(inner)) == {"a": 3}
+    with pytest.raises(
+        TypeError, match=re.escape("outer() got unexpected keyword argument(s) 'c': expected any of a, b")
+    ):
+        check_keywords("outer", {"a": 3, "c": 4}, keyword_only(inner))
