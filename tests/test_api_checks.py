@@ -392,7 +392,10 @@ def test_theory_formulas_refuse_scales_and_values_that_gave_nan_or_a_crash():
         (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [np.nan]), "x contains 1 NaN or inf"),
         (lambda: th.mode_action(task, ba.Prior(), "softmax", 100, [1j]), "x has dtype complex128"),
         # a negative radius or overlap gave NaN, a string entropy a raw TypeError
-        (lambda: th.mode_action(task, ba.Prior(), "linear", 100, [-1.0]), "x=array([-1.]): expected radii q >= 0 for linear"),
+        (
+            lambda: th.mode_action(task, ba.Prior(), "linear", 100, [-1.0]),
+            "x=array([-1.]): expected radii q >= 0 for linear",
+        ),
         (lambda: th.action(0.5, -1.0, 0.0, **kw), "q=array(-1.): expected q >= 0"),
         (lambda: th.action(0.5, 0.5, "x", **kw), "entropy has dtype <U1"),
         (

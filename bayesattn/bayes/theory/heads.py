@@ -23,7 +23,6 @@ m = 0 wells are integrated with the saddle-point density (soft at the continuous
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -37,6 +36,7 @@ from ..._validate import brief, check_int, check_nonnegative, check_positive, ch
 from ...models.attention import attention_kind
 from ..posterior import Prior
 from .common import check_grid, check_prior, first_crossing
+from .heads_labels import images, invariants, label_free, orbit_tangents, rotate, unique_rows
 from .heads_rowlaw import ROW_LAWS, RowLaw, default_proposal, linear_legendre, n_stats, pack, unpack
 
 COVERED_HEADS = (
@@ -119,78 +119,6 @@ def heads_energy(m, Q, *, task, prior: Prior, P: float):
     return jnp.vectorize(f, signature="(n)->()")(x)
 
 
-# ---------------------------------------------------------------------------------------- label-free view
-def label_free(m, Q, signs: bool = True) -> dict:
-    """Label-free summaries of m (..., H, K), Q (..., H, H) (numpy): each head's sign fixed so that its largest
-    |m_hk| is positive (linear heads; V absorbs the sign, a no-op for softmax), then the heads relabelled greedily
-    (head 0 the one with the largest mass on lag 1, head 1 the largest on lag 2 among the rest, ...).
-    Returns "mass_max" (..., K) (the best head's mass per lag), "m_canon" (..., H, K), "Q_canon" (..., H, H), and
-    "m_sv" (..., min(H, K)): the singular values of m, invariant under any rotation of the heads (linear heads have
-    that symmetry, so for them the per-head view depends on the point of the orbit; module docstring), and
-    "capture" (..., K): m_k^T Q^-1 m_k, the fraction of lag k's pattern in the span of the heads' maps (for the
-    single-lag cyclic patterns here, :func:`bayesattn.diagnostics.observables.pattern_capture`), unchanged by any
-    invertible mixing of the heads."""
-    m, Q = np.asarray(m, np.float64), np.asarray(Q, np.float64)
-    H, K = m.shape[-2:]
-    lead = m.shape[:-2]
-    m, Q = m.reshape(-1, H, K), Q.reshape(-1, H, H)
-    n = m.shape[0]
-    if signs:
-        j = np.argmax(np.abs(m), axis=-1)
-        s = np.sign(np.take_along_axis(m, j[..., None], axis=-1)[..., 0])
-        s[s == 0] = 1.0
-        m, Q = m * s[:, :, None], Q * s[:, :, None] * s[:, None, :]
-    perm = np.zeros((n, H), int)
-    free = np.ones((n, H), bool)
-    for k in range(H):
-        j = np.argmax(np.where(free, m[:, :, min(k, K - 1)], -np.inf), axis=1)
-        perm[:, k] = j
-        free[np.arange(n), j] = False
-    i = np.arange(n)[:, None]
-    mc, Qc = m[i, perm], Q[i[:, :, None], perm[:, :, None], perm[:, None, :]]
-    sv = np.linalg.svd(m, compute_uv=False)
-    # |p_k|^2 = T, p_k . alpha_h = T m_hk, Gram = T Q: the projection's share p^T Pi p / |p|^2 is m_k^T Q^-1 m_k
-    capture = np.einsum("nhk,nhk->nk", m, np.linalg.solve(Q, m))
-    return {
-        "capture": capture.reshape(*lead, K),
-        "mass_max": m.max(axis=1).reshape(*lead, K),
-        "m_canon": mc.reshape(*lead, H, K),
-        "Q_canon": Qc.reshape(*lead, H, H),
-        "m_sv": sv.reshape(*lead, -1),
-    }
-
-
-def _rotate(x, O, H, K):
-    """x -> (O m, O Q O^T) for head rotations O (..., H, H) (linear heads: an exact symmetry of the posterior)."""
-    m, Q = unpack(np.asarray(x), H, K, xp=np)
-    return pack(O @ m, O @ Q @ np.swapaxes(O, -1, -2))
-
-
-def _orbit_tangents(x, H, K):
-    """Orthonormal basis (r, D) of the tangent space of the O(H) orbit of x (the linear heads' zero modes)."""
-    vs = []
-    for i, j in itertools.combinations(range(H), 2):
-        A = np.zeros((H, H))
-        A[i, j], A[j, i] = 1.0, -1.0
-        m, Q = unpack(np.asarray(x), H, K, xp=np)
-        vs.append(pack(A @ m, A @ Q + Q @ A.T))
-    if not vs:
-        return np.zeros((0, len(x)))
-    u, sv, _ = np.linalg.svd(np.asarray(vs).T, full_matrices=False)
-    return u[:, sv > 1e-8 * max(1.0, sv.max())].T
-
-
-def _images(x, H, K, signs):
-    """The images of x under relabelling the heads (and flipping a head's sign, linear)."""
-    m, Q = unpack(np.asarray(x), H, K, xp=np)
-    out = []
-    for p in itertools.permutations(range(H)):
-        for s in itertools.product(*([(1.0, -1.0)] * H if signs else [(1.0,)] * H)):
-            s = np.asarray(s)
-            out.append(pack(m[list(p)] * s[:, None], Q[np.ix_(p, p)] * s[:, None] * s[None, :]))
-    return np.asarray(out)
-
-
 # ---------------------------------------------------------------------------------------------- the solver
 def _residual(law, lam, b, e):
     L, x, C, _ = law.moments(lam)
@@ -247,7 +175,7 @@ def _fixed_point(law: RowLaw, lam0, b, e, rounds=6, tol=1e-3):
     D = len(x)
     B = np.eye(D)
     if law.kind.sign_symmetric:
-        Tg = _orbit_tangents(x, law.H, law.K)
+        Tg = orbit_tangents(x, law.H, law.K)
         if len(Tg):
             u, sv, _ = np.linalg.svd(np.eye(D) - Tg.T @ Tg)
             B = u[:, sv > 0.5].T
@@ -409,7 +337,7 @@ def heads_curve(
             return
         lf = label_free(*unpack(fp["x"], H, K, xp=np), signs=signs)
         fp["x_canon"] = pack(lf["m_canon"], lf["Q_canon"])
-        fp["invariants"] = _invariants(fp["x"], H, K)
+        fp["invariants"] = invariants(fp["x"], H, K)
         dup = [g for g in found if np.max(np.abs(g[key] - fp[key])) < tol]
         if dup:
             dup[0]["starts"].append(name)
@@ -417,7 +345,7 @@ def heads_curve(
         fp["starts"] = [name]
         # softmax: the number of distinct relabellings; linear: one orbit (its volume is not included, which
         # matters only between coexisting stable orbits of different shape)
-        fp["multiplicity"] = 1 if signs else int(len(_unique_rows(_images(fp["x"], H, K, False), 5e-3)))
+        fp["multiplicity"] = 1 if signs else int(len(unique_rows(images(fp["x"], H, K, False), 5e-3)))
         found.append(fp)
 
     # forward in P from the named starts and the previous P's minima, then backward from the next P's minima
@@ -465,7 +393,7 @@ def heads_curve(
                 xs, pw = fp["x"] + z @ fp["basis"], np.full(fluct_samples, 1.0 / fluct_samples)
                 if signs:  # linear: uniform over the O(H) orbit (Haar rotations of the heads)
                     O = ortho_group.rvs(H, size=fluct_samples, random_state=rng).reshape(-1, H, H)
-                    xs = _rotate(xs, O, H, K)
+                    xs = rotate(xs, O, H, K)
             lf = label_free(*unpack(xs, H, K, xp=np), signs=signs)
             for k in acc:
                 acc[k] = acc[k] + wi * np.tensordot(pw, lf[k], axes=1)
@@ -499,17 +427,3 @@ def heads_curve(
             "R": ep["R"].tolist(),
         },
     )
-
-
-def _invariants(x, H, K):
-    """O(H)-invariants of x: singular values of m, eigenvalues of Q and of m^T m (sorted)."""
-    m, Q = unpack(np.asarray(x), H, K, xp=np)
-    return np.concatenate([np.linalg.svd(m, compute_uv=False), np.linalg.eigvalsh(Q), np.linalg.eigvalsh(m.T @ m)])
-
-
-def _unique_rows(X, tol):
-    keep = []
-    for x in X:
-        if not any(np.max(np.abs(x - y)) < tol for y in keep):
-            keep.append(x)
-    return keep
