@@ -189,11 +189,11 @@ def test_row_laws_of_one_energy_share_their_programs():
     """Two row laws of the same task and sizes get the same jitted programs (a second curve compiles nothing);
     another task's weights, or the other attention, get their own. The energy function is one object per set of
     parameters, compared by value, and equals the energy it stands for."""
-    from bayesattn.bayes.theory.heads import _energy, energy_params
+    from bayesattn.bayes.theory.heads import energy_params, row_energy
     from bayesattn.bayes.theory.heads_rowlaw import ROW_LAWS
 
     def law(task, att="linear", K=2):
-        return ROW_LAWS[att](_energy(energy_params(task, PRIOR, [100.0]), 2, K), 2, K, task.T, 1.0, 1000, None)
+        return ROW_LAWS[att](row_energy(energy_params(task, PRIOR, [100.0]), 2, K), 2, K, task.T, 1.0, 1000, None)
 
     other = ba.MultiLagCopyTask(T=16, d=8, spans=((1,), (2,)), weights=(1.0, 0.5), rotations="orthogonal")
     a, b, c, s = law(TASK), law(TASK), law(other), law(TASK, "softmax")

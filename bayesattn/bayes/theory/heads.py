@@ -89,7 +89,7 @@ def _phi_E(x, beta, eps, w, R, d, T, H, K):
     return beta * (jnp.sum(w**2) - fit) + d**2 / (2.0 * T) * logdet
 
 
-def _energy(ep, H, K):
+def row_energy(ep, H, K):
     """phi(x, beta, eps): the per-row energy of :func:`_phi_E` with the task's parameters ``ep`` fixed; one
     function object per set of parameters, by value (so the row laws' jitted programs are built once for them)."""
     w, R = np.asarray(ep["w"], np.float64), np.asarray(ep["R"], np.float64)
@@ -311,7 +311,7 @@ def heads_curve(
     T, K = task.T, task.K
     ep = energy_params(task, prior, P)
     law = ROW_LAWS[kind.name](
-        _energy(ep, H, K),
+        row_energy(ep, H, K),
         H,
         K,
         T,

@@ -196,7 +196,7 @@ class RowLaw:
         self.H, self.K, self.T, self.sA2 = H, K, T, sigma_A2
         self.n, self.key = num_samples, key
         # the jitted programs, shared by every law of this kind with the same phi (one object per energy:
-        # heads._energy) and sizes, so that a second curve of a task compiles nothing; the same programs, so the
+        # heads.row_energy) and sizes, so that a second curve of a task compiles nothing; the same programs, so the
         # same numbers
         for name, fn in _programs(type(self), phi, H, K, T, sigma_A2).items():
             setattr(self, name, fn)
@@ -328,7 +328,7 @@ class SoftmaxRowLaw(RowLaw):
 @functools.lru_cache(maxsize=32)
 def _programs(law: type, phi, H: int, K: int, T: int, sigma_A2: float) -> dict:
     """``law.programs(...)``, built once per (law, phi, sizes): phi by identity, the same object for the same
-    energy (:func:`heads._energy`)."""
+    energy (:func:`heads.row_energy`)."""
     return law.programs(phi, H, K, T, sigma_A2)
 
 
