@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -296,6 +297,18 @@ def test_prior_rejects_non_positive_or_non_finite_variances(name, value):
     with pytest.raises(ValueError, match=rf"{name}={value!r}".replace("(", r"\(")) as e:
         ba.Prior(**{name: value})
     assert "positive finite" in str(e.value)
+
+
+@pytest.mark.parametrize("name, value", [("sigma_A2", 1e-310), ("sigma_V2", 1e-308), ("sigma2", 1e308)])
+def test_prior_refuses_variances_whose_log_density_is_nan(name, value):
+    """Positive, finite, but so far out that products of the variances under- or overflow: the log density at L = 0
+    was NaN. The ends of the range are accepted and give a finite log density."""
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}: expected a variance in [1e-100, 1e100]")):
+        ba.Prior(**{name: value})
+    data = ba.CopyTask(T=3, d=2).sample(jax.random.key(0), 4)
+    for edge in (1e-100, 1e100):
+        post = ba.Posterior(data, "softmax", ba.Prior(**{name: edge}))
+        assert np.isfinite(float(post.log_density(jnp.zeros((3, 3)))))
 
 
 def test_posterior_rejects_unknown_attention_and_wrong_arguments():

@@ -56,7 +56,12 @@ class Prior:
         for name in ("sigma_A2", "sigma_V2", "sigma2"):
             v = getattr(self, name)
             if not is_traced(v):
-                object.__setattr__(self, name, check_positive(name, v))
+                v = check_positive(name, v)
+                if not 1e-100 <= v <= 1e100:  # beyond, products of the variances under- or overflow in float64
+                    raise ValueError(
+                        f"{name}={v!r}: expected a variance in [1e-100, 1e100] (the log density is NaN further out)"
+                    )
+                object.__setattr__(self, name, v)
 
     def tree_flatten(self):
         return (self.sigma_A2, self.sigma_V2, self.sigma2), None
