@@ -255,6 +255,9 @@ def test_killed_run_resumes(tmp_path):
         ),
         (["phase-diagram", "--set", "mcmc.backend=numpyro", "--set", "mcmc.method=smc"], "numpyro has only nuts"),
         (["phase-diagram", "--set", "mcmc.num_samples=2"], "mcmc.num_samples=2: expected >= 4"),
+        # refused at each point, after the run had started and written its folder
+        (["phase-diagram", "--methods", "mcmc", "--P", "100000000"], "P=100000000: expected at most 8388608 sequences"),
+        (["phase-diagram", "--P", "1:5:100"], "P.start=1, stop=5, num=100: only 5 distinct integers"),
         (["phase-diagram", "--set", "seed=4294967296"], "seed=4294967296"),
         (["phase-diagram", "--set", "name=../elsewhere"], "name='../elsewhere': expected a plain folder name"),
         (["phase-diagram", "--set", "name="], "name='': expected a plain folder name"),

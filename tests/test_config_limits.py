@@ -68,6 +68,8 @@ CASES = [
         ["task.offset=3", "theory.T_values=[3, 8]"],
         "theory.T_values=[3, 8]: expected sequence lengths T > task.offset=3",
     ),
+    # log-spaced neighbours that round to one integer gave fewer points than asked (P = 1:5:100 ran 5)
+    ("phase-diagram", None, ["P.start=1", "P.stop=5", "P.num=100"], "P.start=1, stop=5, num=100: only 5 distinct"),
     # three-transitions
     ("three-transitions", None, ["T_values=[]"], "T_values=[]: List should have at least 1 item"),
     ("three-transitions", None, ["T_values=[1]"], "T_values.0=1: Input should be greater than or equal to 2"),

@@ -91,6 +91,11 @@ class GridSection(Section):
             f = np.geomspace if self.spacing == "log" else np.linspace
             with np.errstate(invalid="ignore", over="ignore"):  # a huge stop gives no integers: refused below
                 P = np.unique(np.round(f(self.start, self.stop, self.num)).astype(int))
+            if 0 < P.size < self.num and np.all(P >= 1):  # neighbours rounded to one integer: fewer points than asked
+                raise ValueError(
+                    f"start={self.start:g}, stop={self.stop:g}, num={self.num}: only {P.size} distinct integers on "
+                    f"this {self.spacing} grid; expected num <= {P.size}, or a wider range"
+                )
 
         if P.size == 0 or np.any(P < 1) or np.any(np.diff(P) <= 0):
             raise ValueError(f"grid={P.tolist()}: expected a non-empty increasing list of positive integers")

@@ -59,12 +59,17 @@ class PhaseDiagram(Experiment):
     mcmc_batch: int = 1  # MCMC points of one shape sampled this many at a time in one program (--batch)
 
     def check(self, config: RunConfig) -> None:
-        if "theory" not in config.methods:
-            return
         from ...bayes.theory.common import covers
+        from ...tasks.base import MAX_ARRAY_NUMBERS
 
         task = config.make_task()
-        for a in config.attention:  # what phase_curve, loss_curve and phase_diagram cover (docs/theory.md)
+        P_max, limit = int(config.P.grid()[-1]), MAX_ARRAY_NUMBERS // (task.T * task.d)
+        if {"mcmc", "adam"} & set(config.methods) and P_max > limit:  # what task.sample would refuse at each point
+            raise ValueError(
+                f"P={P_max}: expected at most {limit} sequences at T={task.T}, d={task.d} for MCMC and Adam (their "
+                f"data set is one array of at most {MAX_ARRAY_NUMBERS} numbers)"
+            )
+        for a in config.attention if "theory" in config.methods else ():  # what the theory covers (docs/theory.md)
             if not covers(task, a, onehot=True, causal=True):
                 raise ValueError(
                     f"task.tokens={task.tokens!r}, task.boundary={task.boundary!r} with attention={a!r}: the theory "
