@@ -258,6 +258,8 @@ def test_killed_run_resumes(tmp_path):
         # refused at each point, after the run had started and written its folder
         (["phase-diagram", "--methods", "mcmc", "--P", "100000000"], "P=100000000: expected at most 8388608 sequences"),
         (["phase-diagram", "--P", "1:5:100"], "P.start=1, stop=5, num=100: only 5 distinct integers"),
+        # the probe refused it after a whole training run
+        (["screens", "--set", "trajectory.pair_range=[10,1000]"], "trajectory.pair_range=(10, 1000): expected 0 <= lo"),
         (["phase-diagram", "--set", "seed=4294967296"], "seed=4294967296"),
         (["phase-diagram", "--set", "name=../elsewhere"], "name='../elsewhere': expected a plain folder name"),
         (["phase-diagram", "--set", "name="], "name='': expected a plain folder name"),

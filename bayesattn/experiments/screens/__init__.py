@@ -26,6 +26,15 @@ class Screens(Experiment):
     default_config = "screens"
     artifacts = None  # set by the runner: where a trajectory keeps its training run and checkpoints
 
+    def check(self, cfg: ScreensConfig) -> None:
+        if "trajectory" in cfg.parts:  # the probes' own checks (pair_range against probe_T), before any training
+            from .trajectory import trajectory_probes
+
+            try:
+                trajectory_probes(cfg.trajectory)
+            except ValueError as e:
+                raise ValueError(f"trajectory.{e}") from None
+
     def points(self, cfg: ScreensConfig) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
         lens = {k: v for k, v in cfg.bayes.model_dump().items() if k not in ("P", "theory_points")}

@@ -97,8 +97,8 @@ def trajectory_point(point: dict, artifacts: Path | None = None, progress: bool 
     both probe batches. The training run (checkpoints included) is saved under ``artifacts`` when given (and
     loaded from there by a rerun), so that ``bayesattn screen`` can read the checkpoints again."""
     cfg = TrajectoryConfig.load(point["trajectory"], source="point")
+    probes = trajectory_probes(cfg)  # before training: a probe that cannot be built wastes no run
     res, train_wall = train(cfg, point["seed"], artifacts)
-    probes = trajectory_probes(cfg)
     t1 = time.perf_counter()
     bar = None
     if progress:
