@@ -574,3 +574,12 @@ def test_branch_evidences_name_a_branch_whose_evidence_is_not_finite():
         ba.branch_evidences(
             density, jax.random.key(0), {"a": (z, o), "b": (o, o)}, runs=2, num_particles=64, num_mcmc_steps=2
         )
+
+
+def test_sample_refuses_draws_too_many_to_hold_before_any_work():
+    """A trillion kept draws, or a hundred million chains, failed inside XLA with RESOURCE_EXHAUSTED."""
+    post = ba.Posterior(ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 8), "softmax", ba.Prior())
+    with pytest.raises(ValueError, match=r"num_chains=4, num_samples=1000000000000, thin=1: .* expected at most"):
+        ba.sample(post, jax.random.key(1), num_samples=10**12)
+    with pytest.raises(ValueError, match=r"num_chains=1000000000, num_samples=500, thin=10: .* a larger thin\)"):
+        ba.sample(post, jax.random.key(1), num_chains=10**9, thin=10)

@@ -39,12 +39,14 @@ Design:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import jax
 
 from .._batching import default_batch
 from .._validate import check_bool, check_int, check_key
+from ..tasks.base import MAX_ARRAY_NUMBERS
 from .posterior import Posterior, check_posterior
 from .samplers import (
     BACKENDS,
@@ -131,6 +133,12 @@ def sample(
     check_key("key", key)
     sampler = get_sampler(method, backend)
     num_chains, num_warmup, num_samples, thin = check_counts(num_chains, num_warmup, num_samples, thin)
+    kept = num_chains * (num_samples // thin) * math.prod(posterior.L_shape)
+    if kept > MAX_ARRAY_NUMBERS:  # the kept draws of L are one array: refused before XLA fails to allocate it
+        raise ValueError(
+            f"num_chains={num_chains}, num_samples={num_samples}, thin={thin}: {kept} numbers of kept draws of L "
+            f"{posterior.L_shape}; expected at most {MAX_ARRAY_NUMBERS} (fewer chains or draws, or a larger thin)"
+        )
     progress = check_bool("progress", progress)
     if chains_per_batch is None:
         chains_per_batch = default_batch(num_chains)
