@@ -581,5 +581,5 @@ def test_sample_refuses_draws_too_many_to_hold_before_any_work():
     post = ba.Posterior(ba.CopyTask(T=4, d=2).sample(jax.random.key(0), 8), "softmax", ba.Prior())
     with pytest.raises(ValueError, match=r"num_chains=4, num_samples=1000000000000, thin=1: .* expected at most"):
         ba.sample(post, jax.random.key(1), num_samples=10**12)
-    with pytest.raises(ValueError, match=r"num_chains=1000000000, num_samples=500, thin=10: .* a larger thin\)"):
+    with pytest.raises(ValueError, match=r"num_chains=1000000000, num_samples=1000, thin=10: .* a larger thin\)"):
         ba.sample(post, jax.random.key(1), num_chains=10**9, thin=10)
