@@ -94,7 +94,7 @@ class GridSection(Section):
             if 0 < P.size < self.num and np.all(P >= 1):  # neighbours rounded to one integer: fewer points than asked
                 raise ValueError(
                     f"start={self.start:g}, stop={self.stop:g}, num={self.num}: only {P.size} distinct integers on "
-                    f"this {self.spacing} grid; expected num <= {P.size}, or a wider range"
+                    f"this {self.spacing} grid; expected fewer points or a wider range (or P.values)"
                 )
 
         if P.size == 0 or np.any(P < 1) or np.any(np.diff(P) <= 0):
