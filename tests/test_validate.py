@@ -143,7 +143,7 @@ def test_theory_at_one_point_refuses_a_P_or_grid_it_cannot_use():
         (lambda: th.linear_log_density(task, prior, 10, 0.5j), "u has dtype complex128"),
         # beyond the numerics' range the means left [0, 1] (m = 17 at beta = 2.5e17)
         (lambda: th.phase_curve(task, prior, "softmax", [1e20]), "P=[1e+20] with sigma2=20: beta = P d / (2 sigma2)"),
-        (lambda: th.phase_curve(task, ba.Prior(1.0, 100.0, 1e-290), "linear", [10.0]), "expected beta <= 1e+11"),
+        (lambda: th.phase_curve(task, ba.Prior(1.0, 100.0, 1e-100), "linear", [10.0]), "expected beta <= 1e+11"),
         (lambda: th.phase_curve(ba.CopyTask(T=4, d=1, tokens="onehot"), prior, "linear", [10.0]), "task.d=1: one-hot"),
         (lambda: th.mode_action(task, prior, "linear", -1.0, [0.1]), "P=-1.0"),
         (lambda: th.critical_exponent(task, prior, num=1), "num=1"),
